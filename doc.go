@@ -1,0 +1,11 @@
+// Package runstream holds what every part of runstream shares: the
+// application error type with its stable codes, and the table from code to
+// HTTP status and retryability.
+//
+// The codes are generated from contracts/errors.json (go generate); a test
+// fails when the generated file is stale. Domain packages live beside this
+// one: runevents (thread run events) and workflow (workflow runs and their
+// events); adapters are one package per dependency (sqlite, postgres, …).
+package runstream
+
+//go:generate go run ./internal/contractgen

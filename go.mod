@@ -1,0 +1,3 @@
+module github.com/runstream/runstream
+
+go 1.26
