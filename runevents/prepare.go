@@ -1,0 +1,156 @@
+package runevents
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runstream/runstream"
+)
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateID checks a thread or run id against ^[A-Za-z0-9_-]{1,64}$.
+func ValidateID(kind, id string) error {
+	if !idPattern.MatchString(id) {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "invalid %s: expected 1-64 ASCII letters, digits, hyphens or underscores", kind)
+	}
+	return nil
+}
+
+// Prepare validates e and normalises it into the record a store writes
+// (without Seq): ids and limits checked, content and metadata compacted,
+// Content nil → "", Metadata nil → {}, CreatedAt defaulted to now in UTC and
+// truncated to microseconds, trace content above maxTraceContent bytes
+// truncated (maxTraceContent <= 0 means DefaultMaxTraceContent). Every
+// backend calls it, so they all store the same bytes.
+func Prepare(e NewEvent, now time.Time, maxTraceContent int) (Record, error) {
+	if err := ValidateID("thread_id", e.ThreadID); err != nil {
+		return Record{}, err
+	}
+	if err := ValidateID("run_id", e.RunID); err != nil {
+		return Record{}, err
+	}
+	if _, err := NewEventType(string(e.EventType)); err != nil {
+		return Record{}, runstream.Wrap(err, runstream.CodeInvalidArgument, "invalid event_type: want 1 to %d characters", MaxEventTypeLength)
+	}
+	if _, err := NewCategory(string(e.Category)); err != nil {
+		return Record{}, runstream.Wrap(err, runstream.CodeInvalidArgument, "invalid category: want 1 to %d characters", MaxCategoryLength)
+	}
+	content := []byte(`""`)
+	if len(e.Content) > 0 {
+		var err error
+		if content, err = compact(e.Content); err != nil {
+			return Record{}, runstream.Wrap(err, runstream.CodeInvalidArgument, "content is not valid JSON")
+		}
+	}
+	metadata := []byte(`{}`)
+	if len(e.Metadata) > 0 {
+		var err error
+		if metadata, err = compact(e.Metadata); err != nil || metadata[0] != '{' {
+			return Record{}, runstream.Wrap(err, runstream.CodeInvalidArgument, "metadata must be a JSON object")
+		}
+	}
+	created := e.CreatedAt
+	if created.IsZero() {
+		created = now.UTC()
+	}
+	rec := Record{
+		ThreadID:  e.ThreadID,
+		RunID:     e.RunID,
+		EventType: e.EventType,
+		Category:  e.Category,
+		Content:   content,
+		Metadata:  metadata,
+		CreatedAt: created.Truncate(time.Microsecond),
+		UserID:    e.UserID,
+	}
+	if rec.Category == CategoryTrace {
+		if maxTraceContent <= 0 {
+			maxTraceContent = DefaultMaxTraceContent
+		}
+		if err := truncateTrace(&rec, maxTraceContent); err != nil {
+			return Record{}, err
+		}
+	}
+	return rec, nil
+}
+
+// PrepareBatch prepares every event of a batch and checks that they belong
+// to one thread. It fails on the first invalid event, naming its index.
+func PrepareBatch(events []NewEvent, now time.Time, maxTraceContent int) ([]Record, error) {
+	out := make([]Record, len(events))
+	for i, e := range events {
+		if i > 0 && e.ThreadID != events[0].ThreadID {
+			return nil, runstream.Errorf(runstream.CodeInvalidArgument, "events[%d]: a batch must belong to one thread", i).WithDetail("index", i)
+		}
+		rec, err := Prepare(e, now, maxTraceContent)
+		if err != nil {
+			e := runstream.AsError(err)
+			return nil, &runstream.Error{Code: e.Code, Message: "events[" + strconv.Itoa(i) + "]: " + e.Message, Details: map[string]any{"index": i}, Err: e.Err}
+		}
+		out[i] = rec
+	}
+	return out, nil
+}
+
+// truncateTrace replaces over-long trace content by its first max bytes (cut
+// at a UTF-8 boundary) as a JSON string, and records the truncation in
+// metadata.
+func truncateTrace(rec *Record, max int) error {
+	text := rec.Content
+	var s string
+	if json.Unmarshal(rec.Content, &s) == nil {
+		text = []byte(s)
+	}
+	if len(text) <= max {
+		return nil
+	}
+	cut := text[:max]
+	for len(cut) > 0 && !utf8.Valid(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	enc, err := json.Marshal(string(cut))
+	if err != nil {
+		return runstream.Wrap(err, runstream.CodeInternal, "truncate trace content")
+	}
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(rec.Metadata, &meta); err != nil {
+		return runstream.Wrap(err, runstream.CodeInvalidArgument, "metadata must be a JSON object")
+	}
+	meta["content_truncated"] = json.RawMessage("true")
+	meta["original_byte_length"] = json.RawMessage(strconv.Itoa(len(text)))
+	metadata, err := json.Marshal(meta)
+	if err != nil {
+		return runstream.Wrap(err, runstream.CodeInternal, "encode truncated metadata")
+	}
+	rec.Content, rec.Metadata = enc, metadata
+	return nil
+}
+
+func compact(raw []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// CheckLimit rejects a non-positive limit.
+func CheckLimit(limit int) error {
+	if limit <= 0 {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "limit must be positive, got %d", limit)
+	}
+	return nil
+}
+
+// CheckOwner rejects the zero Owner.
+func CheckOwner(o Owner) error {
+	if o.IsZero() {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "an owner is required: OwnedBy(user) or AnyOwner")
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package runevents
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// CreatedAtLayout encodes Record.CreatedAt: RFC 3339 with a numeric offset
+// and microseconds.
+const CreatedAtLayout = "2006-01-02T15:04:05.000000-07:00"
+
+// Record is one persisted run event.
+type Record struct {
+	ThreadID  string
+	RunID     string
+	Seq       int64
+	EventType EventType
+	Category  Category
+	// Content is any compact JSON value.
+	Content json.RawMessage
+	// Metadata is a compact JSON object.
+	Metadata  json.RawMessage
+	CreatedAt time.Time
+	// UserID is the owner; empty for rows written by internal callers.
+	UserID string
+}
+
+// Clone returns a deep copy of r.
+func (r Record) Clone() Record {
+	r.Content = bytes.Clone(r.Content)
+	r.Metadata = bytes.Clone(r.Metadata)
+	return r
+}
+
+// MetadataString returns metadata[key] when it is a JSON string.
+func (r Record) MetadataString(key string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(r.Metadata, &m) != nil {
+		return "", false
+	}
+	raw, ok := m[key]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// MarshalJSON encodes the record envelope of the contract, keys in the
+// order thread_id, run_id, event_type, category, content, metadata, seq,
+// created_at, and user_id when the row has an owner.
+func (r Record) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 160+len(r.Content)+len(r.Metadata))
+	b = append(b, `{"thread_id":`...)
+	b = appendJSONString(b, r.ThreadID)
+	b = append(b, `,"run_id":`...)
+	b = appendJSONString(b, r.RunID)
+	b = append(b, `,"event_type":`...)
+	b = appendJSONString(b, string(r.EventType))
+	b = append(b, `,"category":`...)
+	b = appendJSONString(b, string(r.Category))
+	b = append(b, `,"content":`...)
+	b = append(b, orDefault(r.Content, `""`)...)
+	b = append(b, `,"metadata":`...)
+	b = append(b, orDefault(r.Metadata, `{}`)...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, r.Seq, 10)
+	b = append(b, `,"created_at":`...)
+	b = appendJSONString(b, r.CreatedAt.Format(CreatedAtLayout))
+	if r.UserID != "" {
+		b = append(b, `,"user_id":`...)
+		b = appendJSONString(b, r.UserID)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes the record envelope.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	var w struct {
+		ThreadID  string          `json:"thread_id"`
+		RunID     string          `json:"run_id"`
+		Seq       int64           `json:"seq"`
+		EventType EventType       `json:"event_type"`
+		Category  Category        `json:"category"`
+		Content   json.RawMessage `json:"content"`
+		Metadata  json.RawMessage `json:"metadata"`
+		CreatedAt time.Time       `json:"created_at"`
+		UserID    *string         `json:"user_id"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = Record{ThreadID: w.ThreadID, RunID: w.RunID, Seq: w.Seq, EventType: w.EventType,
+		Category: w.Category, Content: w.Content, Metadata: w.Metadata, CreatedAt: w.CreatedAt}
+	if w.UserID != nil {
+		r.UserID = *w.UserID
+	}
+	return nil
+}
+
+func orDefault(raw json.RawMessage, def string) []byte {
+	if len(raw) == 0 {
+		return []byte(def)
+	}
+	return raw
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	enc, _ := json.Marshal(s) // a string always marshals
+	return append(b, enc...)
+}
