@@ -1,5 +1,7 @@
 package runevents
 
+import "sort"
+
 // Validate checks p: thread id, owner, positive limit.
 func (p ListMessagesParams) Validate() error {
 	return firstError(ValidateID("thread_id", p.ThreadID), CheckOwner(p.Owner), CheckLimit(p.Limit))
@@ -40,14 +42,13 @@ func firstError(errs ...error) error {
 func Window(rows []Record, after, before *int64, limit int) []Record {
 	lo, hi := 0, len(rows)
 	if after != nil {
-		for lo < hi && rows[lo].Seq <= *after {
-			lo++
-		}
+		lo = sort.Search(len(rows), func(i int) bool { return rows[i].Seq > *after })
 	}
 	if before != nil {
-		for hi > lo && rows[hi-1].Seq >= *before {
-			hi--
-		}
+		hi = sort.Search(len(rows), func(i int) bool { return rows[i].Seq >= *before })
+	}
+	if hi < lo {
+		hi = lo
 	}
 	rows = rows[lo:hi]
 	if len(rows) <= limit {
