@@ -1,0 +1,11 @@
+// Package httpapi serves runstream over HTTP: the operational endpoints
+// (/healthz, /readyz, /metrics, /api/contracts), and the thread and workflow
+// APIs as they are added. Every error answers with the unified body
+//
+//	{"code", "message", "retryable", "nodeId"?, "details"?, "requestId"}
+//
+// whose status comes from the one table in the runstream package. Internal
+// errors are logged with their cause under the request id; the body carries
+// only a generic message, so driver text, SQL and connection strings never
+// reach a caller.
+package httpapi

@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/runstream/runstream"
+)
+
+// errorBody is the unified error body of the protocol plus requestId.
+type errorBody struct {
+	Code      runstream.ErrorCode `json:"code"`
+	Message   string              `json:"message"`
+	Retryable bool                `json:"retryable"`
+	NodeID    string              `json:"nodeId,omitempty"`
+	Details   map[string]any      `json:"details,omitempty"`
+	RequestID string              `json:"requestId"`
+}
+
+// writeError answers err with the unified error body. Errors that are not a
+// *runstream.Error, and CodeInternal errors, are logged with their cause and
+// answered with a generic message.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := runstream.AsError(err)
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) {
+		e = runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
+	}
+	body := errorBody{
+		Code:      e.Code,
+		Message:   e.Message,
+		Retryable: e.Code.Retryable(),
+		NodeID:    e.NodeID,
+		Details:   e.Details,
+		RequestID: requestID(r.Context()),
+	}
+	status := e.Code.HTTPStatus()
+	if status >= 500 {
+		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("request_id", body.RequestID),
+			slog.String("code", string(e.Code)),
+			slog.String("error", err.Error()))
+		if e.Code == runstream.CodeInternal {
+			body.Message = "internal error"
+			body.Details = nil
+		}
+	}
+	writeJSON(w, status, body)
+}

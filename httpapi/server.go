@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/runstream/runstream"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 8 << 20
+)
+
+// Config configures a Server.
+type Config struct {
+	// Logger receives access logs and errors. Defaults to a discarding
+	// logger.
+	Logger *slog.Logger
+	// Registry collects the server's metrics and is served at /metrics.
+	// Defaults to a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
+	// Contracts holds the contract files served at /api/contracts/{name}.
+	// Required.
+	Contracts fs.FS
+	// ContractNames lists the files of Contracts that are served. Required.
+	ContractNames []string
+	// Ready reports whether the server can serve requests (the store is
+	// reachable). Defaults to always ready.
+	Ready func(ctx context.Context) error
+	// Durability describes the store's durability mode for /readyz.
+	Durability string
+	// Store names the store backend for /readyz (sqlite, postgres, memory).
+	Store string
+	// MaxBodyBytes limits every request body. Defaults to DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server is the HTTP API. Create it with New; it is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+	handler http.Handler
+}
+
+// New returns a Server with every route registered.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	s := &Server{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry)}
+	s.routes()
+	s.handler = s.instrument(http.HandlerFunc(s.route))
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// routes registers every endpoint.
+func (s *Server) routes() {
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	s.handle("GET /api/contracts", s.listContracts)
+	s.handle("GET /api/contracts/{name}", s.getContract)
+}
+
+// handlerFunc is an HTTP handler that returns its error instead of writing
+// it, so every error goes through writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// route dispatches to the mux, answering unknown routes and wrong methods
+// with the unified error body instead of the mux's plain text.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	probe := httptest.NewRecorder()
+	h.ServeHTTP(probe, r)
+	if probe.Code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.Header().Get("Allow"))
+		s.writeError(w, r, runstream.Errorf(runstream.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
