@@ -158,7 +158,9 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 func TestReadyzAnswersUnavailableWithoutTheCause(t *testing.T) {
 	t.Parallel()
 	s := setup(t, func(c *Config) {
-		c.Ready = func(context.Context) error { return errors.New("dial tcp 10.0.0.7:5432: password authentication failed") }
+		c.Ready = func(context.Context) error {
+			return errors.New("dial tcp 10.0.0.7:5432: password authentication failed")
+		}
 	})
 	rec := s.do(t, "GET", "/readyz", nil)
 	if rec.Code != 503 {
