@@ -148,9 +148,4 @@ func CheckLimit(limit int) error {
 }
 
 // CheckOwner rejects the zero Owner.
-func CheckOwner(o Owner) error {
-	if o.IsZero() {
-		return runstream.Errorf(runstream.CodeInvalidArgument, "an owner is required: OwnedBy(user) or AnyOwner")
-	}
-	return nil
-}
+func CheckOwner(o Owner) error { return runstream.CheckOwner(o) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/runstream/runstream"
 )
 
 // DefaultMaxTraceContent is the default byte limit of trace content.
@@ -25,31 +27,14 @@ type NewEvent struct {
 	UserID string
 }
 
-// Owner selects whose rows a read or delete sees. The zero Owner is
-// invalid, so that a caller who forgot to pass one fails closed.
-type Owner struct {
-	userID string
-	any    bool
-}
+// Owner selects whose rows a read or delete sees; see runstream.Owner.
+type Owner = runstream.Owner
 
 // OwnedBy returns the Owner that sees only rows stamped with userID.
-func OwnedBy(userID string) Owner { return Owner{userID: userID} }
+func OwnedBy(userID string) Owner { return runstream.OwnedBy(userID) }
 
-// AnyOwner sees every row regardless of owner. It is for internal callers
-// (migrations, the engine, administrators), never for a user's request.
-var AnyOwner = Owner{any: true}
-
-// IsZero reports whether o is the invalid zero Owner.
-func (o Owner) IsZero() bool { return !o.any && o.userID == "" }
-
-// All reports whether o is AnyOwner.
-func (o Owner) All() bool { return o.any }
-
-// UserID returns the user o is restricted to ("" for AnyOwner).
-func (o Owner) UserID() string { return o.userID }
-
-// Sees reports whether a row stamped with userID is visible to o.
-func (o Owner) Sees(userID string) bool { return o.any || (o.userID != "" && o.userID == userID) }
+// AnyOwner sees every row regardless of owner: internal callers only.
+var AnyOwner = runstream.AnyOwner
 
 // ListMessagesParams selects message rows (category "message") of a thread.
 type ListMessagesParams struct {
