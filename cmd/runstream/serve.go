@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/httpapi"
+)
+
+// serveConfig is the configuration of "runstream serve".
+type serveConfig struct {
+	addr              string
+	store             string
+	sqliteSync        string
+	logLevel          slog.Level
+	logFormat         string
+	maxBodyBytes      int64
+	maxHeaderBytes    int
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	shutdownTimeout   time.Duration
+}
+
+func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8780", "address to listen on")
+	fs.StringVar(&cfg.store, "store", "sqlite:./runstream-data/runstream.db", "store URL: sqlite:PATH, postgres://… or memory:")
+	fs.StringVar(&cfg.sqliteSync, "sqlite-synchronous", "FULL", "SQLite synchronous mode: FULL (survives power loss) or NORMAL (faster; survives a process crash)")
+	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
+	fs.StringVar(&cfg.logFormat, "log-format", "json", "log format: json or text")
+	fs.Int64Var(&cfg.maxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest accepted request body in bytes")
+	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest accepted request header block in bytes")
+	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read request headers")
+	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
+	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if cfg.logFormat != "json" && cfg.logFormat != "text" {
+		return fmt.Errorf("%w: --log-format must be json or text, not %q", errUsage, cfg.logFormat)
+	}
+	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+
+	backend, err := openBackend(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer backend.close()
+	logger.Info("store opened", "store", backend.name, "location", backend.location, "durability", backend.durability)
+
+	api := httpapi.New(httpapi.Config{
+		Logger:        logger,
+		Contracts:     contracts.FS(),
+		ContractNames: contracts.Names(),
+		Ready:         backend.ready,
+		Durability:    backend.durability,
+		Store:         backend.name,
+		MaxBodyBytes:  cfg.maxBodyBytes,
+		Version:       version,
+	})
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: cfg.readHeaderTimeout,
+		IdleTimeout:       cfg.idleTimeout,
+		MaxHeaderBytes:    cfg.maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "runstream %s listening on %s\n", version, url)
+	fmt.Fprintf(stdout, "store: %s (%s)\n", backend.location, backend.durability)
+	logger.Info("listening", "url", url)
+	if m.onListen != nil {
+		m.onListen(ln.Addr().String())
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		srv.Close()
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

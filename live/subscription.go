@@ -1,0 +1,71 @@
+package live
+
+import "sync"
+
+// Subscription is one follower's view of a stream: a bounded buffer of
+// events and a signal that it is not empty. It is safe for concurrent use.
+type Subscription struct {
+	hub   *Hub
+	key   string
+	ready chan struct{}
+
+	mu     sync.Mutex
+	buf    []Event
+	bytes  int
+	cut    bool
+	closed bool
+}
+
+// Ready is signalled when events are waiting or the subscription was cut.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Take returns the buffered events and empties the buffer. cut is true when
+// the follower fell behind and events were dropped since the last Take: the
+// follower must read the store after its cursor before using live events
+// again. Take never blocks.
+func (s *Subscription) Take() (events []Event, cut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	events, cut = s.buf, s.cut
+	s.buf, s.bytes, s.cut = nil, 0, false
+	return events, cut
+}
+
+// Close unregisters the subscription. It is safe to call more than once.
+func (s *Subscription) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.buf = nil
+	s.mu.Unlock()
+	s.hub.unsubscribe(s)
+}
+
+// push appends events, or cuts the subscription when they do not fit.
+func (s *Subscription) push(events []Event, maxEvents, maxBytes int) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	if !s.cut {
+		size := 0
+		for _, e := range events {
+			size += len(e.Frame)
+		}
+		if len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes {
+			s.buf, s.bytes, s.cut = nil, 0, true
+		} else {
+			s.buf = append(s.buf, events...)
+			s.bytes += size
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
