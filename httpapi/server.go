@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/workflow"
 )
 
 // Defaults of Config.
@@ -43,6 +45,16 @@ type Config struct {
 	MaxBodyBytes int64
 	// Version is reported by /healthz.
 	Version string
+	// Authenticate returns the user a request acts for, or an error
+	// (CodeUnauthenticated) to refuse it. Defaults to LocalUser for every
+	// request: the "none" mode of one local user.
+	Authenticate func(r *http.Request) (string, error)
+	// Workflows stores workflow runs and their events. Required.
+	Workflows workflow.Store
+	// Hub fans committed events out to followers. Required.
+	Hub *live.Hub
+	// Stream bounds the SSE streams.
+	Stream StreamConfig
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -66,6 +78,10 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.Authenticate == nil {
+		cfg.Authenticate = func(*http.Request) (string, error) { return LocalUser, nil }
+	}
+	cfg.Stream.setDefaults()
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
@@ -85,6 +101,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
 	s.handle("GET /api/contracts", s.listContracts)
 	s.handle("GET /api/contracts/{name}", s.getContract)
+
+	s.handleAPI("GET /api/workflows/runs/{run_id}", s.getWorkflowRun)
+	s.handleAPI("GET /api/workflows/runs/{run_id}/events", s.listWorkflowRunEvents)
+	s.handleAPI("GET /api/workflows/runs/{run_id}/stream", s.streamWorkflowRun)
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing
@@ -92,7 +112,17 @@ func (s *Server) routes() {
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) handle(pattern string, h handlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle(pattern, s.errorsOf(h))
+}
+
+// handleAPI registers an endpoint that acts for an authenticated user.
+func (s *Server) handleAPI(pattern string, h handlerFunc) {
+	s.mux.Handle(pattern, s.authenticate(s.errorsOf(h)))
+}
+
+// errorsOf adapts h to http.Handler, answering its error with writeError.
+func (s *Server) errorsOf(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

@@ -1,0 +1,200 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/workflow"
+)
+
+// Redactor removes secrets from a JSON document; it returns the document
+// unchanged (changed=false) when there is nothing to remove.
+type Redactor interface {
+	JSON(raw []byte) (out []byte, changed bool, err error)
+}
+
+// WorkflowLog appends workflow events: validate, redact, append, publish.
+// It is safe for concurrent use.
+type WorkflowLog struct {
+	store     workflow.Store
+	validator *contracts.Validator
+	redactor  Redactor
+	hub       *live.Hub
+	now       func() time.Time
+}
+
+// NewWorkflowLog returns a log over store that publishes to hub. now
+// defaults to time.Now.
+func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, redactor Redactor, hub *live.Hub, now func() time.Time) *WorkflowLog {
+	if now == nil {
+		now = time.Now
+	}
+	return &WorkflowLog{store: store, validator: validator, redactor: redactor, hub: hub, now: now}
+}
+
+// WorkflowStreamKey is the hub key of a workflow run's stream.
+func WorkflowStreamKey(runID string) string { return "workflow:" + runID }
+
+// CreateRun stores a run with its first events and publishes them.
+func (l *WorkflowLog) CreateRun(ctx context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
+	events, err := l.prepare(events)
+	if err != nil {
+		return workflow.Run{}, nil, err
+	}
+	run, stored, err := l.store.CreateRun(ctx, r, events)
+	if err != nil {
+		return workflow.Run{}, nil, err
+	}
+	l.publish(run.ID, stored)
+	return run, stored, nil
+}
+
+// Append validates, redacts and appends a batch, then publishes it.
+func (l *WorkflowLog) Append(ctx context.Context, p workflow.AppendParams) ([]workflow.Envelope, error) {
+	events, err := l.prepare(p.Events)
+	if err != nil {
+		return nil, err
+	}
+	p.Events = events
+	stored, err := l.store.Append(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	l.publish(p.RunID, stored)
+	return stored, nil
+}
+
+// Resume consumes a resume token and appends p.Events atomically, then
+// publishes them.
+func (l *WorkflowLog) Resume(ctx context.Context, p workflow.ResumeParams) ([]workflow.Envelope, error) {
+	events, err := l.prepare(p.Events)
+	if err != nil {
+		return nil, err
+	}
+	p.Events = events
+	stored, err := l.store.Resume(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	l.publish(p.RunID, stored)
+	return stored, nil
+}
+
+// prepare validates each event's data against the contract, redacts it and
+// stamps the time. It returns new events; the caller's are not modified.
+func (l *WorkflowLog) prepare(events []workflow.NewEvent) ([]workflow.NewEvent, error) {
+	if err := workflow.CheckEvents(events); err != nil {
+		return nil, err
+	}
+	now := l.now().UTC()
+	out := make([]workflow.NewEvent, len(events))
+	for i, e := range events {
+		data := e.Data
+		if len(data) == 0 {
+			data = json.RawMessage("{}")
+		}
+		if err := l.validator.ValidateWorkflowData(string(e.Event), data); err != nil {
+			return nil, validationError(err, "events["+strconv.Itoa(i)+"] "+string(e.Event))
+		}
+		redacted, err := l.redactData(e.Event, data)
+		if err != nil {
+			return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "events[%d]: redact data", i)
+		}
+		e.Data = redacted
+		if e.Timestamp.IsZero() {
+			e.Timestamp = now
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// redactData redacts data. The resume token of run.awaiting_input is the one
+// secret that stays in its event: it is set aside and put back.
+func (l *WorkflowLog) redactData(t workflow.EventType, data json.RawMessage) (json.RawMessage, error) {
+	if t != workflow.EventRunAwaitingInput {
+		out, _, err := l.redactor.JSON(data)
+		return out, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	token := fields["resumeToken"]
+	delete(fields, "resumeToken")
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	redacted, changed, err := l.redactor.JSON(rest)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return data, nil
+	}
+	if err := json.Unmarshal(redacted, &fields); err != nil {
+		return nil, err
+	}
+	fields["resumeToken"] = token
+	return json.Marshal(fields)
+}
+
+func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {
+	if l.hub == nil || len(stored) == 0 {
+		return
+	}
+	events := make([]live.Event, 0, len(stored))
+	for _, env := range stored {
+		ev, err := WorkflowFrame(env)
+		if err != nil {
+			// A stored envelope always encodes; followers will read it from
+			// the store if it ever does not.
+			return
+		}
+		events = append(events, ev)
+	}
+	l.hub.Publish(WorkflowStreamKey(runID), events)
+}
+
+// WorkflowFrame renders a stored envelope as a live event with its SSE
+// frame: id = seq, event = type, data = the envelope on one line.
+func WorkflowFrame(env workflow.Envelope) (live.Event, error) {
+	return workflowFrame(nil, env)
+}
+
+// AppendWorkflowFrame appends the SSE frame of env to dst.
+func AppendWorkflowFrame(dst []byte, env workflow.Envelope) ([]byte, error) {
+	ev, err := workflowFrame(dst, env)
+	return ev.Frame, err
+}
+
+func workflowFrame(dst []byte, env workflow.Envelope) (live.Event, error) {
+	data, err := env.AppendJSON(make([]byte, 0, 256+len(env.Data)))
+	if err != nil {
+		return live.Event{}, err
+	}
+	frame, err := sse.AppendFrame(dst, sse.Frame{ID: strconv.FormatInt(env.Seq, 10), Event: string(env.Event), Data: data})
+	if err != nil {
+		return live.Event{}, err
+	}
+	return live.Event{Seq: env.Seq, Frame: frame, Terminal: env.Event.Terminal()}, nil
+}
+
+// validationError turns a contract violation into CodeInvalidArgument with
+// the failing paths in details.
+func validationError(err error, what string) error {
+	var ve *contracts.ValidationError
+	if errors.As(err, &ve) {
+		return (&runstream.Error{Code: runstream.CodeInvalidArgument, Message: what + ": " + ve.Error(), Err: err}).
+			WithDetail("problems", ve.Problems)
+	}
+	return runstream.Wrap(err, runstream.CodeInvalidArgument, "%s: invalid", what)
+}

@@ -1,0 +1,234 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/sse"
+)
+
+// StreamConfig bounds the SSE streams.
+type StreamConfig struct {
+	// Heartbeat is the silence after which a ": heartbeat" comment is sent.
+	// Defaults to 15s.
+	Heartbeat time.Duration
+	// WriteTimeout is the deadline of each write to a follower; a follower
+	// that does not take a write in time is cut (it resumes). Defaults to 10s.
+	WriteTimeout time.Duration
+	// MaxLifetime is how long one stream may stay open before the server
+	// closes it (the client resumes with Last-Event-ID). Defaults to 1h.
+	MaxLifetime time.Duration
+	// Retry is the reconnection delay advertised in the "retry:" field.
+	// Defaults to 3s.
+	Retry time.Duration
+	// ReplayPage is the number of events read from the store per query when
+	// replaying or catching up. Defaults to 500.
+	ReplayPage int
+}
+
+func (c *StreamConfig) setDefaults() {
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.MaxLifetime <= 0 {
+		c.MaxLifetime = time.Hour
+	}
+	if c.Retry <= 0 {
+		c.Retry = 3 * time.Second
+	}
+	if c.ReplayPage <= 0 {
+		c.ReplayPage = 500
+	}
+}
+
+// streamSource is what a followed stream reads from the store.
+type streamSource interface {
+	// readAfter appends to dst the frames of up to limit stored events with
+	// seq > after, ascending.
+	readAfter(ctx context.Context, dst []live.Event, after int64, limit int) ([]live.Event, error)
+	// end is asked when the store has nothing after cursor: it returns
+	// end=true when the stream is over (with an optional last frame, such as
+	// a synthesised terminal frame, to send before closing), or more=true
+	// when events were committed meanwhile and the store must be read again.
+	end(ctx context.Context, cursor int64) (final []byte, end, more bool, err error)
+}
+
+// follower writes one SSE stream: replay from the store after the cursor,
+// then live events from the hub subscription, with heartbeats, per-write
+// deadlines, and a close after the terminal event.
+type follower struct {
+	w      io.Writer
+	rc     *http.ResponseController
+	cfg    StreamConfig
+	sub    *live.Subscription
+	src    streamSource
+	logger *slog.Logger
+
+	cursor int64
+	buf    []byte
+	page   []live.Event
+	// heartbeat fires after Heartbeat of silence; every write resets it.
+	heartbeat *time.Timer
+}
+
+// errStreamDone ends a stream normally: the terminal event was delivered.
+var errStreamDone = errors.New("stream done")
+
+// run follows the stream until it ends, the lifetime runs out, the client
+// leaves, or a write fails. Headers must be set; run sends them.
+func (f *follower) run(ctx context.Context) error {
+	f.heartbeat = time.NewTimer(f.cfg.Heartbeat)
+	defer f.heartbeat.Stop()
+	lifetime := time.NewTimer(f.cfg.MaxLifetime)
+	defer lifetime.Stop()
+	f.buf, _ = sse.AppendRetry(f.buf, f.cfg.Retry)
+	if err := f.flush(); err != nil {
+		return err
+	}
+
+	err := f.catchUp(ctx)
+	for err == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-lifetime.C:
+			return nil
+		case <-f.sub.Ready():
+			err = f.deliverLive(ctx)
+		case <-f.heartbeat.C:
+			f.buf, _ = sse.AppendComment(f.buf, "heartbeat")
+			if err = f.flush(); err == nil {
+				err = f.checkEnd(ctx)
+			}
+		}
+	}
+	if errors.Is(err, errStreamDone) {
+		return nil
+	}
+	return err
+}
+
+// deliverLive writes the subscription's buffered events. Events at or
+// before the cursor are dropped; a gap, or a cut subscription, means the
+// store is read after the cursor instead.
+func (f *follower) deliverLive(ctx context.Context) error {
+	events, cut := f.sub.Take()
+	if cut {
+		return f.catchUp(ctx)
+	}
+	for _, ev := range events {
+		if ev.Seq <= f.cursor {
+			continue
+		}
+		if ev.Seq != f.cursor+1 {
+			if err := f.flush(); err != nil {
+				return err
+			}
+			if err := f.catchUp(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		f.buf = append(f.buf, ev.Frame...)
+		f.cursor = ev.Seq
+		if ev.Terminal {
+			if err := f.flush(); err != nil {
+				return err
+			}
+			return errStreamDone
+		}
+	}
+	return f.flush()
+}
+
+// catchUp reads the store after the cursor, page by page, writing each page
+// in one write, until the store has no more; then asks the source whether
+// the stream is over.
+func (f *follower) catchUp(ctx context.Context) error {
+	for {
+		var err error
+		f.page, err = f.src.readAfter(ctx, f.page[:0], f.cursor, f.cfg.ReplayPage)
+		if err != nil {
+			return err
+		}
+		for _, ev := range f.page {
+			if ev.Seq <= f.cursor {
+				continue
+			}
+			f.buf = append(f.buf, ev.Frame...)
+			f.cursor = ev.Seq
+			if ev.Terminal {
+				if err := f.flush(); err != nil {
+					return err
+				}
+				return errStreamDone
+			}
+		}
+		if err := f.flush(); err != nil {
+			return err
+		}
+		if len(f.page) < f.cfg.ReplayPage {
+			break
+		}
+	}
+	return f.checkEnd(ctx)
+}
+
+// checkEnd asks the source whether the stream is over.
+func (f *follower) checkEnd(ctx context.Context) error {
+	final, end, more, err := f.src.end(ctx, f.cursor)
+	if err != nil {
+		return err
+	}
+	if more {
+		return f.catchUp(ctx)
+	}
+	if !end {
+		return nil
+	}
+	f.buf = append(f.buf, final...)
+	if err := f.flush(); err != nil {
+		return err
+	}
+	return errStreamDone
+}
+
+// flush writes the buffered bytes within the write deadline and flushes
+// them to the client.
+func (f *follower) flush() error {
+	if len(f.buf) == 0 {
+		return nil
+	}
+	if err := f.rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := f.w.Write(f.buf); err != nil {
+		return err
+	}
+	if err := f.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if len(f.buf) > 64<<10 {
+		f.buf = nil // do not keep a large replay buffer for an idle stream
+	} else {
+		f.buf = f.buf[:0]
+	}
+	f.heartbeat.Reset(f.cfg.Heartbeat)
+	return nil
+}
+
+// setStreamHeaders sets the headers of an SSE response.
+func setStreamHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Content-Type-Options", "nosniff")
+}
