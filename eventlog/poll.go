@@ -24,13 +24,9 @@ func Poller(workflows workflow.Store) live.PollFunc {
 		if err != nil {
 			return nil, fmt.Errorf("poll %s: %w", key, err)
 		}
-		events := make([]live.Event, 0, len(envs))
-		for _, env := range envs {
-			ev, err := WorkflowFrame(env)
-			if err != nil {
-				return nil, fmt.Errorf("poll %s: %w", key, err)
-			}
-			events = append(events, ev)
+		events, err := WorkflowFrames(make([]live.Event, 0, len(envs)), envs)
+		if err != nil {
+			return nil, fmt.Errorf("poll %s: %w", key, err)
 		}
 		return events, nil
 	}

@@ -151,17 +151,25 @@ func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {
 	if l.hub == nil || len(stored) == 0 {
 		return
 	}
-	events := make([]live.Event, 0, len(stored))
-	for _, env := range stored {
-		ev, err := WorkflowFrame(env)
-		if err != nil {
-			// A stored envelope always encodes; followers will read it from
-			// the store if it ever does not.
-			return
-		}
-		events = append(events, ev)
+	events, err := WorkflowFrames(make([]live.Event, 0, len(stored)), stored)
+	if err != nil {
+		// A stored envelope always encodes; followers read the store if it
+		// ever does not.
+		return
 	}
 	l.hub.Publish(WorkflowStreamKey(runID), events)
+}
+
+// WorkflowFrames appends the live events of envs to dst.
+func WorkflowFrames(dst []live.Event, envs []workflow.Envelope) ([]live.Event, error) {
+	for _, env := range envs {
+		ev, err := WorkflowFrame(env)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, ev)
+	}
+	return dst, nil
 }
 
 // WorkflowFrame renders a stored envelope as a live event with its SSE

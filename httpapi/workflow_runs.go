@@ -138,14 +138,7 @@ func (src *workflowSource) readAfter(ctx context.Context, dst []live.Event, afte
 	if err != nil {
 		return dst, err
 	}
-	for _, env := range events {
-		ev, err := eventlog.WorkflowFrame(env)
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, ev)
-	}
-	return dst, nil
+	return eventlog.WorkflowFrames(dst, events)
 }
 
 // end reports the stream over when the run is terminal: at once when the
