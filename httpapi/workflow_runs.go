@@ -81,17 +81,17 @@ func (s *Server) listWorkflowRunEvents(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	events, err := s.cfg.Workflows.ListEvents(r.Context(), run.ID, after, limit+1)
+	events, err := s.cfg.Workflows.ListEvents(r.Context(), run.ID, after, limit)
 	if err != nil {
 		return err
 	}
 	page := eventPage{Events: events, NextAfter: after}
-	if len(events) > limit {
-		page.Events, page.HasMore = events[:limit], true
+	if n := len(events); n > 0 {
+		page.NextAfter = events[n-1].Seq
 	}
-	if n := len(page.Events); n > 0 {
-		page.NextAfter = page.Events[n-1].Seq
-	}
+	// The run row was read before the page, so events it does not count yet
+	// are simply found by the next page.
+	page.HasMore = page.NextAfter < run.LastSeq
 	if page.Events == nil {
 		page.Events = []workflow.Envelope{}
 	}

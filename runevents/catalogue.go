@@ -83,7 +83,7 @@ func Lookup(t EventType) (Category, bool) {
 			return d.Category, true
 		}
 	}
-	if t.IsMiddleware() && len(t) <= MaxEventTypeLength {
+	if t.IsMiddleware() && utf8.RuneCountInString(string(t)) <= MaxEventTypeLength {
 		return MiddlewareCategory, true
 	}
 	return "", false
