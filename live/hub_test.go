@@ -1,0 +1,189 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+func events(from, to int64) []Event {
+	var out []Event
+	for s := from; s <= to; s++ {
+		out = append(out, Event{Seq: s, Frame: []byte(fmt.Sprintf("id: %d\n\n", s))})
+	}
+	return out
+}
+
+func seqsOf(evs []Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+func TestPublishDeliversToEverySubscriber(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	a, b := h.Subscribe("s", 0), h.Subscribe("s", 0)
+	other := h.Subscribe("t", 0)
+	h.Publish("s", events(1, 3))
+	for _, sub := range []*Subscription{a, b} {
+		select {
+		case <-sub.Ready():
+		default:
+			t.Fatal("subscriber not signalled")
+		}
+		got, cut := sub.Take()
+		if fmt.Sprint(seqsOf(got)) != "[1 2 3]" || cut {
+			t.Errorf("got %v cut=%v", seqsOf(got), cut)
+		}
+	}
+	if got, _ := other.Take(); len(got) != 0 {
+		t.Errorf("another stream's subscriber got %v", seqsOf(got))
+	}
+	// Already published seqs are not published again.
+	h.Publish("s", events(2, 4))
+	if got, _ := a.Take(); fmt.Sprint(seqsOf(got)) != "[4]" {
+		t.Errorf("republish gave %v", seqsOf(got))
+	}
+}
+
+func TestSlowSubscriberIsCutWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	h := New(Config{BufferEvents: 10, BufferBytes: 1 << 20})
+	slow, fast := h.Subscribe("s", 0), h.Subscribe("s", 0)
+	var fastGot []int64
+	for s := int64(1); s <= 1000; s++ {
+		h.Publish("s", events(s, s)) // never blocks, whatever slow does
+		got, cut := fast.Take()
+		if cut {
+			t.Fatal("the fast subscriber was cut")
+		}
+		fastGot = append(fastGot, seqsOf(got)...)
+	}
+	if len(fastGot) != 1000 {
+		t.Errorf("fast subscriber got %d events", len(fastGot))
+	}
+	got, cut := slow.Take()
+	if !cut || len(got) != 0 {
+		t.Errorf("slow subscriber: %d events, cut=%v; want the cut and no events", len(got), cut)
+	}
+	// After the cut, the subscription works again.
+	h.Publish("s", events(1001, 1001))
+	if got, cut := slow.Take(); cut || fmt.Sprint(seqsOf(got)) != "[1001]" {
+		t.Errorf("after the cut: %v cut=%v", seqsOf(got), cut)
+	}
+}
+
+func TestByteBudgetCuts(t *testing.T) {
+	t.Parallel()
+	h := New(Config{BufferEvents: 1000, BufferBytes: 100})
+	sub := h.Subscribe("s", 0)
+	h.Publish("s", []Event{{Seq: 1, Frame: make([]byte, 60)}})
+	h.Publish("s", []Event{{Seq: 2, Frame: make([]byte, 60)}})
+	if _, cut := sub.Take(); !cut {
+		t.Error("120 bytes fit in a 100-byte budget")
+	}
+}
+
+func TestCloseUnregisters(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	sub := h.Subscribe("s", 0)
+	if h.Followed("s") != 1 {
+		t.Fatal("not followed")
+	}
+	sub.Close()
+	sub.Close()
+	if h.Followed("s") != 0 {
+		t.Error("still followed after Close")
+	}
+	h.Publish("s", events(1, 1)) // no panic, nobody to deliver to
+}
+
+// countingPoll serves a growing stream and counts queries per key.
+type countingPoll struct {
+	mu      sync.Mutex
+	stored  map[string]int64 // newest seq per stream
+	queries map[string]int
+}
+
+func (p *countingPoll) poll(_ context.Context, key string, after int64) ([]Event, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.queries[key]++
+	return events(after+1, p.stored[key]), nil
+}
+
+func (p *countingPoll) count(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.queries[key]
+}
+
+func TestPollIsSharedPerStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPoll{stored: map[string]int64{"followed": 3, "idle": 9}, queries: map[string]int{}}
+		h := New(Config{Poll: p.poll, PollInterval: 800 * time.Millisecond})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+
+		subs := make([]*Subscription, 50)
+		for i := range subs {
+			subs[i] = h.Subscribe("followed", 0)
+		}
+		time.Sleep(800 * time.Millisecond)
+		synctest.Wait()
+		if n := p.count("followed"); n != 1 {
+			t.Errorf("one tick with 50 followers made %d queries, want 1", n)
+		}
+		if n := p.count("idle"); n != 0 {
+			t.Errorf("a stream without followers was polled %d times", n)
+		}
+		for _, sub := range subs {
+			if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1 2 3]" {
+				t.Fatalf("polled events: %v", seqsOf(got))
+			}
+		}
+		time.Sleep(800 * time.Millisecond)
+		synctest.Wait()
+		if n := p.count("followed"); n != 2 {
+			t.Errorf("two ticks made %d queries", n)
+		}
+		for _, sub := range subs {
+			sub.Close()
+		}
+		time.Sleep(8 * time.Second)
+		synctest.Wait()
+		if n := p.count("followed"); n != 2 {
+			t.Errorf("polled %d times after the last follower left, want 2", n)
+		}
+	})
+}
+
+func TestWakePollsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPoll{stored: map[string]int64{"s": 1}, queries: map[string]int{}}
+		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		sub := h.Subscribe("s", 0)
+		defer sub.Close()
+		h.Wake("s")
+		synctest.Wait()
+		if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1]" {
+			t.Errorf("after Wake: %v", seqsOf(got))
+		}
+		h.Wake("nobody") // a stream without followers is not read
+		synctest.Wait()
+		if p.count("nobody") != 0 {
+			t.Error("woke a stream without followers")
+		}
+	})
+}
