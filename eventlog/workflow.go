@@ -10,33 +10,35 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
 )
-
-// Redactor removes secrets from a JSON document; it returns the document
-// unchanged (changed=false) when there is nothing to remove.
-type Redactor interface {
-	JSON(raw []byte) (out []byte, changed bool, err error)
-}
 
 // WorkflowLog appends workflow events: validate, redact, append, publish.
 // It is safe for concurrent use.
 type WorkflowLog struct {
 	store     workflow.Store
 	validator *contracts.Validator
-	redactor  Redactor
 	hub       *live.Hub
 	now       func() time.Time
+	// redactor cleans every event's data; awaitingInput cleans the data of
+	// run.awaiting_input, keeping its resume token, the one secret that must
+	// stay in its event.
+	redactor, awaitingInput *redact.Redactor
 }
 
 // NewWorkflowLog returns a log over store that publishes to hub. now
 // defaults to time.Now.
-func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, redactor Redactor, hub *live.Hub, now func() time.Time) *WorkflowLog {
+func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, hub *live.Hub, now func() time.Time) *WorkflowLog {
 	if now == nil {
 		now = time.Now
 	}
-	return &WorkflowLog{store: store, validator: validator, redactor: redactor, hub: hub, now: now}
+	return &WorkflowLog{
+		store: store, validator: validator, hub: hub, now: now,
+		redactor:      redact.New(redact.Options{}),
+		awaitingInput: redact.New(redact.Options{KeepKeys: []string{"resumeToken"}}),
+	}
 }
 
 // WorkflowStreamKey is the hub key of a workflow run's stream.
@@ -116,35 +118,14 @@ func (l *WorkflowLog) prepare(events []workflow.NewEvent) ([]workflow.NewEvent, 
 	return out, nil
 }
 
-// redactData redacts data. The resume token of run.awaiting_input is the one
-// secret that stays in its event: it is set aside and put back.
+// redactData redacts an event's data.
 func (l *WorkflowLog) redactData(t workflow.EventType, data json.RawMessage) (json.RawMessage, error) {
-	if t != workflow.EventRunAwaitingInput {
-		out, _, err := l.redactor.JSON(data)
-		return out, err
+	r := l.redactor
+	if t == workflow.EventRunAwaitingInput {
+		r = l.awaitingInput
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, err
-	}
-	token := fields["resumeToken"]
-	delete(fields, "resumeToken")
-	rest, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
-	redacted, changed, err := l.redactor.JSON(rest)
-	if err != nil {
-		return nil, err
-	}
-	if !changed {
-		return data, nil
-	}
-	if err := json.Unmarshal(redacted, &fields); err != nil {
-		return nil, err
-	}
-	fields["resumeToken"] = token
-	return json.Marshal(fields)
+	out, _, err := r.JSON(data)
+	return out, err
 }
 
 func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {

@@ -50,7 +50,7 @@ func (r *syncRecorder) String() string {
 func bubbleEnv(t *testing.T, stream StreamConfig) (*Server, *eventlog.WorkflowLog, workflow.Run) {
 	store := memory.NewWorkflowStore()
 	hub := live.New(live.Config{})
-	log := eventlog.NewWorkflowLog(store, testValidator, identityRedactor{}, hub, nil)
+	log := eventlog.NewWorkflowLog(store, testValidator, hub, nil)
 	env := &workflowEnv{store: store, hub: hub, log: log}
 	run := env.createRun(t, "run_bubble")
 	return New(Config{Workflows: store, Hub: hub, Stream: stream}), log, run

@@ -22,12 +22,6 @@ import (
 	"github.com/runstream/runstream/workflow"
 )
 
-// identityRedactor stands in for the redact package: redaction is tested in
-// eventlog and redact; here it must not change anything.
-type identityRedactor struct{}
-
-func (identityRedactor) JSON(raw []byte) ([]byte, bool, error) { return raw, false, nil }
-
 var testValidator = func() *contracts.Validator {
 	v, err := contracts.NewValidator()
 	if err != nil {
@@ -53,7 +47,7 @@ func newWorkflowEnv(t *testing.T, stream StreamConfig) *workflowEnv {
 	env.hub = live.New(live.Config{Poll: eventlog.Poller(env.store), PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	go env.hub.Run(ctx)
-	env.log = eventlog.NewWorkflowLog(env.store, testValidator, identityRedactor{}, env.hub, nil)
+	env.log = eventlog.NewWorkflowLog(env.store, testValidator, env.hub, nil)
 	env.api = New(Config{
 		Contracts: nil, Workflows: env.store, Hub: env.hub, Stream: stream,
 	})
