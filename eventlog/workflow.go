@@ -23,8 +23,9 @@ type WorkflowLog struct {
 	hub       *live.Hub
 	now       func() time.Time
 	// redactor cleans every event's data; awaitingInput cleans the data of
-	// run.awaiting_input, keeping its resume token, the one secret that must
-	// stay in its event.
+	// run.awaiting_input, keeping its resume token (the one secret that must
+	// stay in its event) and its form schema (a JSON Schema whose property
+	// names, such as "password", are not secrets).
 	redactor, awaitingInput *redact.Redactor
 }
 
@@ -37,7 +38,7 @@ func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, hub *l
 	return &WorkflowLog{
 		store: store, validator: validator, hub: hub, now: now,
 		redactor:      redact.New(redact.Options{}),
-		awaitingInput: redact.New(redact.Options{KeepKeys: []string{"resumeToken"}}),
+		awaitingInput: redact.New(redact.Options{KeepKeys: []string{"resumeToken", "formSchema"}}),
 	}
 }
 

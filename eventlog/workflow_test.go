@@ -1,0 +1,190 @@
+package eventlog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflow"
+)
+
+type setupResult struct {
+	store *memory.WorkflowStore
+	hub   *live.Hub
+	log   *eventlog.WorkflowLog
+	run   workflow.Run
+	sub   *live.Subscription
+}
+
+func setup(t *testing.T, store workflow.Store) setupResult {
+	t.Helper()
+	mem := memory.NewWorkflowStore()
+	if store == nil {
+		store = mem
+	}
+	v, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := live.New(live.Config{})
+	log := eventlog.NewWorkflowLog(store, v, hub, nil)
+	ctx := t.Context()
+	wf, ver, err := mem.CreateWorkflow(ctx, workflow.Workflow{ID: "wf_1", OwnerID: "u"}, workflow.Version{ID: "wv_1", Definition: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := hub.Subscribe(eventlog.WorkflowStreamKey("run_1"), 0)
+	t.Cleanup(sub.Close)
+	run, _, err := log.CreateRun(ctx, workflow.Run{ID: "run_1", WorkflowID: wf.ID, VersionID: ver.ID, OwnerID: "u"},
+		[]workflow.NewEvent{{Event: workflow.EventRunCreated, Data: json.RawMessage(`{"version":1,"versionId":"wv_1"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setupResult{store: mem, hub: hub, log: log, run: run, sub: sub}
+}
+
+func published(sub *live.Subscription) []string {
+	events, _ := sub.Take()
+	var out []string
+	for _, e := range events {
+		out = append(out, string(e.Frame))
+	}
+	return out
+}
+
+func TestAppendPublishesAfterCommit(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	if got := published(s.sub); len(got) != 1 || !strings.HasPrefix(got[0], "id: 1\nevent: run.created\ndata: {\"schemaVersion\":\"1.0\"") {
+		t.Fatalf("CreateRun published %q", got)
+	}
+	stored, err := s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventRunStarted, Data: json.RawMessage(`{"startedAt":"2026-11-29T10:00:00+00:00"}`)},
+		{Event: workflow.EventNodeOutputDelta, NodeID: "n1", NodeRunID: "nr1", Data: json.RawMessage(`{"channel":"text","delta":"hi"}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := published(s.sub)
+	if len(got) != 2 || len(stored) != 2 || stored[1].Seq != 3 {
+		t.Fatalf("published %d frames for %d stored events", len(got), len(stored))
+	}
+	envJSON, _ := json.Marshal(stored[1])
+	if want := "id: 3\nevent: node.output.delta\ndata: " + string(envJSON) + "\n\n"; got[1] != want {
+		t.Errorf("frame\n%q\nwant\n%q", got[1], want)
+	}
+}
+
+// failingStore refuses every append.
+type failingStore struct{ workflow.Store }
+
+func (failingStore) Append(context.Context, workflow.AppendParams) ([]workflow.Envelope, error) {
+	return nil, runstream.Wrap(errors.New("disk full"), runstream.CodeUnavailable, "append")
+}
+
+func TestNothingIsPublishedWhenTheAppendFails(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	published(s.sub)
+	failing := eventlog.NewWorkflowLog(failingStore{s.store}, mustValidator(t), s.hub, nil)
+	_, err := failing.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventRunQueued, Data: json.RawMessage(`{"queue":"q"}`)},
+	}})
+	if runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
+		t.Fatalf("err = %v", err)
+	}
+	if got := published(s.sub); len(got) != 0 {
+		t.Errorf("a failed append published %q", got)
+	}
+}
+
+func mustValidator(t *testing.T) *contracts.Validator {
+	v, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestInvalidEventsAreRefusedWhole(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	published(s.sub)
+	for _, tc := range []struct {
+		name  string
+		event workflow.NewEvent
+		path  string
+	}{
+		{"missing required field", workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: "n", Data: json.RawMessage(`{"channel":"text"}`)}, "/delta"},
+		{"wrong type", workflow.NewEvent{Event: workflow.EventNodeStarted, NodeID: "n", Data: json.RawMessage(`{"attempt":"one"}`)}, "/attempt"},
+		{"unknown field", workflow.NewEvent{Event: workflow.EventRunResumed, NodeID: "n", Data: json.RawMessage(`{"action":"ok","extra":1}`)}, ""},
+		{"unknown event", workflow.NewEvent{Event: "run.exploded", Data: json.RawMessage(`{}`)}, ""},
+		{"node event without node", workflow.NewEvent{Event: workflow.EventNodeProgress, Data: json.RawMessage(`{"phase":"p","message":"m"}`)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			good := workflow.NewEvent{Event: workflow.EventRunQueued, Data: json.RawMessage(`{"queue":"q"}`)}
+			_, err := s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{good, tc.event}})
+			e := runstream.AsError(err)
+			if e == nil || e.Code != runstream.CodeInvalidArgument {
+				t.Fatalf("err = %v, want INVALID_ARGUMENT", err)
+			}
+			if tc.path != "" {
+				problems, _ := e.Details["problems"].([]contracts.Problem)
+				if len(problems) == 0 || problems[0].Path != tc.path {
+					t.Errorf("problems = %+v, want path %s", e.Details["problems"], tc.path)
+				}
+			}
+			if events, _ := s.store.ListEvents(t.Context(), "run_1", 0, 100); len(events) != 1 {
+				t.Errorf("%d events stored, want only run.created", len(events))
+			}
+			if got := published(s.sub); len(got) != 0 {
+				t.Errorf("published %q", got)
+			}
+		})
+	}
+}
+
+func TestEventsAreRedactedButTheResumeTokenStays(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	secret := "sk-" + strings.Repeat("Ab3", 16)
+	token := "rt_" + strings.Repeat("Zq9", 15)
+	stored, err := s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventNodeToolStarted, NodeID: "n", NodeRunID: "nr", Data: json.RawMessage(
+			`{"toolCallId":"c1","name":"http_get","inputSummary":{"url":"https://api.example.com","headers":{"Authorization":"Bearer ` + secret + `"},"note":"key ` + secret + `"}}`)},
+		{Event: workflow.EventRunAwaitingInput, NodeID: "n", NodeRunID: "nr", Data: json.RawMessage(
+			`{"formSchema":{"type":"object","properties":{"password":{"type":"string"}}},"actions":["approve"],"resumeToken":"` + token + `"}`)},
+	}, ResumeToken: &workflow.ResumeToken{RunID: "run_1", Hash: []byte("h"), Actions: []string{"approve"}, ExpiresAt: time.Now().Add(time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := string(stored[0].Data)
+	if strings.Contains(tool, secret) || !strings.Contains(tool, "[REDACTED:") {
+		t.Errorf("tool data not redacted: %s", tool)
+	}
+	if !strings.Contains(string(stored[1].Data), `"resumeToken":"`+token+`"`) {
+		t.Errorf("the resume token was removed: %s", stored[1].Data)
+	}
+	if !strings.Contains(string(stored[1].Data), `"properties":{"password":{"type":"string"}}`) {
+		t.Errorf("the form schema was redacted: %s", stored[1].Data)
+	}
+	events, _ := s.store.ListEvents(t.Context(), "run_1", 0, 100)
+	for _, e := range events {
+		if strings.Contains(string(e.Data), secret) {
+			t.Errorf("stored event %d holds the secret", e.Seq)
+		}
+	}
+	for _, frame := range published(s.sub) {
+		if strings.Contains(frame, secret) {
+			t.Errorf("a published frame holds the secret")
+		}
+	}
+}
