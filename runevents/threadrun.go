@@ -1,0 +1,105 @@
+package runevents
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// RunStatus is the lifecycle state of a thread run, as the run row records
+// it. The row, not any event, is authoritative for it.
+type RunStatus string
+
+// Run states of the original system.
+const (
+	RunPending     RunStatus = "pending"
+	RunRunning     RunStatus = "running"
+	RunSuccess     RunStatus = "success"
+	RunError       RunStatus = "error"
+	RunInterrupted RunStatus = "interrupted"
+	RunTimeout     RunStatus = "timeout"
+)
+
+// Valid reports whether s is one of the run states.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case RunPending, RunRunning, RunSuccess, RunError, RunInterrupted, RunTimeout:
+		return true
+	}
+	return false
+}
+
+// ModelUsage is the token usage of one model within a run.
+type ModelUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+}
+
+// Usage is the token accounting of a run, accumulated by its producer while
+// it ran. Token summaries come from here, never from event rows.
+type Usage struct {
+	TotalInputTokens  int64                 `json:"total_input_tokens"`
+	TotalOutputTokens int64                 `json:"total_output_tokens"`
+	TotalTokens       int64                 `json:"total_tokens"`
+	LLMCallCount      int64                 `json:"llm_call_count"`
+	LeadAgentTokens   int64                 `json:"lead_agent_tokens"`
+	SubagentTokens    int64                 `json:"subagent_tokens"`
+	MiddlewareTokens  int64                 `json:"middleware_tokens"`
+	ByModel           map[string]ModelUsage `json:"token_usage_by_model"`
+}
+
+// ThreadRun is the row of one run of a thread.
+type ThreadRun struct {
+	ThreadID string
+	RunID    string
+	OwnerID  string
+	Status   RunStatus
+	// OperationKind is "run" for agent runs; token usage and supersession
+	// consider only those.
+	OperationKind string
+	ModelName     string
+	// Metadata is a JSON object; regenerate_from_run_id and replay_kind
+	// ("edit") in it mark runs that supersede others.
+	Metadata  json.RawMessage
+	Usage     Usage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Feedback is a user's rating of a run. A user has at most one feedback per
+// run; writing again replaces it and keeps its id.
+type Feedback struct {
+	ID        string
+	ThreadID  string
+	RunID     string
+	UserID    string
+	Rating    json.RawMessage // a number or a string such as "up"
+	Comment   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// RunStore persists thread run rows and feedback. It is safe for
+// concurrent use. Reads take an Owner like Store's; another owner's row
+// answers CodeNotFound exactly like a missing one.
+type RunStore interface {
+	// PutRun creates the run row or replaces its mutable fields (status,
+	// model, metadata, usage, updated_at); CreatedAt and OwnerID are kept
+	// from the first write. A row owned by another user is CodeNotFound.
+	PutRun(ctx context.Context, r ThreadRun) (ThreadRun, error)
+	// GetRun returns the row of (threadID, runID).
+	GetRun(ctx context.Context, threadID, runID string, owner Owner) (ThreadRun, error)
+	// FindRun returns the row of runID in whatever thread holds it, for the
+	// stateless /api/runs/{run_id} endpoints.
+	FindRun(ctx context.Context, runID string, owner Owner) (ThreadRun, error)
+	// ListRuns returns the thread's runs, oldest first.
+	ListRuns(ctx context.Context, threadID string, owner Owner) ([]ThreadRun, error)
+
+	// PutFeedback creates or replaces the owner's feedback on a run.
+	PutFeedback(ctx context.Context, f Feedback) (Feedback, error)
+	// ListFeedback returns the feedback of the given runs of a thread
+	// visible to owner, keyed by run id (one per run and user; with
+	// AnyOwner, the newest).
+	ListFeedback(ctx context.Context, threadID string, runIDs []string, owner Owner) (map[string]Feedback, error)
+}
