@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/httpapi"
 )
 
@@ -53,25 +52,15 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 
-	backend, err := openBackend(ctx, cfg)
+	a, err := newApp(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer backend.close()
-	logger.Info("store opened", "store", backend.name, "location", backend.location, "durability", backend.durability)
+	defer a.close()
+	logger.Info("store opened", "store", a.backend.name, "location", a.backend.location, "durability", a.backend.durability)
 
-	api := httpapi.New(httpapi.Config{
-		Logger:        logger,
-		Contracts:     contracts.FS(),
-		ContractNames: contracts.Names(),
-		Ready:         backend.ready,
-		Durability:    backend.durability,
-		Store:         backend.name,
-		MaxBodyBytes:  cfg.maxBodyBytes,
-		Version:       version,
-	})
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           a.api,
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
@@ -84,7 +73,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "runstream %s listening on %s\n", version, url)
-	fmt.Fprintf(stdout, "store: %s (%s)\n", backend.location, backend.durability)
+	fmt.Fprintf(stdout, "store: %s (%s)\n", a.backend.location, a.backend.durability)
 	logger.Info("listening", "url", url)
 	if m.onListen != nil {
 		m.onListen(ln.Addr().String())
