@@ -1,9 +1,11 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -11,7 +13,6 @@ import (
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/redact"
-	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -157,25 +158,36 @@ func WorkflowFrames(dst []live.Event, envs []workflow.Envelope) ([]live.Event, e
 // WorkflowFrame renders a stored envelope as a live event with its SSE
 // frame: id = seq, event = type, data = the envelope on one line.
 func WorkflowFrame(env workflow.Envelope) (live.Event, error) {
-	return workflowFrame(nil, env)
-}
-
-// AppendWorkflowFrame appends the SSE frame of env to dst.
-func AppendWorkflowFrame(dst []byte, env workflow.Envelope) ([]byte, error) {
-	ev, err := workflowFrame(dst, env)
-	return ev.Frame, err
-}
-
-func workflowFrame(dst []byte, env workflow.Envelope) (live.Event, error) {
-	data, err := env.AppendJSON(make([]byte, 0, 256+len(env.Data)))
-	if err != nil {
-		return live.Event{}, err
-	}
-	frame, err := sse.AppendFrame(dst, sse.Frame{ID: strconv.FormatInt(env.Seq, 10), Event: string(env.Event), Data: data})
+	frame, err := AppendWorkflowFrame(make([]byte, 0, 320+len(env.Data)), env)
 	if err != nil {
 		return live.Event{}, err
 	}
 	return live.Event{Seq: env.Seq, Frame: frame, Terminal: env.Event.Terminal()}, nil
+}
+
+// AppendWorkflowFrame appends the SSE frame of a stored envelope to dst. It
+// writes the frame directly (the hot path of every replay): the id is a
+// number, the event one of the protocol's names, and the data compact JSON,
+// which it checks holds no line break.
+func AppendWorkflowFrame(dst []byte, env workflow.Envelope) ([]byte, error) {
+	if !env.Event.Known() {
+		return dst, fmt.Errorf("frame seq %d: unknown event %q", env.Seq, env.Event)
+	}
+	start := len(dst)
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, env.Seq, 10)
+	dst = append(dst, "\nevent: "...)
+	dst = append(dst, env.Event...)
+	dst = append(dst, "\ndata: "...)
+	data := len(dst)
+	dst, err := env.AppendJSON(dst)
+	if err != nil {
+		return dst[:start], fmt.Errorf("frame seq %d: %w", env.Seq, err)
+	}
+	if bytes.IndexByte(dst[data:], '\n') >= 0 || bytes.IndexByte(dst[data:], '\r') >= 0 {
+		return dst[:start], fmt.Errorf("frame seq %d: data holds a line break", env.Seq)
+	}
+	return append(dst, "\n\n"...), nil
 }
 
 // validationError turns a contract violation into CodeInvalidArgument with

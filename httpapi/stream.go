@@ -51,9 +51,10 @@ func (c *StreamConfig) setDefaults() {
 
 // streamSource is what a followed stream reads from the store.
 type streamSource interface {
-	// readAfter appends to dst the frames of up to limit stored events with
-	// seq > after, ascending.
-	readAfter(ctx context.Context, dst []live.Event, after int64, limit int) ([]live.Event, error)
+	// readAfter appends to buf the SSE frames of up to limit stored events
+	// with seq > after, ascending, and reports how many it read, the seq of
+	// the last, and whether that one is terminal.
+	readAfter(ctx context.Context, buf []byte, after int64, limit int) (out []byte, n int, last int64, terminal bool, err error)
 	// end is asked when the store has nothing after cursor: it returns
 	// end=true when the stream is over (with an optional last frame, such as
 	// a synthesised terminal frame, to send before closing), or more=true
@@ -74,7 +75,6 @@ type follower struct {
 
 	cursor int64
 	buf    []byte
-	page   []live.Event
 	// heartbeat fires after Heartbeat of silence; every write resets it.
 	heartbeat *time.Timer
 }
@@ -154,28 +154,26 @@ func (f *follower) deliverLive(ctx context.Context) error {
 // the stream is over.
 func (f *follower) catchUp(ctx context.Context) error {
 	for {
-		var err error
-		f.page, err = f.src.readAfter(ctx, f.page[:0], f.cursor, f.cfg.ReplayPage)
+		var (
+			n        int
+			last     int64
+			terminal bool
+			err      error
+		)
+		f.buf, n, last, terminal, err = f.src.readAfter(ctx, f.buf, f.cursor, f.cfg.ReplayPage)
 		if err != nil {
 			return err
 		}
-		for _, ev := range f.page {
-			if ev.Seq <= f.cursor {
-				continue
-			}
-			f.buf = append(f.buf, ev.Frame...)
-			f.cursor = ev.Seq
-			if ev.Terminal {
-				if err := f.flush(); err != nil {
-					return err
-				}
-				return errStreamDone
-			}
+		if n > 0 {
+			f.cursor = last
 		}
 		if err := f.flush(); err != nil {
 			return err
 		}
-		if len(f.page) < f.cfg.ReplayPage {
+		if terminal {
+			return errStreamDone
+		}
+		if n < f.cfg.ReplayPage {
 			break
 		}
 	}

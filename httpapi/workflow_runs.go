@@ -8,7 +8,6 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
 )
@@ -133,12 +132,18 @@ type workflowSource struct {
 	run   workflow.Run
 }
 
-func (src *workflowSource) readAfter(ctx context.Context, dst []live.Event, after int64, limit int) ([]live.Event, error) {
+func (src *workflowSource) readAfter(ctx context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
 	events, err := src.store.ListEvents(ctx, src.run.ID, after, limit)
-	if err != nil {
-		return dst, err
+	if err != nil || len(events) == 0 {
+		return buf, 0, after, false, err
 	}
-	return eventlog.WorkflowFrames(dst, events)
+	for _, env := range events {
+		if buf, err = eventlog.AppendWorkflowFrame(buf, env); err != nil {
+			return buf, 0, after, false, err
+		}
+	}
+	last := events[len(events)-1]
+	return buf, len(events), last.Seq, last.Event.Terminal(), nil
 }
 
 // end reports the stream over when the run is terminal: at once when the

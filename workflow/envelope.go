@@ -36,14 +36,14 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(make([]byte, 0, 256+len(e.Data)))
 }
 
-// AppendJSON appends the envelope's JSON to b. It fails when Data is not a
-// single valid JSON value.
+// AppendJSON appends the envelope's JSON to b. Data must be one valid JSON
+// value (stores hold only such data); it is compacted when it is not
+// compact, which validates it. MarshalJSON's output is validated by
+// encoding/json.
 func (e Envelope) AppendJSON(b []byte) ([]byte, error) {
 	data := e.Data
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
-	} else if !json.Valid(data) {
-		return nil, fmt.Errorf("envelope seq %d: data is not valid JSON", e.Seq)
 	}
 	b = append(b, `{"schemaVersion":`...)
 	b = appendString(b, e.SchemaVersion)
@@ -125,9 +125,18 @@ func appendNullable(b []byte, key, value string) []byte {
 }
 
 // appendString appends s as a JSON string, escaped as encoding/json does.
+// Printable ASCII without quotes, backslashes and HTML characters, the
+// common case for ids and names, is copied as it is.
 func appendString(b []byte, s string) []byte {
-	enc, _ := json.Marshal(s) // a string always marshals
-	return append(b, enc...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			enc, _ := json.Marshal(s) // a string always marshals
+			return append(b, enc...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // isCompact reports whether data has no insignificant white space outside

@@ -46,6 +46,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return m.serve(ctx, rest, stdout, stderr)
+	case "bench":
+		return m.bench(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -63,6 +65,7 @@ func printUsage(w io.Writer) {
 
 Usage:
   runstream serve [flags]     run the HTTP server
+  runstream bench [flags]     measure the SSE path under load (see docs/BENCHMARKS.md)
   runstream version           print the version
 
 Run "runstream COMMAND --help" for a command's flags. Every flag can also be

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// benchConfig is the configuration of "runstream bench".
+type benchConfig struct {
+	scenario   string
+	store      string
+	followers  int
+	rate       float64
+	events     int
+	eventBytes int
+	batch      int
+	jsonOut    bool
+}
+
+// bench runs one load scenario against a server it starts as a child
+// process ("runstream bench serve"), on this machine, over loopback:
+//
+//	latency     F followers, events appended at R/s: append→delivered p50/p99
+//	saturation  F followers, events appended as fast as possible in batches:
+//	            delivered frames per second
+//	replay      N stored events, then one follower from cursor 0: events/s
+//	idle        F followers of a silent run: the server's resident memory
+func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "serve" {
+		return m.benchServe(ctx, args[1:], stdout, stderr)
+	}
+	var cfg benchConfig
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&cfg.scenario, "scenario", "latency", "latency, saturation, replay or idle")
+	fs.StringVar(&cfg.store, "store", "", `store URL of the server (default: SQLite, synchronous=FULL, in a temporary directory)`)
+	fs.IntVar(&cfg.followers, "followers", 100, "number of followers")
+	fs.Float64Var(&cfg.rate, "rate", 1000, "events per second (latency)")
+	fs.IntVar(&cfg.events, "events", 10000, "number of events")
+	fs.IntVar(&cfg.eventBytes, "event-bytes", 200, "size of each event's data in bytes")
+	fs.IntVar(&cfg.batch, "batch", 100, "events per append (saturation, replay)")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
+	if err := m.parseFlags(fs, args, stderr, "runstream bench [flags]  |  runstream bench serve [flags]"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if cfg.store == "" {
+		dir, err := os.MkdirTemp("", "runstream-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.store = "sqlite:" + dir + "/bench.db"
+	}
+	srv, err := startBenchServer(ctx, cfg.store, stderr)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+
+	var res benchResult
+	switch cfg.scenario {
+	case "latency":
+		res, err = benchLatency(ctx, srv, cfg)
+	case "saturation":
+		res, err = benchSaturation(ctx, srv, cfg)
+	case "replay":
+		res, err = benchReplay(ctx, srv, cfg)
+	case "idle":
+		res, err = benchIdle(ctx, srv, cfg)
+	default:
+		return fmt.Errorf("%w: unknown scenario %q", errUsage, cfg.scenario)
+	}
+	if err != nil {
+		return fmt.Errorf("bench %s: %w", cfg.scenario, err)
+	}
+	res.Scenario, res.Store = cfg.scenario, redactURL(cfg.store)
+	if res.Followers == 0 {
+		res.Followers = cfg.followers
+	}
+	if cfg.jsonOut {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintln(stdout, res)
+	return nil
+}
+
+// benchResult is what a scenario measured.
+type benchResult struct {
+	Scenario      string  `json:"scenario"`
+	Store         string  `json:"store"`
+	Followers     int     `json:"followers"`
+	Events        int     `json:"events"`
+	Delivered     int64   `json:"delivered"`
+	Seconds       float64 `json:"seconds"`
+	P50Millis     float64 `json:"p50_ms,omitempty"`
+	P99Millis     float64 `json:"p99_ms,omitempty"`
+	MaxMillis     float64 `json:"max_ms,omitempty"`
+	PerSecond     float64 `json:"per_second,omitempty"`
+	RSSMiB        float64 `json:"rss_mib,omitempty"`
+	BaselineMiB   float64 `json:"baseline_rss_mib,omitempty"`
+	AppendSeconds float64 `json:"append_seconds,omitempty"`
+}
+
+func (r benchResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  store=%s  followers=%d  events=%d  delivered=%d  in %.2fs", r.Scenario, r.Store, r.Followers, r.Events, r.Delivered, r.Seconds)
+	if r.P99Millis > 0 {
+		fmt.Fprintf(&b, "\n  append→delivered latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms", r.P50Millis, r.P99Millis, r.MaxMillis)
+	}
+	if r.PerSecond > 0 {
+		fmt.Fprintf(&b, "\n  throughput: %.0f per second", r.PerSecond)
+	}
+	if r.RSSMiB > 0 {
+		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers)", r.RSSMiB, r.BaselineMiB)
+	}
+	return b.String()
+}
+
+// benchServer is the child server process.
+type benchServer struct {
+	url  string
+	cmd  *exec.Cmd
+	stop func()
+}
+
+func startBenchServer(ctx context.Context, store string, stderr io.Writer) (*benchServer, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(ctx, exe, "bench", "serve", "--store", store)
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start the server: %w", err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cancel()
+		cmd.Wait()
+		return nil, fmt.Errorf("the server did not start: %w", err)
+	}
+	return &benchServer{url: strings.TrimSpace(line), cmd: cmd, stop: func() { cancel(); cmd.Wait() }}, nil
+}
+
+func (s *benchServer) post(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", s.url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("POST %s: %s: %s", path, resp.Status, body)
+	}
+	return body, err
+}
+
+func (s *benchServer) createRun(ctx context.Context) (string, error) {
+	body, err := s.post(ctx, "/bench/runs")
+	if err != nil {
+		return "", err
+	}
+	var r struct{ RunID string }
+	return r.RunID, json.Unmarshal(body, &r)
+}
+
+func (s *benchServer) produce(ctx context.Context, runID string, count int, rate float64, batch, size int) error {
+	_, err := s.post(ctx, fmt.Sprintf("/bench/runs/%s/produce?count=%d&rate=%g&batch=%d&bytes=%d&complete=1", runID, count, rate, batch, size))
+	return err
+}
+
+// rssMiB reads the resident set size of the server process.
+func (s *benchServer) rssMiB() (float64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+// follow opens a stream of runID after cursor and calls onFrame with each
+// frame's data line until the terminal event. ready is closed once the
+// response headers arrived.
+func (s *benchServer) follow(ctx context.Context, runID string, after int64, ready func(), onFrame func(data []byte)) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/workflows/runs/%s/stream?after=%d", s.url, runID, after), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("stream: %s", resp.Status)
+	}
+	ready()
+	// A light reader: the load generator shares the machine with the
+	// server, so it only splits lines and looks at ids, event names and
+	// data, and checks that ids arrive in order without gaps.
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var frames, lastID int64
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			if err == io.EOF {
+				return frames, nil
+			}
+			return frames, err
+		}
+		switch {
+		case bytes.HasPrefix(line, []byte("id: ")):
+			id, err := strconv.ParseInt(string(bytes.TrimSpace(line[4:])), 10, 64)
+			if err != nil || (lastID != 0 && id != lastID+1) {
+				return frames, fmt.Errorf("frame id %q after %d: out of order", bytes.TrimSpace(line), lastID)
+			}
+			lastID = id
+			frames++
+		case bytes.HasPrefix(line, []byte("data: ")):
+			if onFrame != nil {
+				onFrame(line[6:])
+			}
+		case bytes.HasPrefix(line, []byte("event: run.completed")):
+			return frames, nil
+		}
+	}
+}
+
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 10000, MaxConnsPerHost: 0, DisableCompression: true}}
+
+// appendTime extracts the producer's timestamp from a delta frame.
+func appendTime(data []byte) (time.Time, bool) {
+	i := bytes.Index(data, []byte(`"delta":"`))
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := data[i+len(`"delta":"`):]
+	end := bytes.IndexByte(rest, ' ')
+	if end < 0 {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// startFollowers opens n followers and waits until all are connected.
+func startFollowers(ctx context.Context, srv *benchServer, runID string, n int, onFrame func(i int) func([]byte)) (wait func() (int64, error)) {
+	var wg sync.WaitGroup
+	var ready sync.WaitGroup
+	var delivered atomic.Int64
+	errs := make(chan error, n)
+	ready.Add(n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			once := sync.OnceFunc(ready.Done)
+			defer once()
+			var cb func([]byte)
+			if onFrame != nil {
+				cb = onFrame(i)
+			}
+			frames, err := srv.follow(ctx, runID, 0, once, cb)
+			delivered.Add(frames)
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	ready.Wait()
+	return func() (int64, error) {
+		wg.Wait()
+		close(errs)
+		return delivered.Load(), <-errs
+	}
+}
+
+func benchLatency(ctx context.Context, srv *benchServer, cfg benchConfig) (benchResult, error) {
+	runID, err := srv.createRun(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	lat := make([][]time.Duration, cfg.followers)
+	wait := startFollowers(ctx, srv, runID, cfg.followers, func(i int) func([]byte) {
+		lat[i] = make([]time.Duration, 0, cfg.events)
+		return func(data []byte) {
+			if at, ok := appendTime(data); ok {
+				lat[i] = append(lat[i], time.Since(at))
+			}
+		}
+	})
+	start := time.Now()
+	if err := srv.produce(ctx, runID, cfg.events, cfg.rate, 1, cfg.eventBytes); err != nil {
+		return benchResult{}, err
+	}
+	delivered, err := wait()
+	if err != nil {
+		return benchResult{}, err
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) != cfg.events*cfg.followers {
+		return benchResult{}, fmt.Errorf("measured %d deliveries, want %d", len(all), cfg.events*cfg.followers)
+	}
+	slices.Sort(all)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return benchResult{
+		Events: cfg.events, Delivered: delivered, Seconds: time.Since(start).Seconds(),
+		P50Millis: ms(all[len(all)/2]), P99Millis: ms(all[len(all)*99/100]), MaxMillis: ms(all[len(all)-1]),
+	}, nil
+}
+
+func benchSaturation(ctx context.Context, srv *benchServer, cfg benchConfig) (benchResult, error) {
+	runID, err := srv.createRun(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	wait := startFollowers(ctx, srv, runID, cfg.followers, nil)
+	start := time.Now()
+	if err := srv.produce(ctx, runID, cfg.events, 0, cfg.batch, cfg.eventBytes); err != nil {
+		return benchResult{}, err
+	}
+	appendDone := time.Since(start)
+	delivered, err := wait()
+	if err != nil {
+		return benchResult{}, err
+	}
+	elapsed := time.Since(start)
+	return benchResult{Events: cfg.events, Delivered: delivered, Seconds: elapsed.Seconds(),
+		PerSecond: float64(delivered) / elapsed.Seconds(), AppendSeconds: appendDone.Seconds()}, nil
+}
+
+func benchReplay(ctx context.Context, srv *benchServer, cfg benchConfig) (benchResult, error) {
+	runID, err := srv.createRun(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := srv.produce(ctx, runID, cfg.events, 0, max(cfg.batch, 1000), cfg.eventBytes); err != nil {
+		return benchResult{}, err
+	}
+	start := time.Now()
+	frames, err := srv.follow(ctx, runID, 0, func() {}, nil)
+	if err != nil {
+		return benchResult{}, err
+	}
+	elapsed := time.Since(start)
+	return benchResult{Followers: 1, Events: cfg.events, Delivered: frames, Seconds: elapsed.Seconds(), PerSecond: float64(frames) / elapsed.Seconds()}, nil
+}
+
+func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchResult, error) {
+	runID, err := srv.createRun(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	baseline, err := srv.rssMiB()
+	if err != nil {
+		return benchResult{}, err
+	}
+	start := time.Now()
+	wait := startFollowers(ctx, srv, runID, cfg.followers, nil)
+	time.Sleep(2 * time.Second) // let every stream settle into its idle wait
+	rss, err := srv.rssMiB()
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := srv.produce(ctx, runID, 0, 0, 1, 0); err != nil { // completes the run, closing every stream
+		return benchResult{}, err
+	}
+	delivered, err := wait()
+	if err != nil {
+		return benchResult{}, err
+	}
+	return benchResult{Delivered: delivered, Seconds: time.Since(start).Seconds(), RSSMiB: rss, BaselineMiB: baseline}, nil
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/workflow"
+)
+
+// benchServe runs a server with the benchmark producer endpoints, for
+// "runstream bench", which starts it as a child process so that its memory
+// is measured apart from the load generator's:
+//
+//	POST /bench/runs                      create a run; {"runId": …}
+//	POST /bench/runs/{run_id}/produce     append events; see produce
+//
+// The producer runs inside the server, as the workflow engine does, and
+// writes through the same event log (validate, redact, append, publish).
+func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg serveConfig
+	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:0", "address to listen on")
+	fs.StringVar(&cfg.store, "store", "memory:", "store URL")
+	fs.StringVar(&cfg.sqliteSync, "sqlite-synchronous", "FULL", "SQLite synchronous mode")
+	if err := m.parseFlags(fs, args, stderr, "runstream bench serve [flags]"); err != nil {
+		return err
+	}
+	cfg.maxBodyBytes = httpapi.DefaultMaxBodyBytes
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := newApp(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	p := &producer{app: a}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /bench/runs", p.createRun)
+	mux.HandleFunc("POST /bench/runs/{run_id}/produce", p.produce)
+	mux.Handle("/", a.api)
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	fmt.Fprintf(stdout, "http://%s\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+type producer struct {
+	app  *app
+	runs atomic.Int64
+}
+
+func (p *producer) createRun(w http.ResponseWriter, r *http.Request) {
+	id := fmt.Sprintf("bench_%d_%d", time.Now().UnixNano(), p.runs.Add(1))
+	ctx := r.Context()
+	wf, v, err := p.app.backend.workflows.CreateWorkflow(ctx, workflow.Workflow{ID: "wf_" + id, OwnerID: httpapi.LocalUser, Name: "bench"},
+		workflow.Version{ID: "wv_" + id, Definition: json.RawMessage(`{"name":"bench","nodes":[]}`)})
+	if err == nil {
+		_, _, err = p.app.log.CreateRun(ctx, workflow.Run{ID: id, WorkflowID: wf.ID, VersionID: v.ID, OwnerID: httpapi.LocalUser, Input: json.RawMessage(`{}`)},
+			[]workflow.NewEvent{{Event: workflow.EventRunCreated, Data: json.RawMessage(`{"version":1,"versionId":"` + v.ID + `"}`)}})
+	}
+	if err != nil {
+		http.Error(w, runstream.ErrorMessage(err), runstream.ErrorCodeOf(err).HTTPStatus())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"runId":%q}`, id)
+}
+
+// produce appends count node.output.delta events to a run at rate events
+// per second (0: as fast as possible) in batches of batch events, then
+// run.completed when complete=1. Each delta starts with the append time in
+// Unix nanoseconds and is padded so the envelope's data has about bytes
+// bytes.
+func (p *producer) produce(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	count, _ := strconv.Atoi(q.Get("count"))
+	rate, _ := strconv.ParseFloat(q.Get("rate"), 64)
+	batch, _ := strconv.Atoi(q.Get("batch"))
+	size, _ := strconv.Atoi(q.Get("bytes"))
+	batch = max(batch, 1)
+	runID := r.PathValue("run_id")
+	ctx := r.Context()
+	start := time.Now()
+	events := make([]workflow.NewEvent, 0, batch)
+	for sent := 0; sent < count; {
+		n := min(batch, count-sent)
+		if rate > 0 {
+			due := start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		now := strconv.FormatInt(time.Now().UnixNano(), 10)
+		pad := strings.Repeat("x", max(size-len(`{"channel":"text","delta":""}`)-len(now)-1, 0))
+		events = events[:0]
+		for range n {
+			events = append(events, workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: "writer", NodeRunID: "nr_1",
+				Data: json.RawMessage(`{"channel":"text","delta":"` + now + " " + pad + `"}`)})
+		}
+		if _, err := p.app.log.Append(ctx, workflow.AppendParams{RunID: runID, Events: events}); err != nil {
+			http.Error(w, runstream.ErrorMessage(err), runstream.ErrorCodeOf(err).HTTPStatus())
+			return
+		}
+		sent += n
+	}
+	if q.Get("complete") == "1" {
+		if _, err := p.app.log.Append(ctx, workflow.AppendParams{RunID: runID, Events: []workflow.NewEvent{{
+			Event: workflow.EventRunCompleted, Data: json.RawMessage(`{"output":null,"artifacts":[]}`),
+		}}}); err != nil {
+			http.Error(w, runstream.ErrorMessage(err), runstream.ErrorCodeOf(err).HTTPStatus())
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"appended":%d,"seconds":%.3f}`, count, time.Since(start).Seconds())
+}

@@ -1,0 +1,43 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/runstream/runstream/workflow"
+)
+
+// BenchmarkReplay measures a follower's replay of stored events from
+// cursor 0, server side only (the response goes to a discarding writer).
+func BenchmarkReplay(b *testing.B) {
+	t := &testing.T{}
+	env := newWorkflowEnv(t, StreamConfig{})
+	defer env.srv.Close()
+	const n = 20000
+	batch := make([]workflow.NewEvent, 0, 1000)
+	for len(batch) < cap(batch) {
+		batch = append(batch, workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: "w", NodeRunID: "nr",
+			Data: json.RawMessage(`{"channel":"text","delta":"` + strings.Repeat("x", 170) + `"}`)})
+	}
+	for i := 0; i < n/len(batch); i++ {
+		if _, err := env.log.Append(b.Context(), workflow.AppendParams{RunID: env.run.ID, Events: batch}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	env.complete(t)
+	for b.Loop() {
+		rec := &discardRecorder{header: http.Header{}}
+		env.api.ServeHTTP(rec, httptest.NewRequest("GET", "/api/workflows/runs/"+env.run.ID+"/stream", nil))
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+type discardRecorder struct{ header http.Header }
+
+func (r *discardRecorder) Header() http.Header         { return r.header }
+func (r *discardRecorder) WriteHeader(int)             {}
+func (r *discardRecorder) Write(b []byte) (int, error) { return io.Discard.Write(b) }
