@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -49,6 +50,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /bench/runs", p.createRun)
 	mux.HandleFunc("POST /bench/runs/{run_id}/produce", p.produce)
+	mux.HandleFunc("GET /bench/memstats", memStats)
 	mux.Handle("/", a.api)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -135,4 +137,14 @@ func (p *producer) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"appended":%d,"seconds":%.3f}`, count, time.Since(start).Seconds())
+}
+
+// memStats reports the Go runtime's memory figures, so the idle scenario
+// can tell live heap and stacks from what the process has not returned to
+// the system yet.
+func memStats(w http.ResponseWriter, r *http.Request) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"heap_inuse":%d,"stack_inuse":%d,"sys":%d,"goroutines":%d}`, ms.HeapInuse, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
 }
