@@ -1,6 +1,10 @@
 package runevents
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/runstream/runstream"
+)
 
 // Validate checks p: thread id, owner, positive limit.
 func (p ListMessagesParams) Validate() error {
@@ -58,4 +62,8 @@ func Window(rows []Record, after, before *int64, limit int) []Record {
 		return rows[:limit]
 	}
 	return rows[len(rows)-limit:]
+}
+
+func runstreamInvalid(msg string) error {
+	return runstream.Errorf(runstream.CodeInvalidArgument, "%s", msg)
 }

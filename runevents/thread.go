@@ -1,0 +1,67 @@
+package runevents
+
+import (
+	"context"
+	"time"
+)
+
+// ListThreadEventsParams selects rows of every category of a thread after a
+// seq, ascending: the replay of the thread stream.
+type ListThreadEventsParams struct {
+	ThreadID string
+	Owner    Owner
+	// AfterSeq keeps rows with seq > AfterSeq.
+	AfterSeq int64
+	// Limit is the maximum number of rows; it must be positive.
+	Limit int
+	// RunID, when not empty, keeps rows of that run only.
+	RunID string
+	// Category, when not empty, keeps rows of that category only.
+	Category Category
+}
+
+// Validate checks p: thread id, run id when given, owner, positive limit,
+// non-negative cursor.
+func (p ListThreadEventsParams) Validate() error {
+	errs := []error{ValidateID("thread_id", p.ThreadID), CheckOwner(p.Owner), CheckLimit(p.Limit)}
+	if p.RunID != "" {
+		errs = append(errs, ValidateID("run_id", p.RunID))
+	}
+	if p.AfterSeq < 0 {
+		errs = append(errs, runstreamInvalid("after_seq must not be negative"))
+	}
+	return firstError(errs...)
+}
+
+// ThreadReader reads a thread's rows of every category after a seq. Every
+// run-event backend implements it; the thread stream needs it.
+type ThreadReader interface {
+	ListThreadEvents(ctx context.Context, p ListThreadEventsParams) ([]Record, error)
+}
+
+// IdempotentResponse is the first response to a request made with an
+// Idempotency-Key.
+type IdempotentResponse struct {
+	// RequestHash is the SHA-256 of the request (method, path, body).
+	RequestHash []byte
+	Status      int
+	Body        []byte
+	CreatedAt   time.Time
+}
+
+// IdempotencyStore remembers responses by (owner, key) so that a retried
+// request gets the first response instead of being applied twice. It is
+// safe for concurrent use, across processes for the SQL backends.
+type IdempotencyStore interface {
+	// Begin reserves (userID, key) for a request with the given hash. When
+	// the key already has a completed response with the same hash it
+	// returns that response; with another hash it fails with
+	// CodeValidationFailed; while another request holds the reservation it
+	// fails with CodeConflict (retryable by the client after a pause).
+	Begin(ctx context.Context, userID, key string, requestHash []byte) (*IdempotentResponse, error)
+	// Complete stores the response of a reserved key.
+	Complete(ctx context.Context, userID, key string, resp IdempotentResponse) error
+	// Abort releases a reservation whose request failed, so it can be
+	// retried.
+	Abort(ctx context.Context, userID, key string) error
+}
