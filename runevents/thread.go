@@ -57,7 +57,7 @@ type IdempotencyStore interface {
 	// the key already has a completed response with the same hash it
 	// returns that response; with another hash it fails with
 	// CodeValidationFailed; while another request holds the reservation it
-	// fails with CodeConflict (retryable by the client after a pause).
+	// fails with CodeConflict.
 	Begin(ctx context.Context, userID, key string, requestHash []byte) (*IdempotentResponse, error)
 	// Complete stores the response of a reserved key.
 	Complete(ctx context.Context, userID, key string, resp IdempotentResponse) error
