@@ -1,0 +1,216 @@
+package jsonl
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// lastSeqName is the per-thread file that keeps the highest seq ever
+// assigned once deletes may have removed its row.
+const lastSeqName = "last_seq"
+
+// recover builds t's index from its files, truncating torn tails. t.mu is
+// held.
+func (s *RunEventStore) recover(t *thread) error {
+	lastSeq, err := readLastSeq(t.dir)
+	if err != nil {
+		return runstream.Wrap(err, runstream.CodeInternal, "jsonl: recover thread %s", t.id)
+	}
+	dirents, err := os.ReadDir(t.runsDir())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: recover thread %s", t.id)
+	}
+	var found []entry
+	for _, d := range dirents { // sorted by name, so recovery is deterministic
+		path := filepath.Join(t.runsDir(), d.Name())
+		if strings.HasSuffix(d.Name(), ".tmp") { // left by a rewrite that did not finish
+			os.Remove(path)
+			continue
+		}
+		run, ok := strings.CutSuffix(d.Name(), ".jsonl")
+		if !ok || d.IsDir() || runevents.ValidateID("run_id", run) != nil {
+			s.log.Warn("jsonl: ignoring unexpected file", "path", path)
+			continue
+		}
+		rows, err := s.recoverFile(t, run, path)
+		if err != nil {
+			t.closeFilesLocked()
+			return runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: recover thread %s", t.id)
+		}
+		found = append(found, rows...)
+	}
+	// A stable sort keeps the first of duplicate seqs in file name order.
+	slices.SortStableFunc(found, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	dups := 0
+	for i, e := range found {
+		if i > 0 && e.seq == found[i-1].seq {
+			dups++
+			continue
+		}
+		t.add(e)
+		lastSeq = max(lastSeq, e.seq)
+	}
+	if dups > 0 {
+		s.log.Warn("jsonl: skipped rows repeating a seq", "thread", t.id, "rows", dups)
+	}
+	t.lastSeq, t.visible = lastSeq, lastSeq
+	return nil
+}
+
+// recoverFile opens a run file, indexes its lines and truncates a torn
+// tail: a final fragment without '\n', or a final line that is not valid
+// JSON. t.mu is held.
+func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi := uint32(len(t.files))
+	var (
+		rows           []entry
+		off            int64 // offset after the last complete line
+		lastOff        int64 // offset of the last complete line
+		lastTorn       bool  // the last complete line is not JSON at all
+		skipped        int
+		fragment, long []byte
+	)
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, line...)
+			continue
+		}
+		if long != nil {
+			line, long = append(long, line...), nil
+		}
+		if errors.Is(err, io.EOF) {
+			fragment = line
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		body := line[:len(line)-1]
+		lastOff, off = off, off+int64(len(line))
+		lastTorn = false
+		if len(body) == 0 {
+			continue
+		}
+		e, ok := t.index(body, lastOff, fi)
+		if !ok {
+			skipped++
+			lastTorn = !json.Valid(body)
+			continue
+		}
+		rows = append(rows, e)
+	}
+	keep := off
+	if lastTorn {
+		keep, skipped = lastOff, skipped-1
+	}
+	if cut := off + int64(len(fragment)) - keep; cut > 0 {
+		if err := f.Truncate(keep); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("truncate torn tail of %s: %w", path, err)
+		}
+		if err := s.io.sync(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("fsync %s: %w", path, err)
+		}
+		s.log.Warn("jsonl: truncated a torn tail", "path", path, "bytes", cut)
+	}
+	if skipped > 0 {
+		s.log.Warn("jsonl: skipping lines that are not records of the thread", "path", path, "lines", skipped)
+	}
+	t.files = append(t.files, &runFile{name: name, path: path, f: f, size: keep, synced: keep})
+	t.fileOf[name] = fi
+	return rows, nil
+}
+
+// index decodes one line of file fi at off and returns its entry, or false
+// when the line is not a row of t.
+func (t *thread) index(line []byte, off int64, fi uint32) (entry, bool) {
+	if !json.Valid(line) || len(line) > math.MaxUint32 {
+		return entry{}, false
+	}
+	rec, plain := parsePlain(line)
+	if !plain && json.Unmarshal(line, &rec) != nil {
+		return entry{}, false
+	}
+	if rec.ThreadID != t.id || rec.Seq <= 0 || runevents.ValidateID("run_id", rec.RunID) != nil {
+		return entry{}, false
+	}
+	a := attrsOf(&rec, !plain)
+	return entry{seq: rec.Seq, off: off, size: uint32(len(line)), file: fi, attr: t.intern(a)}, true
+}
+
+// readLastSeq returns the seq in dir/last_seq, 0 when there is none.
+func readLastSeq(dir string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, lastSeqName))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("corrupt %s file in %s", lastSeqName, dir)
+	}
+	return n, nil
+}
+
+// writeLastSeq durably replaces dir/last_seq with n.
+func (s *RunEventStore) writeLastSeq(dir string, n int64) error {
+	f, err := s.replaceFile(filepath.Join(dir, lastSeqName), func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%d\n", n)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return s.syncDir(dir)
+}
+
+// replaceFile atomically replaces path by what write produces: it writes
+// and fsyncs path.tmp, then renames it over path. The caller fsyncs the
+// directory to make the rename durable. It returns the new file, open for
+// reading and writing.
+func (s *RunEventStore) replaceFile(path string, write func(io.Writer) error) (*os.File, error) {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	err = write(f)
+	if err == nil {
+		err = s.io.sync(f)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("replace %s: %w", path, err)
+	}
+	return f, nil
+}
