@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/runstream/runstream/internal/jsonenc"
 )
 
 // CreatedAtLayout encodes Record.CreatedAt: RFC 3339 with a numeric offset
@@ -57,13 +59,13 @@ func (r Record) MetadataString(key string) (string, bool) {
 func (r Record) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 160+len(r.Content)+len(r.Metadata))
 	b = append(b, `{"thread_id":`...)
-	b = appendJSONString(b, r.ThreadID)
+	b = jsonenc.AppendString(b, r.ThreadID)
 	b = append(b, `,"run_id":`...)
-	b = appendJSONString(b, r.RunID)
+	b = jsonenc.AppendString(b, r.RunID)
 	b = append(b, `,"event_type":`...)
-	b = appendJSONString(b, string(r.EventType))
+	b = jsonenc.AppendString(b, string(r.EventType))
 	b = append(b, `,"category":`...)
-	b = appendJSONString(b, string(r.Category))
+	b = jsonenc.AppendString(b, string(r.Category))
 	b = append(b, `,"content":`...)
 	b = append(b, orDefault(r.Content, `""`)...)
 	b = append(b, `,"metadata":`...)
@@ -71,10 +73,10 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, `,"created_at":`...)
-	b = appendJSONString(b, r.CreatedAt.Format(CreatedAtLayout))
+	b = jsonenc.AppendString(b, r.CreatedAt.Format(CreatedAtLayout))
 	if r.UserID != "" {
 		b = append(b, `,"user_id":`...)
-		b = appendJSONString(b, r.UserID)
+		b = jsonenc.AppendString(b, r.UserID)
 	}
 	return append(b, '}'), nil
 }
@@ -108,9 +110,4 @@ func orDefault(raw json.RawMessage, def string) []byte {
 		return []byte(def)
 	}
 	return raw
-}
-
-func appendJSONString(b []byte, s string) []byte {
-	enc, _ := json.Marshal(s) // a string always marshals
-	return append(b, enc...)
 }

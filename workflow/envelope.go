@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/runstream/runstream/internal/jsonenc"
 )
 
 // SchemaVersion is the envelope's schemaVersion for protocol v1.0.
@@ -46,7 +48,7 @@ func (e Envelope) AppendJSON(b []byte) ([]byte, error) {
 		data = json.RawMessage("{}")
 	}
 	b = append(b, `{"schemaVersion":`...)
-	b = appendString(b, e.SchemaVersion)
+	b = jsonenc.AppendString(b, e.SchemaVersion)
 	b = appendField(b, "runId", e.RunID)
 	b = appendField(b, "workflowId", e.WorkflowID)
 	b = appendField(b, "versionId", e.VersionID)
@@ -112,7 +114,7 @@ func appendField(b []byte, key, value string) []byte {
 	b = append(b, ',', '"')
 	b = append(b, key...)
 	b = append(b, '"', ':')
-	return appendString(b, value)
+	return jsonenc.AppendString(b, value)
 }
 
 func appendNullable(b []byte, key, value string) []byte {
@@ -122,21 +124,6 @@ func appendNullable(b []byte, key, value string) []byte {
 		return append(b, `":null`...)
 	}
 	return appendField(b, key, value)
-}
-
-// appendString appends s as a JSON string, escaped as encoding/json does.
-// Printable ASCII without quotes, backslashes and HTML characters, the
-// common case for ids and names, is copied as it is.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			enc, _ := json.Marshal(s) // a string always marshals
-			return append(b, enc...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // isCompact reports whether data has no insignificant white space outside

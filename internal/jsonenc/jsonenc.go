@@ -1,0 +1,22 @@
+// Package jsonenc appends JSON strings to byte slices without reflection,
+// for the hand-written encoders of the record envelope and the workflow
+// envelope, which sit on every replay's hot path.
+package jsonenc
+
+import "encoding/json"
+
+// AppendString appends s as a JSON string, escaped exactly as
+// encoding/json escapes it. Printable ASCII without quotes, backslashes and
+// the HTML characters <, > and &, the common case for ids and names, is
+// copied as it is; anything else goes through encoding/json.
+func AppendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			enc, _ := json.Marshal(s) // a string always marshals
+			return append(b, enc...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
