@@ -48,6 +48,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return m.serve(ctx, rest, stdout, stderr)
 	case "bench":
 		return m.bench(ctx, rest, stdout, stderr)
+	case "tail":
+		return m.tail(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -65,6 +67,7 @@ func printUsage(w io.Writer) {
 
 Usage:
   runstream serve [flags]     run the HTTP server
+  runstream tail [flags] RUN  print a workflow run's events as they happen
   runstream bench [flags]     measure the SSE path under load (see docs/BENCHMARKS.md)
   runstream version           print the version
 
