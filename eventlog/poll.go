@@ -6,18 +6,28 @@ import (
 	"strings"
 
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/workflow"
 )
 
 // PollPage is the number of events one poll reads per stream.
 const PollPage = 500
 
-// Poller returns the hub's poll function: it reads a page of a stream's
-// stored events after a seq, by stream key.
-func Poller(workflows workflow.Store) live.PollFunc {
+// Poller returns the hub's poll function for workflow streams: it reads a
+// page of a stream's stored events after a seq, by stream key.
+func Poller(workflows workflow.Store) live.PollFunc { return StreamPoller(workflows, nil) }
+
+// StreamPoller returns the hub's poll function for workflow keys
+// ("workflow:<run>", read from workflows) and thread keys (ThreadStream
+// keys, read from threads with the owner and filters of the key). A nil
+// store refuses its keys.
+func StreamPoller(workflows workflow.Store, threads runevents.ThreadReader) live.PollFunc {
 	return func(ctx context.Context, key string, after int64) ([]live.Event, error) {
+		if strings.HasPrefix(key, "thread:") && threads != nil {
+			return pollThread(ctx, threads, key, after)
+		}
 		runID, ok := strings.CutPrefix(key, "workflow:")
-		if !ok {
+		if !ok || workflows == nil {
 			return nil, fmt.Errorf("poll: unknown stream key %q", key)
 		}
 		envs, err := workflows.ListEvents(ctx, runID, after, PollPage)

@@ -12,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -55,6 +58,33 @@ type Config struct {
 	Hub *live.Hub
 	// Stream bounds the SSE streams.
 	Stream StreamConfig
+	// Log writes the events of the workflow endpoints that create, cancel
+	// and resume runs; without it they answer UNAVAILABLE.
+	Log *eventlog.WorkflowLog
+	// Definitions compiles the definitions published and checks run
+	// inputs. Defaults to engine.DefaultRegistry().
+	Definitions *engine.Registry
+	// Notify, when set, is told of each run a request queued, resumed or
+	// asked to cancel (engine.Engine.Notify), so that an engine of this
+	// process reacts before its next poll.
+	Notify func(runID string)
+
+	// RunEvents stores thread run events. Nil: the thread endpoints answer
+	// UNAVAILABLE.
+	RunEvents runevents.Store
+	// Threads reads a thread's rows of every category (thread stream,
+	// existence checks). Defaults to RunEvents when it implements
+	// runevents.ThreadReader.
+	Threads runevents.ThreadReader
+	// Runs stores thread run rows and feedback. Nil: the thread endpoints
+	// answer UNAVAILABLE.
+	Runs runevents.RunStore
+	// Idempotency remembers responses to requests with an Idempotency-Key.
+	// Nil: such requests answer UNAVAILABLE.
+	Idempotency runevents.IdempotencyStore
+	// ThreadLog is the append choke point of thread events, over
+	// RunEvents. Nil: ingest answers UNAVAILABLE.
+	ThreadLog *eventlog.ThreadLog
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
@@ -82,6 +112,9 @@ func New(cfg Config) *Server {
 		cfg.Authenticate = func(*http.Request) (string, error) { return LocalUser, nil }
 	}
 	cfg.Stream.setDefaults()
+	if cfg.Definitions == nil {
+		cfg.Definitions = engine.DefaultRegistry()
+	}
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
@@ -102,9 +135,19 @@ func (s *Server) routes() {
 	s.handle("GET /api/contracts", s.listContracts)
 	s.handle("GET /api/contracts/{name}", s.getContract)
 
+	s.handleAPI("POST /api/workflows", s.createWorkflow)
+	s.handleAPI("GET /api/workflows", s.listWorkflows)
+	s.handleAPI("GET /api/workflows/{workflow_id}", s.getWorkflow)
+	s.handleAPI("POST /api/workflows/{workflow_id}/versions", s.addWorkflowVersion)
+	s.handleAPI("POST /api/workflows/{workflow_id}/runs", s.createWorkflowRun)
+	s.handleAPI("GET /api/workflows/runs", s.listWorkflowRuns)
+	s.handleAPI("POST /api/workflows/runs/{run_id}/cancel", s.cancelWorkflowRun)
+	s.handleAPI("POST /api/workflows/runs/{run_id}/resume", s.resumeWorkflowRun)
 	s.handleAPI("GET /api/workflows/runs/{run_id}", s.getWorkflowRun)
 	s.handleAPI("GET /api/workflows/runs/{run_id}/events", s.listWorkflowRunEvents)
 	s.handleAPI("GET /api/workflows/runs/{run_id}/stream", s.streamWorkflowRun)
+
+	s.threadRoutes()
 }
 
 // handlerFunc is an HTTP handler that returns its error instead of writing

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -52,6 +53,8 @@ type runRow struct {
 	// and at most one pending one.
 	tokens    []workflow.ResumeToken
 	artifacts map[string]workflow.Artifact
+	// outputs holds the full output of completed nodes (NodeOutputs).
+	outputs map[string]json.RawMessage
 }
 
 // NewWorkflowStore returns an empty store. Of the options only WithClock
@@ -353,12 +356,16 @@ func (s *WorkflowStore) Append(_ context.Context, p workflow.AppendParams) ([]wo
 		a.CreatedAt = orDefault(a.CreatedAt, now)
 		row.artifacts[a.ID] = a
 	}
+	row.storeOutputsLocked(p.NodeOutputs)
 	return row.appendLocked(p.Events, now), nil
 }
 
 // checkAppend rejects arguments that are wrong whatever the run's state.
 func checkAppend(p workflow.AppendParams) error {
 	if err := workflow.CheckEvents(p.Events); err != nil {
+		return err
+	}
+	if err := workflow.CheckNodeOutputs(p.NodeOutputs); err != nil {
 		return err
 	}
 	if t := p.ResumeToken; t != nil {
@@ -457,6 +464,9 @@ func (s *WorkflowStore) Resume(_ context.Context, p workflow.ResumeParams) ([]wo
 	if err := workflow.CheckEvents(p.Events); err != nil {
 		return nil, err
 	}
+	if err := workflow.CheckNodeOutputs(p.NodeOutputs); err != nil {
+		return nil, err
+	}
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
@@ -484,6 +494,7 @@ func (s *WorkflowStore) Resume(_ context.Context, p workflow.ResumeParams) ([]wo
 		return nil, runstream.Errorf(runstream.CodeWorkflowRunNotAwaitingInput, "resume: run %q is %s, not awaiting input", p.RunID, row.r.Status)
 	}
 	row.tokens[i].ConsumedAt = p.Now.UTC().Truncate(time.Microsecond)
+	row.storeOutputsLocked(p.NodeOutputs)
 	return row.appendLocked(p.Events, s.now()), nil
 }
 

@@ -45,6 +45,11 @@ type AppendParams struct {
 	// Artifacts are stored with the batch (which holds their
 	// artifact.created events).
 	Artifacts []Artifact
+	// NodeOutputs, by node id, are stored with the batch (which holds the
+	// nodes' node.completed events) by stores that implement
+	// NodeOutputStore; an output given again for a node replaces the
+	// older one. Each must be one valid JSON value.
+	NodeOutputs map[string]json.RawMessage
 }
 
 // ResumeParams consume a resume token and append run.resumed atomically.
@@ -57,6 +62,9 @@ type ResumeParams struct {
 	// Events are appended in the same transaction when the token is valid
 	// (run.resumed first).
 	Events []NewEvent
+	// NodeOutputs are stored in the same transaction, as
+	// AppendParams.NodeOutputs: the output of the node that awaited input.
+	NodeOutputs map[string]json.RawMessage
 }
 
 // Store persists workflows, versions, runs and their events. It is safe for

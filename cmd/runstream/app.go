@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/live"
@@ -19,6 +21,11 @@ type app struct {
 	log     *eventlog.WorkflowLog
 	api     *httpapi.Server
 	stop    context.CancelFunc
+	// engine executes workflow runs; nil when disabled (--workers 0) or
+	// when the store has no run queue.
+	engine          *engine.Engine
+	shutdownTimeout time.Duration
+	logger          *slog.Logger
 }
 
 // newApp opens the store and starts the hub's poll loop. Close it with
@@ -33,14 +40,31 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		backend.close()
 		return nil, fmt.Errorf("load contracts: %w", err)
 	}
-	hub := live.New(live.Config{Poll: eventlog.Poller(backend.workflows), Logger: logger})
+	hub := live.New(live.Config{Poll: eventlog.StreamPoller(backend.workflows, backend.threads), Logger: logger})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
 	if backend.listen != nil {
 		go backend.listen(loopCtx, func(runID string) { hub.Wake(eventlog.WorkflowStreamKey(runID)) })
 	}
-	a := &app{backend: backend, hub: hub, stop: stop}
+	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
+	var threadLog *eventlog.ThreadLog
+	if backend.runEvents != nil {
+		threadLog = eventlog.NewThreadLog(backend.runEvents, validator, hub, eventlog.ThreadLimits{})
+	}
+	// One registry of node types for publishing and for running.
+	registry := engine.DefaultRegistry()
+	var notify func(runID string)
+	if cfg.workers > 0 {
+		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, Logger: logger})
+		if err != nil {
+			logger.Warn("workflow engine disabled", "error", err)
+		} else {
+			eng.Start(loopCtx)
+			a.engine, notify = eng, eng.Notify
+			logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
+		}
+	}
 	a.api = httpapi.New(httpapi.Config{
 		Logger:        logger,
 		Contracts:     contracts.FS(),
@@ -52,12 +76,33 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Version:       version,
 		Workflows:     backend.workflows,
 		Hub:           hub,
+		Log:           a.log,
+		Definitions:   registry,
+		Notify:        notify,
+		RunEvents:     backend.runEvents,
+		Threads:       backend.threads,
+		Runs:          backend.runs,
+		Idempotency:   backend.idempotency,
+		ThreadLog:     threadLog,
 	})
 	return a, nil
 }
 
-// close stops the background loops and closes the store.
+// close stops the engine gracefully (its runs reach a safe point and are
+// released, within the shutdown timeout), then the background loops, and
+// closes the store.
 func (a *app) close() error {
+	if a.engine != nil {
+		timeout := a.shutdownTimeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := a.engine.Stop(ctx); err != nil {
+			a.logger.Warn("workflow engine abandoned its runs at shutdown", "error", err)
+		}
+		cancel()
+	}
 	a.stop()
 	return a.backend.close()
 }

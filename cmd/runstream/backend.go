@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/postgres"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/sqlite"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -20,7 +24,13 @@ type backend struct {
 	durability string
 	runEvents  runevents.Store
 	workflows  workflow.Store
-	ready      func(context.Context) error
+	// runs, threads and idempotency serve the thread API; nil when the
+	// backend does not provide them (the thread endpoints then answer
+	// UNAVAILABLE).
+	runs        runevents.RunStore
+	threads     runevents.ThreadReader
+	idempotency runevents.IdempotencyStore
+	ready       func(context.Context) error
 	// listen, when not nil, delivers other instances' appends (PostgreSQL
 	// LISTEN) until ctx is done.
 	listen func(ctx context.Context, wake func(runID string))
@@ -33,17 +43,70 @@ func openBackend(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*ba
 	case cfg.store == "memory:":
 		events, workflows := memory.NewRunEventStore(), memory.NewWorkflowStore()
 		return &backend{
-			name:       "memory",
-			location:   "process memory (nothing survives a restart)",
-			durability: "memory: none",
-			runEvents:  events,
-			workflows:  workflows,
-			ready:      func(context.Context) error { return nil },
-			close:      func() error { return errors.Join(events.Close(), workflows.Close()) },
+			name:        "memory",
+			location:    "process memory (nothing survives a restart)",
+			durability:  "memory: none",
+			runEvents:   events,
+			workflows:   workflows,
+			runs:        memory.NewRunStore(),
+			threads:     events,
+			idempotency: memory.NewIdempotencyStore(),
+			ready:       func(context.Context) error { return nil },
+			close:       func() error { return errors.Join(events.Close(), workflows.Close()) },
 		}, nil
+	case strings.HasPrefix(cfg.store, "sqlite:"):
+		return openSQLite(ctx, strings.TrimPrefix(cfg.store, "sqlite:"), cfg.sqliteSync)
+	case strings.HasPrefix(cfg.store, "postgres://"), strings.HasPrefix(cfg.store, "postgresql://"):
+		return openPostgres(ctx, cfg.store, cfg.postgresSchema, logger)
 	default:
 		return nil, fmt.Errorf("%w: --store %q: want sqlite:PATH, postgres://… or memory:", errUsage, redactURL(cfg.store))
 	}
+}
+
+// openSQLite opens (creating it and its directory when missing) the SQLite
+// database at path.
+func openSQLite(ctx context.Context, path, synchronous string) (*backend, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: --store sqlite: needs a file path, as in sqlite:./runstream-data/runstream.db", errUsage)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create the data directory: %w", err)
+	}
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: path, Synchronous: synchronous})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	abs, _ := filepath.Abs(path)
+	return &backend{
+		name:       "sqlite",
+		location:   abs,
+		durability: db.Durability(),
+		runEvents:  db.RunEvents(),
+		workflows:  db.Workflows(),
+		ready:      db.Ping,
+		close:      db.Close,
+	}, nil
+}
+
+// openPostgres connects to PostgreSQL; other instances' appends reach this
+// one through LISTEN/NOTIFY.
+func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) (*backend, error) {
+	db, err := postgres.Open(ctx, postgres.Config{URL: url, Schema: schema, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", redactURL(url), err)
+	}
+	return &backend{
+		name:       "postgres",
+		location:   redactURL(url),
+		durability: db.Durability(),
+		runEvents:  db.RunEvents(),
+		workflows:  db.Workflows(),
+		ready:      db.Ping,
+		listen: func(ctx context.Context, wake func(runID string)) {
+			db.NewListener(func(runID string, _ int64) { wake(runID) }).Run(ctx)
+		},
+		close: db.Close,
+	}, nil
 }
 
 // redactURL hides the password of a store URL in messages.

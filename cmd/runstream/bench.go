@@ -22,14 +22,15 @@ import (
 
 // benchConfig is the configuration of "runstream bench".
 type benchConfig struct {
-	scenario   string
-	store      string
-	followers  int
-	rate       float64
-	events     int
-	eventBytes int
-	batch      int
-	jsonOut    bool
+	scenario    string
+	store       string
+	followers   int
+	rate        float64
+	events      int
+	eventBytes  int
+	batch       int
+	concurrency int
+	jsonOut     bool
 }
 
 // bench runs one load scenario against a server it starts as a child
@@ -53,6 +54,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.events, "events", 10000, "number of events")
 	fs.IntVar(&cfg.eventBytes, "event-bytes", 200, "size of each event's data in bytes")
 	fs.IntVar(&cfg.batch, "batch", 100, "events per append (saturation, replay)")
+	fs.IntVar(&cfg.concurrency, "concurrency", 16, "appends in flight at once in the server's producer (latency)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
 	if err := m.parseFlags(fs, args, stderr, "runstream bench [flags]  |  runstream bench serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -192,8 +194,8 @@ func (s *benchServer) createRun(ctx context.Context) (string, error) {
 	return r.RunID, json.Unmarshal(body, &r)
 }
 
-func (s *benchServer) produce(ctx context.Context, runID string, count int, rate float64, batch, size int) error {
-	_, err := s.post(ctx, fmt.Sprintf("/bench/runs/%s/produce?count=%d&rate=%g&batch=%d&bytes=%d&complete=1", runID, count, rate, batch, size))
+func (s *benchServer) produce(ctx context.Context, runID string, count int, rate float64, batch, size, concurrency int) error {
+	_, err := s.post(ctx, fmt.Sprintf("/bench/runs/%s/produce?count=%d&rate=%g&batch=%d&bytes=%d&concurrency=%d&complete=1", runID, count, rate, batch, size, concurrency))
 	return err
 }
 
@@ -327,7 +329,7 @@ func benchLatency(ctx context.Context, srv *benchServer, cfg benchConfig) (bench
 		}
 	})
 	start := time.Now()
-	if err := srv.produce(ctx, runID, cfg.events, cfg.rate, 1, cfg.eventBytes); err != nil {
+	if err := srv.produce(ctx, runID, cfg.events, cfg.rate, 1, cfg.eventBytes, cfg.concurrency); err != nil {
 		return benchResult{}, err
 	}
 	delivered, err := wait()
@@ -356,7 +358,7 @@ func benchSaturation(ctx context.Context, srv *benchServer, cfg benchConfig) (be
 	}
 	wait := startFollowers(ctx, srv, runID, cfg.followers, nil)
 	start := time.Now()
-	if err := srv.produce(ctx, runID, cfg.events, 0, cfg.batch, cfg.eventBytes); err != nil {
+	if err := srv.produce(ctx, runID, cfg.events, 0, cfg.batch, cfg.eventBytes, 1); err != nil {
 		return benchResult{}, err
 	}
 	appendDone := time.Since(start)
@@ -374,7 +376,7 @@ func benchReplay(ctx context.Context, srv *benchServer, cfg benchConfig) (benchR
 	if err != nil {
 		return benchResult{}, err
 	}
-	if err := srv.produce(ctx, runID, cfg.events, 0, max(cfg.batch, 1000), cfg.eventBytes); err != nil {
+	if err := srv.produce(ctx, runID, cfg.events, 0, max(cfg.batch, 1000), cfg.eventBytes, 1); err != nil {
 		return benchResult{}, err
 	}
 	start := time.Now()
@@ -402,7 +404,7 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	if err != nil {
 		return benchResult{}, err
 	}
-	if err := srv.produce(ctx, runID, 0, 0, 1, 0); err != nil { // completes the run, closing every stream
+	if err := srv.produce(ctx, runID, 0, 0, 1, 0, 1); err != nil { // completes the run, closing every stream
 		return benchResult{}, err
 	}
 	delivered, err := wait()

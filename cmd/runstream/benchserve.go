@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -92,21 +93,26 @@ func (p *producer) createRun(w http.ResponseWriter, r *http.Request) {
 
 // produce appends count node.output.delta events to a run at rate events
 // per second (0: as fast as possible) in batches of batch events, then
-// run.completed when complete=1. Each delta starts with the append time in
-// Unix nanoseconds and is padded so the envelope's data has about bytes
-// bytes.
+// run.completed when complete=1. Up to concurrency appends are in flight at
+// once (default 1), as when several nodes of a run produce together: a
+// store that group-commits then shares one commit among them. Each delta
+// starts with the time its append began, in Unix nanoseconds, and is padded
+// so the envelope's data has about bytes bytes.
 func (p *producer) produce(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	count, _ := strconv.Atoi(q.Get("count"))
 	rate, _ := strconv.ParseFloat(q.Get("rate"), 64)
 	batch, _ := strconv.Atoi(q.Get("batch"))
 	size, _ := strconv.Atoi(q.Get("bytes"))
-	batch = max(batch, 1)
+	concurrency, _ := strconv.Atoi(q.Get("concurrency"))
+	batch, concurrency = max(batch, 1), max(concurrency, 1)
 	runID := r.PathValue("run_id")
 	ctx := r.Context()
 	start := time.Now()
-	events := make([]workflow.NewEvent, 0, batch)
-	for sent := 0; sent < count; {
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for sent := 0; sent < count && failed.Load() == nil; {
 		n := min(batch, count-sent)
 		if rate > 0 {
 			due := start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
@@ -114,18 +120,26 @@ func (p *producer) produce(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(d)
 			}
 		}
-		now := strconv.FormatInt(time.Now().UnixNano(), 10)
-		pad := strings.Repeat("x", max(size-len(`{"channel":"text","delta":""}`)-len(now)-1, 0))
-		events = events[:0]
-		for range n {
-			events = append(events, workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: "writer", NodeRunID: "nr_1",
-				Data: json.RawMessage(`{"channel":"text","delta":"` + now + " " + pad + `"}`)})
-		}
-		if _, err := p.app.log.Append(ctx, workflow.AppendParams{RunID: runID, Events: events}); err != nil {
-			http.Error(w, runstream.ErrorMessage(err), runstream.ErrorCodeOf(err).HTTPStatus())
-			return
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			now := strconv.FormatInt(time.Now().UnixNano(), 10)
+			pad := strings.Repeat("x", max(size-len(`{"channel":"text","delta":""}`)-len(now)-1, 0))
+			events := make([]workflow.NewEvent, n)
+			for i := range events {
+				events[i] = workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: "writer", NodeRunID: "nr_1",
+					Data: json.RawMessage(`{"channel":"text","delta":"` + now + " " + pad + `"}`)}
+			}
+			if _, err := p.app.log.Append(ctx, workflow.AppendParams{RunID: runID, Events: events}); err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		})
 		sent += n
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		http.Error(w, runstream.ErrorMessage(*err), runstream.ErrorCodeOf(*err).HTTPStatus())
+		return
 	}
 	if q.Get("complete") == "1" {
 		if _, err := p.app.log.Append(ctx, workflow.AppendParams{RunID: runID, Events: []workflow.NewEvent{{

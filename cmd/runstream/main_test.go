@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
@@ -179,5 +183,50 @@ func TestVersion(t *testing.T) {
 	}
 	if !strings.HasPrefix(stdout.String(), "runstream ") || !strings.Contains(stdout.String(), "go1.") {
 		t.Errorf("version = %q", stdout.String())
+	}
+}
+
+func TestServeSQLiteDefaultLayout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := dir + "/runstream-data/runstream.db"
+	base, stdout, _ := startServe(t, nil, "--store", "sqlite:"+path)
+	if !strings.Contains(stdout.String(), path) {
+		t.Errorf("stdout does not say where the data lives (%s):\n%s", path, stdout)
+	}
+	code, body, _ := get(t, base+"/readyz")
+	if code != 200 || !strings.Contains(body, `"store":"sqlite"`) || !strings.Contains(body, "FULL") {
+		t.Errorf("/readyz = %d %s", code, body)
+	}
+}
+
+func TestServePostgres(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL serve test")
+	}
+	schema := fmt.Sprintf("rs_cmd_test_%d", time.Now().UnixNano())
+	t.Cleanup(func() { dropSchema(t, url, schema) })
+	base, stdout, _ := startServe(t, nil, "--store", url, "--postgres-schema", schema)
+	if !strings.Contains(stdout.String(), "listening on") {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+	code, body, _ := get(t, base+"/readyz")
+	if code != 200 || !strings.Contains(body, `"store":"postgres"`) || !strings.Contains(body, "synchronous_commit") {
+		t.Errorf("/readyz = %d %s", code, body)
+	}
+}
+
+// dropSchema removes a test schema.
+func dropSchema(t *testing.T, url, schema string) {
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Errorf("drop schema: %v", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Errorf("drop schema: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/httpapi"
 )
 
@@ -19,6 +20,7 @@ type serveConfig struct {
 	addr              string
 	store             string
 	sqliteSync        string
+	postgresSchema    string
 	logLevel          slog.Level
 	logFormat         string
 	maxBodyBytes      int64
@@ -26,6 +28,8 @@ type serveConfig struct {
 	readHeaderTimeout time.Duration
 	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
+	workers           int
+	workerID          string
 }
 
 func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,6 +38,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8780", "address to listen on")
 	fs.StringVar(&cfg.store, "store", "sqlite:./runstream-data/runstream.db", "store URL: sqlite:PATH, postgres://… or memory:")
 	fs.StringVar(&cfg.sqliteSync, "sqlite-synchronous", "FULL", "SQLite synchronous mode: FULL (survives power loss) or NORMAL (faster; survives a process crash)")
+	fs.StringVar(&cfg.postgresSchema, "postgres-schema", "", "PostgreSQL schema for runstream's tables, created when missing (default: the server's search_path)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
 	fs.StringVar(&cfg.logFormat, "log-format", "json", "log format: json or text")
 	fs.Int64Var(&cfg.maxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest accepted request body in bytes")
@@ -41,6 +46,8 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
+	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
+	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -49,6 +56,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.logFormat != "json" && cfg.logFormat != "text" {
 		return fmt.Errorf("%w: --log-format must be json or text, not %q", errUsage, cfg.logFormat)
+	}
+	if cfg.workers < 0 {
+		return fmt.Errorf("%w: --workers must not be negative", errUsage)
 	}
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 

@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/workflow"
+)
+
+// Defaults of Config.
+const (
+	DefaultWorkers        = 4
+	DefaultLeaseDuration  = 30 * time.Second
+	DefaultPollInterval   = 500 * time.Millisecond
+	DefaultResumeTokenTTL = 24 * time.Hour
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Store holds the runs. It must implement workflow.Queue and
+	// workflow.NodeOutputStore. Required.
+	Store workflow.Store
+	// Log writes every event of the engine. Required.
+	Log *eventlog.WorkflowLog
+	// Registry holds the node types. Defaults to DefaultRegistry().
+	Registry *Registry
+	// Workers bounds the runs this instance executes at once. Defaults to
+	// DefaultWorkers.
+	Workers int
+	// WorkerID names this instance in leases; instances sharing a store
+	// need distinct ids. Defaults to host name, process id and a random
+	// suffix.
+	WorkerID string
+	// LeaseDuration is how long a claim lasts unless renewed; it is renewed
+	// every third of it. Defaults to DefaultLeaseDuration.
+	LeaseDuration time.Duration
+	// PollInterval is how often the engine looks for claimable runs and
+	// checks its runs for cancellation. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// DeltaWindow is how long node.output.delta text is merged before it
+	// is stored, clamped to MinDeltaWindow..MaxDeltaWindow. Defaults to
+	// DefaultDeltaWindow.
+	DeltaWindow time.Duration
+	// DeltaMaxBytes stores merged delta text once a channel holds this
+	// many bytes. Defaults to DefaultDeltaMaxBytes.
+	DeltaMaxBytes int
+	// ResumeTokenTTL is the default lifetime of a resume token. Defaults
+	// to DefaultResumeTokenTTL.
+	ResumeTokenTTL time.Duration
+	// Clock is the time of leases and of the times written in events.
+	// Defaults to time.Now. Waits (delays, backoff, timeouts, pacing) use
+	// timers, not Clock.
+	Clock func() time.Time
+	// Logger receives the engine's errors. Defaults to a discarding logger.
+	Logger *slog.Logger
+}
+
+// Engine executes workflow runs: it claims runs from the store's queue,
+// runs their nodes and writes their events. Several engines, in one or in
+// several processes, may share a store. Create it with New, run it with
+// Start and Stop.
+type Engine struct {
+	cfg      Config
+	store    workflow.Store
+	queue    workflow.Queue
+	outputs  workflow.NodeOutputStore
+	registry *Registry
+	logger   *slog.Logger
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	runs     map[string]*runner
+	// hardCtx is cancelled when the engine abandons its runs.
+	hardCtx context.Context
+	abandon context.CancelFunc
+	// drain is closed by Stop: claim nothing more, bring runs to a safe
+	// point and release them.
+	drain    chan struct{}
+	wake     chan struct{}
+	loopDone chan struct{}
+	runners  sync.WaitGroup
+}
+
+// New returns an engine. It fails when a required field is missing or the
+// store lacks the queue capabilities.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil || cfg.Log == nil {
+		return nil, errors.New("new engine: Store and Log are required")
+	}
+	queue, ok := cfg.Store.(workflow.Queue)
+	if !ok {
+		return nil, fmt.Errorf("new engine: store %T does not implement workflow.Queue", cfg.Store)
+	}
+	outputs, ok := cfg.Store.(workflow.NodeOutputStore)
+	if !ok {
+		return nil, fmt.Errorf("new engine: store %T does not implement workflow.NodeOutputStore", cfg.Store)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = DefaultRegistry()
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.WorkerID == "" {
+		var suffix [4]byte
+		rand.Read(suffix[:])
+		cfg.WorkerID = DefaultWorkerID() + "-" + hex.EncodeToString(suffix[:])
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.DeltaWindow <= 0 {
+		cfg.DeltaWindow = DefaultDeltaWindow
+	}
+	cfg.DeltaWindow = min(max(cfg.DeltaWindow, MinDeltaWindow), MaxDeltaWindow)
+	if cfg.DeltaMaxBytes <= 0 {
+		cfg.DeltaMaxBytes = DefaultDeltaMaxBytes
+	}
+	if cfg.ResumeTokenTTL <= 0 {
+		cfg.ResumeTokenTTL = DefaultResumeTokenTTL
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Engine{
+		cfg: cfg, store: cfg.Store, queue: queue, outputs: outputs, registry: cfg.Registry,
+		logger: cfg.Logger.With("worker_id", cfg.WorkerID),
+		runs:   map[string]*runner{},
+		drain:  make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+	}, nil
+}
+
+// DefaultWorkerID returns the host name and process id, "host:pid".
+func DefaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
+}
+
+// WorkerID returns the id this engine claims runs with.
+func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
+
+// Registry returns the engine's node types.
+func (e *Engine) Registry() *Registry { return e.registry }
+
+func (e *Engine) now() time.Time { return e.cfg.Clock() }
+
+// Start starts claiming and executing runs in the background and returns.
+// Cancelling ctx abandons every run at once, as if the process died: the
+// engine writes nothing more and releases nothing, so the runs' leases
+// expire and another instance takes them over. Use Stop for a graceful
+// shutdown. An engine starts once.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return errors.New("engine: already started")
+	}
+	e.started = true
+	e.hardCtx, e.abandon = context.WithCancel(ctx)
+	e.loopDone = make(chan struct{})
+	go e.loop()
+	return nil
+}
+
+// Stop shuts the engine down gracefully: it claims nothing more, lets each
+// run reach a safe point (its running nodes finish; no node or retry
+// starts), and releases the run's lease so another instance continues it.
+// When ctx ends first, the remaining runs are abandoned (see Start) and
+// Stop returns ctx's error once their goroutines have returned.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return nil
+	}
+	if !e.stopping {
+		e.stopping = true
+		close(e.drain)
+	}
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		<-e.loopDone
+		e.runners.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		e.abandon()
+		return nil
+	case <-ctx.Done():
+		e.abandon()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Notify tells the engine that a run changed (queued, resumed, asked to
+// cancel), so it reacts before its next poll. It never blocks.
+func (e *Engine) Notify(runID string) {
+	e.mu.Lock()
+	r := e.runs[runID]
+	e.mu.Unlock()
+	if r != nil {
+		select {
+		case r.poke <- struct{}{}:
+		default:
+		}
+	}
+	e.Wake()
+}
+
+// Wake makes the engine look for claimable runs now. It never blocks.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running returns the number of runs the engine is executing.
+func (e *Engine) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.runs)
+}
+
+// loop claims runs until the engine stops or is abandoned.
+func (e *Engine) loop() {
+	defer close(e.loopDone)
+	t := time.NewTicker(e.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		e.claimRuns()
+		select {
+		case <-e.hardCtx.Done():
+			return
+		case <-e.drain:
+			return
+		case <-e.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// claimRuns claims runs while a worker slot is free.
+func (e *Engine) claimRuns() {
+	for {
+		e.mu.Lock()
+		full := len(e.runs) >= e.cfg.Workers || e.stopping
+		e.mu.Unlock()
+		if full || e.hardCtx.Err() != nil {
+			return
+		}
+		now := e.now()
+		run, ok, err := e.queue.Claim(e.hardCtx, e.cfg.WorkerID, now, now.Add(e.cfg.LeaseDuration))
+		if err != nil {
+			if e.hardCtx.Err() == nil {
+				e.logger.Error("claim runs", "error", err)
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+		e.start(run)
+	}
+}
+
+// start executes a claimed run in its own goroutine.
+func (e *Engine) start(run workflow.Run) {
+	r := newRunner(e, run)
+	e.mu.Lock()
+	e.runs[run.ID] = r
+	e.mu.Unlock()
+	e.runners.Go(func() {
+		defer func() {
+			e.mu.Lock()
+			delete(e.runs, run.ID)
+			e.mu.Unlock()
+			e.Wake() // a slot is free, and a parked or released run may be claimable
+		}()
+		r.execute()
+	})
+}
+
+// releaseLease gives a run's lease back, logging a failure.
+func (e *Engine) releaseLease(ctx context.Context, runID string) {
+	if err := e.queue.ReleaseLease(ctx, runID, e.cfg.WorkerID); err != nil && runstream.ErrorCodeOf(err) != runstream.CodeConflict {
+		e.logger.Warn("release lease", "run_id", runID, "error", err)
+	}
+}

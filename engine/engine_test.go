@@ -1,0 +1,197 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflow"
+)
+
+var validator = func() *contracts.Validator {
+	v, err := contracts.NewValidator()
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+// env is a memory store with its event log, for engines under test.
+type env struct {
+	store *memory.WorkflowStore
+	log   *eventlog.WorkflowLog
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	s := memory.NewWorkflowStore()
+	t.Cleanup(func() { s.Close() })
+	return &env{store: s, log: eventlog.NewWorkflowLog(s, validator, nil, nil)}
+}
+
+// start starts an engine over the env; edit, if not nil, changes its
+// config. The engine is stopped when the test ends.
+func (e *env) start(t *testing.T, edit func(*engine.Config)) *engine.Engine {
+	t.Helper()
+	cfg := engine.Config{Store: e.store, Log: e.log, PollInterval: 20 * time.Millisecond, LeaseDuration: 3 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	return eng
+}
+
+var ids atomic.Int64
+
+// createRun stores a workflow with definition def and a queued run of it,
+// as the API does.
+func (e *env) createRun(t testing.TB, def, input string) workflow.Run {
+	t.Helper()
+	n := ids.Add(1)
+	ctx := context.Background()
+	w, v, err := e.store.CreateWorkflow(ctx, workflow.Workflow{ID: fmt.Sprintf("wf_%d", n), OwnerID: "alice", Name: "test"},
+		workflow.Version{ID: fmt.Sprintf("wv_%d", n), Definition: json.RawMessage(def)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := e.log.CreateRun(ctx, workflow.Run{ID: fmt.Sprintf("run_%d", n), WorkflowID: w.ID, VersionID: v.ID, OwnerID: "alice", Input: json.RawMessage(input)},
+		[]workflow.NewEvent{
+			{Event: workflow.EventRunCreated, Data: engine.RunCreatedData(v, json.RawMessage(input))},
+			{Event: workflow.EventRunQueued, Data: engine.RunQueuedData()},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// wait polls the stored run until ok accepts it, for at most a minute (of
+// the bubble's clock under synctest).
+func (e *env) wait(t *testing.T, runID string, what string, ok func(workflow.Run, []workflow.Envelope) bool) (workflow.Run, []workflow.Envelope) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		run, err := e.store.GetRun(context.Background(), runID, runstream.AnyOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := e.events(t, runID)
+		if ok(run, events) {
+			return run, events
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: gave up waiting for %s; status %s, events:\n%s", runID, what, run.Status, strings.Join(sequence(events), "\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *env) waitTerminal(t *testing.T, runID string) (workflow.Run, []workflow.Envelope) {
+	t.Helper()
+	return e.wait(t, runID, "a terminal status", func(r workflow.Run, _ []workflow.Envelope) bool { return r.Status.Terminal() })
+}
+
+func (e *env) events(t *testing.T, runID string) []workflow.Envelope {
+	t.Helper()
+	envs, err := e.store.ListEvents(context.Background(), runID, 0, workflow.MaxEventPageLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envs
+}
+
+// sequence names each event "type" or "type:node", merging consecutive
+// node.output.delta events of one node into one entry.
+func sequence(envs []workflow.Envelope) []string {
+	var out []string
+	for _, e := range envs {
+		s := string(e.Event)
+		if e.NodeID != "" {
+			s += ":" + e.NodeID
+		}
+		if e.Event == workflow.EventNodeOutputDelta && len(out) > 0 && out[len(out)-1] == s {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkSequence fails unless the events are want (see sequence), with
+// seqs 1..N and no synthesised flag.
+func checkSequence(t *testing.T, envs []workflow.Envelope, want ...string) {
+	t.Helper()
+	for i, e := range envs {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d", i, e.Seq)
+		}
+		if strings.Contains(string(e.Data), "synthesised") {
+			t.Errorf("seq %d carries synthesised: %s", e.Seq, e.Data)
+		}
+	}
+	if got := sequence(envs); !slices.Equal(got, want) {
+		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// data decodes the data of the i-th event of type typ (and node, when
+// not empty) into v, failing when there is none.
+func data(t *testing.T, envs []workflow.Envelope, typ workflow.EventType, node string, i int, v any) workflow.Envelope {
+	t.Helper()
+	n := 0
+	for _, e := range envs {
+		if e.Event != typ || (node != "" && e.NodeID != node) {
+			continue
+		}
+		if n == i {
+			if err := json.Unmarshal(e.Data, v); err != nil {
+				t.Fatalf("seq %d: %v", e.Seq, err)
+			}
+			return e
+		}
+		n++
+	}
+	t.Fatalf("no %s event #%d of node %q in:\n%s", typ, i, node, strings.Join(sequence(envs), "\n"))
+	return workflow.Envelope{}
+}
+
+type failedData struct {
+	Error struct {
+		Code      runstream.ErrorCode `json:"code"`
+		Retryable bool                `json:"retryable"`
+		NodeID    string              `json:"nodeId"`
+	} `json:"error"`
+	Attempt   int     `json:"attempt"`
+	WillRetry bool    `json:"willRetry"`
+	Failed    *string `json:"failedNodeId"`
+}
+
+func attempts(t *testing.T, envs []workflow.Envelope, node string) []int {
+	t.Helper()
+	var out []int
+	for _, e := range envs {
+		if e.Event == workflow.EventNodeStarted && e.NodeID == node {
+			var d struct{ Attempt int }
+			json.Unmarshal(e.Data, &d)
+			out = append(out, d.Attempt)
+		}
+	}
+	return out
+}

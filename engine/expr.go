@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+)
+
+// Env is what expressions and templates see: the run's input as input,
+// and the outputs of upstream nodes as nodes.<id>.output. Values are
+// decoded JSON (objects are map[string]any, numbers float64).
+type Env struct {
+	Input any                `expr:"input"`
+	Nodes map[string]EnvNode `expr:"nodes"`
+}
+
+// EnvNode is one node as expressions see it.
+type EnvNode struct {
+	Output any `expr:"output"`
+}
+
+// NewEnv decodes a run input and node outputs into an Env.
+func NewEnv(input json.RawMessage, outputs map[string]json.RawMessage) (Env, error) {
+	env := Env{Nodes: make(map[string]EnvNode, len(outputs))}
+	if len(input) > 0 {
+		if err := json.Unmarshal(input, &env.Input); err != nil {
+			return Env{}, fmt.Errorf("decode run input: %w", err)
+		}
+	}
+	for id, out := range outputs {
+		var v any
+		if err := json.Unmarshal(out, &v); err != nil {
+			return Env{}, fmt.Errorf("decode output of node %s: %w", id, err)
+		}
+		env.Nodes[id] = EnvNode{Output: v}
+	}
+	return env, nil
+}
+
+// maxExprNodes bounds the size of a compiled expression.
+const maxExprNodes = 2000
+
+// Expr is a compiled expression over an Env (github.com/expr-lang/expr
+// syntax). It is safe for concurrent use.
+type Expr struct {
+	src     string
+	program *vm.Program
+}
+
+// CompileExpr compiles an expression over Env. Unknown names fail here, at
+// publish time. The error is caller-safe.
+func CompileExpr(src string) (*Expr, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, errors.New("the expression is empty")
+	}
+	p, err := expr.Compile(src, expr.Env(Env{}), expr.MaxNodes(maxExprNodes))
+	if err != nil {
+		return nil, fmt.Errorf("invalid expression: %s", shorten(firstLine(err.Error())))
+	}
+	return &Expr{src: src, program: p}, nil
+}
+
+// Eval evaluates the expression and returns its value as JSON.
+func (e *Expr) Eval(env Env) (json.RawMessage, error) {
+	v, err := expr.Run(e.program, env)
+	if err != nil {
+		return nil, fmt.Errorf("expression failed: %s", shorten(firstLine(err.Error())))
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("expression value is not representable as JSON: %T", v)
+	}
+	return out, nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// Template is text with {{ expression }} placeholders over an Env. A
+// string value is inserted as it is, any other value as JSON.
+type Template struct {
+	parts []templatePart
+}
+
+type templatePart struct {
+	text string
+	expr *Expr // nil for literal text
+}
+
+// CompileTemplate compiles a template. An unclosed {{ or an invalid
+// expression fails. The error is caller-safe.
+func CompileTemplate(src string) (*Template, error) {
+	t := &Template{}
+	for src != "" {
+		i := strings.Index(src, "{{")
+		if i < 0 {
+			t.parts = append(t.parts, templatePart{text: src})
+			break
+		}
+		if i > 0 {
+			t.parts = append(t.parts, templatePart{text: src[:i]})
+		}
+		rest := src[i+2:]
+		j := strings.Index(rest, "}}")
+		if j < 0 {
+			return nil, errors.New("template: {{ without }}")
+		}
+		e, err := CompileExpr(rest[:j])
+		if err != nil {
+			return nil, fmt.Errorf("template: %w", err)
+		}
+		t.parts = append(t.parts, templatePart{expr: e})
+		src = rest[j+2:]
+	}
+	return t, nil
+}
+
+// Render renders the template over env.
+func (t *Template) Render(env Env) (string, error) {
+	var b strings.Builder
+	for _, p := range t.parts {
+		if p.expr == nil {
+			b.WriteString(p.text)
+			continue
+		}
+		v, err := expr.Run(p.expr.program, env)
+		if err != nil {
+			return "", fmt.Errorf("template: expression failed: %s", shorten(firstLine(err.Error())))
+		}
+		if s, ok := v.(string); ok {
+			b.WriteString(s)
+			continue
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return "", fmt.Errorf("template: value is not representable as JSON: %T", v)
+		}
+		b.Write(raw)
+	}
+	return b.String(), nil
+}

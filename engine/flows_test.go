@@ -1,0 +1,283 @@
+package engine_test
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/workflow"
+)
+
+// The flows run inside synctest bubbles: delays, backoff, timeouts, pacing
+// and leases take no real time and their order is deterministic.
+
+func TestLinearFlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, nil)
+		run := e.createRun(t, `{"name":"linear","nodes":[
+			{"id":"draft","type":"llm","config":{"provider":"scripted","text":"Hello {{ input.who }}, welcome.","tokensPerSecond":50}},
+			{"id":"shout","type":"transform","needs":["draft"],"config":{"expression":"upper(nodes.draft.output.text)"}}],
+			"output":"shout"}`, `{"who":"Ada"}`)
+		got, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events,
+			"run.created", "run.queued", "run.started",
+			"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.completed:draft",
+			"node.queued:shout", "node.started:shout", "node.completed:shout",
+			"run.completed")
+		if got.Status != workflow.StatusCompleted || string(got.Output) != `"HELLO ADA, WELCOME."` {
+			t.Errorf("run %s with output %s", got.Status, got.Output)
+		}
+		var text strings.Builder
+		for _, env := range events {
+			if env.Event == workflow.EventNodeOutputDelta {
+				var d struct{ Channel, Delta string }
+				json.Unmarshal(env.Data, &d)
+				if d.Channel != "text" {
+					t.Errorf("delta on channel %q", d.Channel)
+				}
+				text.WriteString(d.Delta)
+			}
+		}
+		if text.String() != "Hello Ada, welcome." {
+			t.Errorf("deltas concatenate to %q", text.String())
+		}
+		var completed struct {
+			Attempt       int
+			OutputSummary json.RawMessage
+		}
+		data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
+		if completed.Attempt != 1 || string(completed.OutputSummary) != `{"text":"Hello Ada, welcome."}` {
+			t.Errorf("node.completed of draft: %+v", completed)
+		}
+		var queued struct {
+			NodeType string
+			Needs    []string
+		}
+		data(t, events, workflow.EventNodeQueued, "shout", 0, &queued)
+		if queued.NodeType != "transform" || !slices.Equal(queued.Needs, []string{"draft"}) {
+			t.Errorf("node.queued of shout: %+v", queued)
+		}
+	})
+}
+
+func TestParallelBranches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, nil)
+		run := e.createRun(t, `{"name":"fan","nodes":[
+			{"id":"left","type":"delay","config":{"ms":1000,"progressEveryMs":500}},
+			{"id":"right","type":"delay","config":{"ms":1000,"progressEveryMs":500}},
+			{"id":"join","type":"transform","needs":["left","right"],"config":{"expression":"nodes.left.output.waitedMs + nodes.right.output.waitedMs"}}],
+			"output":"join"}`, `{}`)
+		start := time.Now()
+		got, events := e.waitTerminal(t, run.ID)
+		if got.Status != workflow.StatusCompleted || string(got.Output) != "2000" {
+			t.Fatalf("run %s with output %s", got.Status, got.Output)
+		}
+		// Both branches start before either completes, and they take one
+		// delay together, not two.
+		seq := sequence(events)
+		lastStart := max(slices.Index(seq, "node.started:left"), slices.Index(seq, "node.started:right"))
+		firstDone := min(slices.Index(seq, "node.completed:left"), slices.Index(seq, "node.completed:right"))
+		if lastStart < 0 || firstDone < 0 || lastStart > firstDone {
+			t.Errorf("branches did not overlap:\n%s", strings.Join(seq, "\n"))
+		}
+		if join := slices.Index(seq, "node.queued:join"); join < max(slices.Index(seq, "node.completed:left"), slices.Index(seq, "node.completed:right")) {
+			t.Errorf("join queued before both branches completed:\n%s", strings.Join(seq, "\n"))
+		}
+		if took := time.Since(start); took >= 2*time.Second {
+			t.Errorf("the branches took %s, as if run one after the other", took)
+		}
+		var progress struct {
+			Phase   string
+			Message string
+			Percent *float64
+		}
+		data(t, events, workflow.EventNodeProgress, "left", 1, &progress)
+		if progress.Phase != "waiting" || progress.Percent == nil || *progress.Percent != 50 || progress.Message != "waited 500 of 1000 ms" {
+			t.Errorf("second progress of left: %+v", progress)
+		}
+	})
+}
+
+func TestRetryAfterTransientFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, nil)
+		run := e.createRun(t, `{"name":"retry","nodes":[
+			{"id":"draft","type":"llm","retry":{"maxAttempts":3,"backoffMs":1000},
+			 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":2}}],
+			"output":"draft"}`, `{}`)
+		got, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events,
+			"run.created", "run.queued", "run.started",
+			"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.failed:draft",
+			"node.started:draft", "node.output.delta:draft", "node.completed:draft",
+			"run.completed")
+		if got := attempts(t, events, "draft"); !slices.Equal(got, []int{1, 2}) {
+			t.Errorf("attempts %v, want [1 2]", got)
+		}
+		var failed failedData
+		failedAt := data(t, events, workflow.EventNodeFailed, "draft", 0, &failed)
+		if failed.Error.Code != runstream.CodeWorkflowLLMProviderError || !failed.Error.Retryable || failed.Attempt != 1 || !failed.WillRetry || failed.Error.NodeID != "draft" {
+			t.Errorf("node.failed: %+v", failed)
+		}
+		retriedAt := data(t, events, workflow.EventNodeStarted, "draft", 1, &struct{}{})
+		if gap := retriedAt.Timestamp.Sub(failedAt.Timestamp); gap < time.Second {
+			t.Errorf("attempt 2 started %s after the failure, want the 1 s backoff", gap)
+		}
+		var completed struct{ Attempt int }
+		data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
+		if completed.Attempt != 2 || string(got.Output) != `{"text":"one two three"}` {
+			t.Errorf("completed attempt %d with output %s", completed.Attempt, got.Output)
+		}
+	})
+}
+
+func TestNodeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, nil)
+		run := e.createRun(t, `{"name":"slow","nodes":[
+			{"id":"wait","type":"delay","timeoutMs":250,"retry":{"maxAttempts":2,"backoffMs":10},"config":{"ms":60000,"progressEveryMs":100}}]}`, `{}`)
+		got, events := e.waitTerminal(t, run.ID)
+		if got.Status != workflow.StatusFailed {
+			t.Fatalf("run %s, want failed", got.Status)
+		}
+		if a := attempts(t, events, "wait"); !slices.Equal(a, []int{1, 2}) {
+			t.Errorf("attempts %v, want [1 2]", a)
+		}
+		for i, willRetry := range []bool{true, false} {
+			var failed failedData
+			data(t, events, workflow.EventNodeFailed, "wait", i, &failed)
+			if failed.Error.Code != runstream.CodeWorkflowNodeTimeout || !failed.Error.Retryable || failed.Attempt != i+1 || failed.WillRetry != willRetry {
+				t.Errorf("node.failed #%d: %+v", i, failed)
+			}
+		}
+		var runFailed failedData
+		data(t, events, workflow.EventRunFailed, "", 0, &runFailed)
+		if runFailed.Error.Code != runstream.CodeWorkflowNodeTimeout || runFailed.Failed == nil || *runFailed.Failed != "wait" {
+			t.Errorf("run.failed: %+v", runFailed)
+		}
+	})
+}
+
+func TestCancelMidStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		eng := e.start(t, nil)
+		run := e.createRun(t, `{"name":"long","nodes":[
+			{"id":"talk","type":"llm","config":{"provider":"scripted","text":"`+strings.Repeat("word ", 1000)+`","tokensPerSecond":10}},
+			{"id":"after","type":"transform","needs":["talk"],"config":{"expression":"1"}}]}`, `{}`)
+		e.wait(t, run.ID, "some deltas", func(_ workflow.Run, envs []workflow.Envelope) bool {
+			return slices.Contains(sequence(envs), "node.output.delta:talk")
+		})
+		if _, err := e.log.Append(t.Context(), workflow.AppendParams{RunID: run.ID, Events: []workflow.NewEvent{
+			{Event: workflow.EventRunCancelRequested, Data: engine.CancelRequestedData("alice")},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		eng.Notify(run.ID)
+		got, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events,
+			"run.created", "run.queued", "run.started",
+			"node.queued:talk", "node.started:talk", "node.output.delta:talk",
+			"run.cancel_requested", "run.cancelled")
+		if got.Status != workflow.StatusCancelled {
+			t.Errorf("run %s, want cancelled", got.Status)
+		}
+		var cancelled struct{ FinishedAt string }
+		data(t, events, workflow.EventRunCancelled, "", 0, &cancelled)
+		if _, err := time.Parse(time.RFC3339Nano, cancelled.FinishedAt); err != nil {
+			t.Errorf("finishedAt %q: %v", cancelled.FinishedAt, err)
+		}
+	})
+}
+
+// A queued run whose cancellation was requested before any engine claimed
+// it is cancelled by the engine that claims it, without starting.
+func TestCancelRequestedBeforeClaim(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		run := e.createRun(t, `{"name":"x","nodes":[{"id":"a","type":"delay","config":{"ms":10}}]}`, `{}`)
+		if _, err := e.log.Append(t.Context(), workflow.AppendParams{RunID: run.ID, Events: []workflow.NewEvent{
+			{Event: workflow.EventRunCancelRequested, Data: engine.CancelRequestedData("alice")},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		e.start(t, nil)
+		_, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events, "run.created", "run.queued", "run.cancel_requested", "run.cancelled")
+	})
+}
+
+func TestPauseResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		eng := e.start(t, nil)
+		run := e.createRun(t, `{"name":"approve","nodes":[
+			{"id":"ask","type":"human_input","config":{"actions":["approve","reject"],"formSchema":{"type":"object","properties":{"note":{"type":"string"}}}}},
+			{"id":"decide","type":"transform","needs":["ask"],"config":{"expression":"nodes.ask.output.action + ': ' + nodes.ask.output.values.note"}}],
+			"output":"decide"}`, `{}`)
+		_, events := e.wait(t, run.ID, "awaiting input", func(r workflow.Run, _ []workflow.Envelope) bool { return r.Status == workflow.StatusAwaitingInput })
+		var awaiting struct {
+			FormSchema  json.RawMessage
+			Actions     []string
+			ResumeToken string
+			ExpiresAt   string
+		}
+		env := data(t, events, workflow.EventRunAwaitingInput, "ask", 0, &awaiting)
+		if len(awaiting.ResumeToken) != 43 || !slices.Equal(awaiting.Actions, []string{"approve", "reject"}) || !strings.Contains(string(awaiting.FormSchema), `"note"`) {
+			t.Errorf("run.awaiting_input: %+v", awaiting)
+		}
+		expires, err := time.Parse(time.RFC3339Nano, awaiting.ExpiresAt)
+		if err != nil || expires.Sub(env.Timestamp) < 23*time.Hour || expires.Sub(env.Timestamp) > 25*time.Hour {
+			t.Errorf("expiresAt %q (%v), want a day after %s", awaiting.ExpiresAt, err, env.Timestamp)
+		}
+		// The run is parked: its lease is released.
+		synctest.Wait()
+		if r, _ := e.store.GetRun(t.Context(), run.ID, runstream.AnyOwner); r.LeaseOwner != "" || eng.Running() != 0 {
+			t.Errorf("parked run leased to %q; engine runs %d", r.LeaseOwner, eng.Running())
+		}
+		tok, err := e.store.PendingResumeToken(t.Context(), run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash := sha256.Sum256([]byte(awaiting.ResumeToken))
+		if string(tok.Hash) != string(hash[:]) || tok.NodeID != "ask" || tok.NodeRunID != env.NodeRunID {
+			t.Errorf("stored token %+v does not match the event's", tok)
+		}
+		if _, err := e.log.Resume(t.Context(), workflow.ResumeParams{
+			RunID: run.ID, Owner: runstream.AnyOwner, Hash: hash[:], Now: time.Now(),
+			Events:      []workflow.NewEvent{{Event: workflow.EventRunResumed, NodeID: "ask", NodeRunID: tok.NodeRunID, Data: engine.ResumedData("approve")}},
+			NodeOutputs: map[string]json.RawMessage{"ask": engine.ResumeOutput("approve", json.RawMessage(`{"note":"fine"}`))},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		eng.Notify(run.ID)
+		got, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events,
+			"run.created", "run.queued", "run.started",
+			"node.queued:ask", "node.started:ask", "run.awaiting_input:ask", "run.resumed:ask", "node.completed:ask",
+			"node.queued:decide", "node.started:decide", "node.completed:decide",
+			"run.completed")
+		if string(got.Output) != `"approve: fine"` {
+			t.Errorf("output %s", got.Output)
+		}
+		var completed struct {
+			Attempt       int
+			OutputSummary json.RawMessage
+		}
+		done := data(t, events, workflow.EventNodeCompleted, "ask", 0, &completed)
+		if completed.Attempt != 1 || string(completed.OutputSummary) != `{"action":"approve","values":{"note":"fine"}}` || done.NodeRunID != env.NodeRunID {
+			t.Errorf("node.completed of ask: %+v (node run %s)", completed, done.NodeRunID)
+		}
+	})
+}

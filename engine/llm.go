@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/runstream/runstream"
+)
+
+// LLMProvider is a backend of the llm node type, chosen by the node's
+// config field "provider".
+type LLMProvider struct {
+	Name string
+	// Compile checks the node's whole config (provider included) and
+	// returns the function that runs an attempt. Tokens go to
+	// NodeRun.Delta on channel "text", tool calls to ToolStarted and
+	// ToolFinished; the output should be {"text", "toolCalls"?}.
+	Compile func(config json.RawMessage) (NodeFunc, error)
+}
+
+// LLM returns the llm node type over providers.
+func LLM(providers ...LLMProvider) NodeType {
+	byName := make(map[string]LLMProvider, len(providers))
+	for _, p := range providers {
+		byName[p.Name] = p
+	}
+	return NodeType{Name: "llm", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+		var head struct {
+			Provider string `json:"provider"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return nil, errors.New(decodeMessage(err))
+		}
+		p, ok := byName[head.Provider]
+		if !ok {
+			names := make([]string, 0, len(byName))
+			for n := range byName {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			return nil, fmt.Errorf("provider %q is not one of %s", shorten(head.Provider), strings.Join(names, ", "))
+		}
+		return p.Compile(raw)
+	}}
+}
+
+// scriptedConfig is the config of an llm node with provider "scripted".
+type scriptedConfig struct {
+	Provider string `json:"provider"`
+	// Text is a template streamed token by token (a token is a word with
+	// the white space after it); Tokens gives the tokens instead.
+	Text   string   `json:"text"`
+	Tokens []string `json:"tokens"`
+	// TokensPerSecond paces the stream; 0 streams as fast as possible.
+	TokensPerSecond float64 `json:"tokensPerSecond"`
+	// ToolCalls are made, in order, before the text is streamed.
+	ToolCalls []scriptedToolCall `json:"toolCalls"`
+	// FailAttempts lists the attempts that fail with a retryable
+	// WORKFLOW_LLM_PROVIDER_ERROR after FailAfterTokens tokens.
+	FailAttempts    []int `json:"failAttempts"`
+	FailAfterTokens int   `json:"failAfterTokens"`
+}
+
+type scriptedToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+	// Output is the tool's scripted result; Error, when set, makes the
+	// call fail with that message instead.
+	Output     json.RawMessage `json:"output"`
+	Error      string          `json:"error"`
+	DurationMs int64           `json:"durationMs"`
+}
+
+type toolCallResult struct {
+	ID     string          `json:"id"`
+	Name   string          `json:"name"`
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// ScriptedProvider returns the deterministic, offline llm provider
+// "scripted", for demos and tests: it makes the tool calls of its script
+// (with the scripted results), then streams the script's text token by
+// token at tokensPerSecond, and may fail on given attempts.
+func ScriptedProvider() LLMProvider {
+	return LLMProvider{Name: "scripted", Compile: compileScripted}
+}
+
+func compileScripted(raw json.RawMessage) (NodeFunc, error) {
+	var c scriptedConfig
+	if err := DecodeConfig(raw, &c); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Text != "" && c.Tokens != nil:
+		return nil, errors.New("give text or tokens, not both")
+	case c.TokensPerSecond < 0 || c.TokensPerSecond > 1e6:
+		return nil, errors.New("tokensPerSecond must be 0 (unpaced) to 1000000")
+	case c.FailAfterTokens < 0:
+		return nil, errors.New("failAfterTokens must not be negative")
+	}
+	for i, tc := range c.ToolCalls {
+		if tc.ID == "" || tc.Name == "" {
+			return nil, fmt.Errorf("toolCalls[%d] needs an id and a name", i)
+		}
+		if tc.DurationMs < 0 || time.Duration(tc.DurationMs)*time.Millisecond > MaxDelay {
+			return nil, fmt.Errorf("toolCalls[%d].durationMs must be 0 to %d", i, MaxDelay.Milliseconds())
+		}
+	}
+	text, err := CompileTemplate(c.Text)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, n *NodeRun) (json.RawMessage, error) {
+		return runScripted(ctx, n, c, text)
+	}, nil
+}
+
+func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, text *Template) (json.RawMessage, error) {
+	var calls []toolCallResult
+	for _, tc := range c.ToolCalls {
+		if err := n.ToolStarted(ctx, tc.ID, tc.Name, tc.Input); err != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, time.Duration(tc.DurationMs)*time.Millisecond); err != nil {
+			return nil, err
+		}
+		res := toolCallResult{ID: tc.ID, Name: tc.Name, Status: "ok", Output: tc.Output}
+		var toolErr *runstream.Error
+		if tc.Error != "" {
+			res.Status, res.Output = "error", nil
+			toolErr = runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s", tc.Error)
+		}
+		if err := n.ToolFinished(ctx, tc.ID, tc.Name, tc.Output, toolErr, time.Duration(tc.DurationMs)*time.Millisecond); err != nil {
+			return nil, err
+		}
+		calls = append(calls, res)
+	}
+	tokens := c.Tokens
+	if tokens == nil {
+		env, err := n.Env()
+		if err != nil {
+			return nil, err
+		}
+		s, err := text.Render(env)
+		if err != nil {
+			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s", err.Error())
+		}
+		tokens = SplitTokens(s)
+	}
+	fail := slices.Contains(c.FailAttempts, n.Attempt)
+	var full strings.Builder
+	start := time.Now()
+	for i, tok := range tokens {
+		if fail && i == c.FailAfterTokens {
+			break
+		}
+		if c.TokensPerSecond > 0 {
+			due := start.Add(time.Duration(float64(i) / c.TokensPerSecond * float64(time.Second)))
+			if err := sleep(ctx, time.Until(due)); err != nil {
+				return nil, err
+			}
+		}
+		if err := n.Delta(ctx, "text", tok); err != nil {
+			return nil, err
+		}
+		full.WriteString(tok)
+	}
+	if fail {
+		return nil, runstream.Errorf(runstream.CodeWorkflowLLMProviderError, "scripted provider failure on attempt %d", n.Attempt)
+	}
+	return json.Marshal(struct {
+		Text      string           `json:"text"`
+		ToolCalls []toolCallResult `json:"toolCalls,omitempty"`
+	}{full.String(), calls})
+}
+
+// SplitTokens splits text into tokens as the scripted provider streams
+// them: each token is a run of non-space characters with the white space
+// that follows it (leading white space is a token of its own). The tokens
+// concatenate to text.
+func SplitTokens(text string) []string {
+	var tokens []string
+	start, inSpace := 0, false
+	for i, r := range text {
+		space := unicode.IsSpace(r)
+		if !space && inSpace && i > start {
+			tokens = append(tokens, text[start:i])
+			start = i
+		}
+		inSpace = space
+	}
+	if start < len(text) {
+		tokens = append(tokens, text[start:])
+	}
+	return tokens
+}

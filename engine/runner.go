@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/workflow"
+)
+
+// outcome is how a runner's drive ends.
+type outcome int
+
+const (
+	// running: not ended yet (reconcile's "go on").
+	running outcome = iota
+	// ended: a terminal event was written.
+	ended
+	// yielded: the run stopped at a safe point (parked awaiting input, or
+	// the engine is stopping); its lease is released.
+	yielded
+	// lost: the run may not be written any more (lease lost, engine
+	// abandoned, store failure); nothing is written or released.
+	lost
+)
+
+// Causes of the cancellation of a run's contexts.
+var (
+	errCancelRequested = errors.New("the run's cancellation was requested")
+	errRunFailed       = errors.New("another node of the run failed")
+	errNodeTimeout     = errors.New("the node attempt timed out")
+	errRunnerDone      = errors.New("the runner finished")
+)
+
+// runner executes one claimed run until it ends, yields or is lost.
+type runner struct {
+	e   *Engine
+	run workflow.Run
+
+	// ctx is the run's writing context, cancelled (with its cause) when
+	// the run must not be written any more.
+	ctx         context.Context
+	stopWriting context.CancelCauseFunc
+	// nodesCtx, a child of ctx, is cancelled to stop the running nodes.
+	nodesCtx  context.Context
+	stopNodes context.CancelCauseFunc
+
+	em         *emitter
+	poke       chan struct{}
+	cancelReq  chan struct{}
+	cancelOnce sync.Once
+
+	// Owned by the execute goroutine.
+	plan    *Plan
+	planErr *runstream.Error
+	outputs map[string]json.RawMessage
+	results chan nodeResult
+}
+
+func newRunner(e *Engine, run workflow.Run) *runner {
+	r := &runner{e: e, run: run, poke: make(chan struct{}, 1), cancelReq: make(chan struct{}), outputs: map[string]json.RawMessage{}}
+	r.ctx, r.stopWriting = context.WithCancelCause(e.hardCtx)
+	r.nodesCtx, r.stopNodes = context.WithCancelCause(r.ctx)
+	r.em = &emitter{
+		log: e.cfg.Log, runID: run.ID, owner: e.cfg.WorkerID,
+		window: e.cfg.DeltaWindow, maxBytes: e.cfg.DeltaMaxBytes,
+		flushCtx: r.ctx,
+		onHalt:   func(err error) { r.stopWriting(fmt.Errorf("write failed: %w", err)) },
+	}
+	return r
+}
+
+// execute drives the run, then releases its lease when it yielded.
+func (r *runner) execute() {
+	defer r.stopWriting(errRunnerDone)
+	stopHalt := context.AfterFunc(r.ctx, func() { r.em.halt(context.Cause(r.ctx)) })
+	defer stopHalt()
+	supervised := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { r.supervise(supervised) })
+	end := r.drive()
+	close(supervised)
+	wg.Wait()
+	switch end {
+	case yielded:
+		if r.em.emit(r.ctx, workflow.AppendParams{}) == nil { // pending deltas first
+			r.em.halt(errRunnerDone)
+			r.e.releaseLease(r.ctx, r.run.ID)
+		}
+	case lost:
+		if cause := context.Cause(r.ctx); cause != nil && r.e.hardCtx.Err() == nil {
+			r.e.logger.Warn("run left", "run_id", r.run.ID, "cause", cause)
+		}
+	}
+}
+
+// drive brings the run from its stored state to its end or a safe point.
+func (r *runner) drive() outcome {
+	if r.run.Status == workflow.StatusCancelling {
+		return r.cancelled()
+	}
+	events, outputs, err := r.load(r.ctx)
+	if err != nil {
+		// Keep the lease: it expires and the run is claimed again later,
+		// rather than at once in a loop while the store fails.
+		r.e.logger.Error("load run", "run_id", r.run.ID, "error", err)
+		return lost
+	}
+	if r.run.Status == workflow.StatusQueued {
+		started := runEvent(workflow.EventRunStarted, runStartedData{StartedAt: timestamp(r.e.now()), WorkerID: r.e.cfg.WorkerID})
+		if r.em.emit(r.ctx, workflow.AppendParams{}, started) != nil {
+			return lost
+		}
+	}
+	if r.planErr != nil {
+		return r.failRun("", mustJSON(newErrorObject(r.planErr)))
+	}
+	states, err := replayNodes(events)
+	if err != nil {
+		r.e.logger.Error("replay run", "run_id", r.run.ID, "error", err)
+		return r.failRun("", mustJSON(newErrorObject(runstream.Errorf(runstream.CodeInternal, "the run's events could not be read"))))
+	}
+	restart, end := r.reconcile(states, outputs)
+	if end != running {
+		return end
+	}
+	return r.schedule(states, restart)
+}
+
+// nodeEnd is how a node's goroutine ended.
+type nodeEnd int
+
+const (
+	nodeCompleted nodeEnd = iota
+	nodeFailed            // failed for good: the run fails
+	nodeYielded           // parked awaiting input, or the engine is stopping
+	nodeStopped           // its context was cancelled, or writing failed
+)
+
+type nodeResult struct {
+	id     string
+	end    nodeEnd
+	output json.RawMessage
+	err    *runstream.Error
+}
+
+// schedule runs the nodes whose needs are done, in parallel, until every
+// node is done or the run fails, is cancelled, parks or yields.
+func (r *runner) schedule(states map[string]*nodeState, restart map[string]startSpec) outcome {
+	r.results = make(chan nodeResult, len(r.plan.order))
+	started := map[string]bool{}
+	inFlight := 0
+	var failedID string
+	var failure *runstream.Error
+	stopping, cancelled := false, false
+	cancelReq, drain, writing := r.cancelReq, r.e.drain, r.ctx.Done()
+	for {
+		if !stopping && r.nodesCtx.Err() == nil {
+			for _, id := range r.plan.order {
+				if started[id] || r.outputs[id] != nil || !r.needsDone(id) {
+					continue
+				}
+				spec, ok := restart[id]
+				if !ok {
+					spec = startSpec{attempt: 1}
+				}
+				if st := states[id]; spec.attempt == 1 && (st == nil || !st.queued) {
+					pn := r.plan.nodes[id]
+					needs := pn.spec.Needs
+					if needs == nil {
+						needs = []string{}
+					}
+					if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeQueued, id, "", nodeQueuedData{NodeType: pn.spec.Type, Needs: needs})) != nil {
+						break
+					}
+				}
+				started[id] = true
+				inFlight++
+				upstream := make(map[string]json.RawMessage, len(r.plan.nodes[id].upstream))
+				for _, u := range r.plan.nodes[id].upstream {
+					upstream[u] = r.outputs[u]
+				}
+				go func() { r.results <- r.runNode(id, spec, upstream) }()
+			}
+		}
+		if inFlight == 0 {
+			break
+		}
+		select {
+		case res := <-r.results:
+			inFlight--
+			switch res.end {
+			case nodeCompleted:
+				r.outputs[res.id] = res.output
+			case nodeFailed:
+				if failure == nil {
+					failedID, failure, stopping = res.id, res.err, true
+					r.stopNodes(errRunFailed)
+				}
+			case nodeYielded:
+				stopping = true
+			}
+		case <-cancelReq:
+			cancelReq, cancelled, stopping = nil, true, true
+			r.stopNodes(errCancelRequested)
+		case <-drain:
+			drain, stopping = nil, true
+		case <-writing:
+			writing, stopping = nil, true
+		}
+	}
+	switch {
+	case r.ctx.Err() != nil:
+		return lost
+	case cancelled:
+		return r.cancelled()
+	case failure != nil:
+		return r.failRun(failedID, mustJSON(newErrorObject(failure)))
+	case len(r.outputs) == len(r.plan.order):
+		return r.complete()
+	}
+	return yielded
+}
+
+func (r *runner) needsDone(id string) bool {
+	for _, need := range r.plan.nodes[id].spec.Needs {
+		if r.outputs[need] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// runNode runs the attempts of a node from spec.attempt until one
+// completes, the node fails for good, parks, yields or is stopped.
+func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.RawMessage) nodeResult {
+	pn := r.plan.nodes[id]
+	wait := spec.wait
+	for attempt := spec.attempt; ; attempt++ {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.nodesCtx.Done():
+				t.Stop()
+				return nodeResult{id: id, end: nodeStopped}
+			case <-r.e.drain:
+				t.Stop()
+				return nodeResult{id: id, end: nodeYielded}
+			}
+		}
+		select {
+		case <-r.e.drain:
+			return nodeResult{id: id, end: nodeYielded}
+		default:
+		}
+		if r.nodesCtx.Err() != nil {
+			return nodeResult{id: id, end: nodeStopped}
+		}
+		n := &NodeRun{
+			RunID: r.run.ID, WorkflowID: r.run.WorkflowID, NodeID: id, NodeRunID: NewID("nr"),
+			Attempt: attempt, Input: r.run.Input, Outputs: maps.Clone(upstream),
+			em: r.em, clock: r.e.cfg.Clock, ttl: r.e.cfg.ResumeTokenTTL,
+		}
+		begin := time.Now()
+		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeStarted, id, n.NodeRunID, nodeStartedData{Attempt: attempt})) != nil {
+			return nodeResult{id: id, end: nodeStopped}
+		}
+		out, err := r.attempt(pn, n)
+		if err == nil {
+			data := nodeCompletedData{OutputSummary: Summary(out), DurationMs: time.Since(begin).Milliseconds(), Attempt: attempt}
+			p := workflow.AppendParams{NodeOutputs: map[string]json.RawMessage{id: out}}
+			if r.em.emit(r.ctx, p, nodeEvent(workflow.EventNodeCompleted, id, n.NodeRunID, data)) != nil {
+				return nodeResult{id: id, end: nodeStopped}
+			}
+			return nodeResult{id: id, end: nodeCompleted, output: out}
+		}
+		if errors.Is(err, errParked) {
+			return nodeResult{id: id, end: nodeYielded}
+		}
+		if r.nodesCtx.Err() != nil {
+			return nodeResult{id: id, end: nodeStopped}
+		}
+		nerr := r.nodeError(id, err)
+		willRetry := nerr.Code.Retryable() && attempt < pn.maxAttempts
+		data := nodeFailedData{Error: newErrorObject(nerr), Attempt: attempt, WillRetry: willRetry}
+		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
+			return nodeResult{id: id, end: nodeStopped}
+		}
+		if !willRetry {
+			return nodeResult{id: id, end: nodeFailed, err: nerr}
+		}
+		wait = pn.backoffAfter(attempt)
+	}
+}
+
+// attempt calls the node's function under its timeout, turning a panic, a
+// timeout and an invalid output into errors.
+func (r *runner) attempt(pn *planNode, n *NodeRun) (out json.RawMessage, err error) {
+	ctx := r.nodesCtx
+	if pn.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, pn.timeout, errNodeTimeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.e.logger.Error("node panicked", "run_id", n.RunID, "node_id", n.NodeID, "panic", p, "stack", string(debug.Stack()))
+			out, err = nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "the node failed unexpectedly")
+		}
+	}()
+	out, err = pn.run(ctx, n)
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errNodeTimeout) && r.nodesCtx.Err() == nil {
+			return nil, runstream.Errorf(runstream.CodeWorkflowNodeTimeout, "node %s did not finish within %d ms", n.NodeID, pn.timeout.Milliseconds())
+		}
+		return nil, err
+	}
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	if !json.Valid(out) {
+		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s returned an output that is not JSON", n.NodeID)
+	}
+	return out, nil
+}
+
+// nodeError is the caller-safe error of a failed attempt, naming the node.
+func (r *runner) nodeError(id string, err error) *runstream.Error {
+	var re *runstream.Error
+	if errors.As(err, &re) && re.Code != runstream.CodeInternal {
+		out := *re
+		out.NodeID, out.Err = id, nil
+		return &out
+	}
+	r.e.logger.Error("node failed", "run_id", r.run.ID, "node_id", id, "error", err)
+	return runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s failed", id).WithNode(id)
+}
+
+// complete writes run.completed with the run's output.
+func (r *runner) complete() outcome {
+	def := r.plan.def
+	out := json.RawMessage("null")
+	switch {
+	case r.plan.output != nil:
+		env, err := NewEnv(r.run.Input, r.outputs)
+		if err == nil {
+			out, err = r.plan.output.Eval(env)
+		}
+		if err != nil {
+			return r.failRun("", mustJSON(newErrorObject(runstream.Errorf(runstream.CodeWorkflowNodeFailed, "output: %s", err.Error()))))
+		}
+	case def.Output != "":
+		out = r.outputs[def.Output]
+	}
+	data := runCompletedData{Output: out, Artifacts: []any{}, FinishedAt: timestamp(r.e.now())}
+	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunCompleted, data)) != nil {
+		return lost
+	}
+	return ended
+}
+
+// failRun writes run.failed with an error object.
+func (r *runner) failRun(nodeID string, errObj json.RawMessage) outcome {
+	data := runFailedData{Error: errObj, FinishedAt: timestamp(r.e.now())}
+	if nodeID != "" {
+		data.FailedNodeID = &nodeID
+	}
+	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunFailed, data)) != nil {
+		return lost
+	}
+	return ended
+}
+
+// cancelled writes run.cancelled.
+func (r *runner) cancelled() outcome {
+	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunCancelled, runCancelledData{FinishedAt: timestamp(r.e.now())})) != nil {
+		return lost
+	}
+	return ended
+}
+
+// requestCancel stops the run's nodes; the run then ends cancelled.
+func (r *runner) requestCancel() {
+	r.cancelOnce.Do(func() { close(r.cancelReq) })
+}
+
+// supervise renews the lease and watches the stored run until done is
+// closed: a cancellation request stops the nodes; a lost lease or a run
+// ended elsewhere stops all writing.
+func (r *runner) supervise(done <-chan struct{}) {
+	lease := r.e.cfg.LeaseDuration
+	t := time.NewTicker(min(r.e.cfg.PollInterval, lease/3))
+	defer t.Stop()
+	renewed := r.e.now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		case <-r.poke:
+		}
+		now := r.e.now()
+		if now.Sub(renewed) >= lease/3 {
+			err := r.e.queue.RenewLease(r.ctx, r.run.ID, r.e.cfg.WorkerID, now.Add(lease))
+			switch code := runstream.ErrorCodeOf(err); {
+			case err == nil:
+				renewed = now
+			case code == runstream.CodeConflict || code == runstream.CodeWorkflowRunNotFound:
+				r.stopWriting(fmt.Errorf("lease lost: %w", err))
+				return
+			case r.ctx.Err() == nil:
+				r.e.logger.Warn("renew lease", "run_id", r.run.ID, "error", err)
+			}
+		}
+		run, err := r.e.store.GetRun(r.ctx, r.run.ID, runstream.AnyOwner)
+		if err != nil {
+			if r.ctx.Err() == nil {
+				r.e.logger.Warn("watch run", "run_id", r.run.ID, "error", err)
+			}
+			continue
+		}
+		switch {
+		case run.Status.Terminal() || run.LeaseOwner != r.e.cfg.WorkerID:
+			r.stopWriting(fmt.Errorf("run %s is %s and leased to %q", run.ID, run.Status, run.LeaseOwner))
+			return
+		case run.Status == workflow.StatusCancelling:
+			r.requestCancel()
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/workflow"
+)
+
+// chain is first → slow → last; slow waits 10 s with progress every 5 s.
+func chain(slowRetry string) string {
+	return `{"name":"chain","nodes":[
+		{"id":"first","type":"delay","config":{"ms":10,"progressEveryMs":10}},
+		{"id":"slow","type":"delay","needs":["first"],` + slowRetry + `"config":{"ms":10000,"progressEveryMs":5000}},
+		{"id":"last","type":"transform","needs":["slow"],"config":{"expression":"nodes.slow.output.waitedMs"}}],
+		"output":"last"}`
+}
+
+var chainStart = []string{
+	"run.created", "run.queued", "run.started",
+	"node.queued:first", "node.started:first", "node.progress:first", "node.progress:first", "node.completed:first",
+	"node.queued:slow", "node.started:slow", "node.progress:slow",
+}
+
+// A run whose engine dies mid-node is taken over by another engine once
+// the lease expires (the second engine's clock is past it): the completed
+// node is not run again, the interrupted attempt fails with
+// WORKFLOW_WORKER_LOST, and the node is retried when its policy allows,
+// else the run fails.
+func TestTakeover(t *testing.T) {
+	tests := []struct {
+		name  string
+		retry string
+		// kill stops engine a without a graceful release.
+		kill func(cancel context.CancelFunc, a *engine.Engine) error
+		tail []string
+	}{
+		{
+			name:  "Retried",
+			retry: `"retry":{"maxAttempts":2,"backoffMs":100},`,
+			kill:  func(cancel context.CancelFunc, a *engine.Engine) error { cancel(); return a.Stop(context.Background()) },
+			tail: []string{
+				"node.failed:slow",
+				"node.started:slow", "node.progress:slow", "node.progress:slow", "node.progress:slow", "node.completed:slow",
+				"node.queued:last", "node.started:last", "node.completed:last",
+				"run.completed",
+			},
+		},
+		{
+			name: "WorkerLost",
+			kill: func(cancel context.CancelFunc, a *engine.Engine) error { cancel(); return a.Stop(context.Background()) },
+			tail: []string{"node.failed:slow", "run.failed"},
+		},
+		{
+			// A graceful stop whose deadline passes abandons the run too.
+			name:  "StopDeadline",
+			retry: `"retry":{"maxAttempts":3},`,
+			kill: func(_ context.CancelFunc, a *engine.Engine) error {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				if err := a.Stop(ctx); err != context.DeadlineExceeded {
+					return err
+				}
+				return nil
+			},
+			tail: []string{
+				"node.failed:slow",
+				"node.started:slow", "node.progress:slow", "node.progress:slow", "node.progress:slow", "node.completed:slow",
+				"node.queued:last", "node.started:last", "node.completed:last",
+				"run.completed",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				ctxA, killA := context.WithCancel(context.Background())
+				defer killA()
+				a, err := engine.New(engine.Config{Store: e.store, Log: e.log, WorkerID: "a", LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Start(ctxA)
+				run := e.createRun(t, chain(tc.retry), `{}`)
+				e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
+					return slices.Contains(sequence(envs), "node.progress:slow")
+				})
+				if err := tc.kill(killA, a); err != nil {
+					t.Fatalf("stopping a: %v", err)
+				}
+				stored, _ := e.store.GetRun(t.Context(), run.ID, runstream.AnyOwner)
+				if stored.Status != workflow.StatusRunning || stored.LeaseOwner != "a" {
+					t.Fatalf("after a died: run %s leased to %q, want running and still leased to a", stored.Status, stored.LeaseOwner)
+				}
+				// b's clock is past a's lease.
+				e.start(t, func(c *engine.Config) {
+					c.WorkerID = "b"
+					c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
+				})
+				got, events := e.waitTerminal(t, run.ID)
+				checkSequence(t, events, append(slices.Clone(chainStart), tc.tail...)...)
+				if n := len(attempts(t, events, "first")); n != 1 {
+					t.Errorf("first ran %d times", n)
+				}
+				var lostErr failedData
+				data(t, events, workflow.EventNodeFailed, "slow", 0, &lostErr)
+				willRetry := tc.tail[len(tc.tail)-1] == "run.completed"
+				if lostErr.Error.Code != runstream.CodeWorkflowWorkerLost || !lostErr.Error.Retryable || lostErr.Attempt != 1 || lostErr.WillRetry != willRetry {
+					t.Errorf("node.failed of slow: %+v", lostErr)
+				}
+				if !willRetry {
+					var failed failedData
+					data(t, events, workflow.EventRunFailed, "", 0, &failed)
+					if failed.Error.Code != runstream.CodeWorkflowWorkerLost || !failed.Error.Retryable || failed.Failed == nil || *failed.Failed != "slow" {
+						t.Errorf("run.failed: %+v", failed)
+					}
+					return
+				}
+				if a := attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
+					t.Errorf("slow attempts %v, want [1 2]", a)
+				}
+				if got.Status != workflow.StatusCompleted || string(got.Output) != "10000" {
+					t.Errorf("run %s with output %s", got.Status, got.Output)
+				}
+			})
+		})
+	}
+}
+
+// A graceful stop lets the running node finish, starts nothing more and
+// releases the run, which another engine continues at once: no node runs
+// twice and nothing is reported lost.
+func TestGracefulStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		a, err := engine.New(engine.Config{Store: e.store, Log: e.log, WorkerID: "a", PollInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Start(context.Background())
+		run := e.createRun(t, chain(""), `{}`)
+		e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
+			return slices.Contains(sequence(envs), "node.progress:slow")
+		})
+		if err := a.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		stored, events := e.wait(t, run.ID, "released", func(workflow.Run, []workflow.Envelope) bool { return true })
+		if stored.Status != workflow.StatusRunning || stored.LeaseOwner != "" {
+			t.Errorf("after a graceful stop: run %s leased to %q, want running and released", stored.Status, stored.LeaseOwner)
+		}
+		if seq := sequence(events); seq[len(seq)-1] != "node.completed:slow" {
+			t.Errorf("a stopped without finishing slow:\n%s", strings.Join(seq, "\n"))
+		}
+		e.start(t, func(c *engine.Config) { c.WorkerID = "b" })
+		got, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events, append(slices.Clone(chainStart),
+			"node.progress:slow", "node.progress:slow", "node.completed:slow",
+			"node.queued:last", "node.started:last", "node.completed:last", "run.completed")...)
+		if got.Status != workflow.StatusCompleted {
+			t.Errorf("run %s", got.Status)
+		}
+	})
+}
+
+// An engine runs at most Workers runs at once.
+func TestWorkersBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, func(c *engine.Config) { c.Workers = 2 })
+		var runs []workflow.Run
+		for range 4 {
+			runs = append(runs, e.createRun(t, `{"name":"w","nodes":[{"id":"w","type":"delay","config":{"ms":1000}}]}`, `{}`))
+		}
+		var starts []time.Time
+		for _, r := range runs {
+			_, events := e.waitTerminal(t, r.ID)
+			starts = append(starts, data(t, events, workflow.EventRunStarted, "", 0, &struct{}{}).Timestamp)
+		}
+		slices.SortFunc(starts, time.Time.Compare)
+		if starts[1].Sub(starts[0]) >= time.Second || starts[2].Sub(starts[0]) < time.Second {
+			t.Errorf("run.started times %v: want two at once, then two a second later", starts)
+		}
+	})
+}
+
+// A run longer than the lease is not taken over by another engine: its
+// lease is renewed while it runs.
+func TestLeaseRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, func(c *engine.Config) { c.WorkerID = "a" })
+		run := e.createRun(t, chain(`"retry":{"maxAttempts":3},`), `{}`)
+		e.wait(t, run.ID, "slow started", func(_ workflow.Run, envs []workflow.Envelope) bool {
+			return slices.Contains(sequence(envs), "node.started:slow")
+		})
+		e.start(t, func(c *engine.Config) { c.WorkerID = "b" })
+		got, events := e.waitTerminal(t, run.ID)
+		checkSequence(t, events, append(slices.Clone(chainStart),
+			"node.progress:slow", "node.progress:slow", "node.completed:slow",
+			"node.queued:last", "node.started:last", "node.completed:last", "run.completed")...)
+		if got.Status != workflow.StatusCompleted {
+			t.Errorf("run %s", got.Status)
+		}
+	})
+}
+
+// An engine whose lease was taken (it looked expired to another engine)
+// writes nothing more for the run: its appends are fenced by the lease
+// even before it notices, and it lets the run go; the other engine
+// continues it.
+func TestLeaseLostStopsWriting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		// a checks its lease every second; its node reports progress every
+		// 100 ms, so it tries to write after losing the lease.
+		a := e.start(t, func(c *engine.Config) { c.WorkerID = "a"; c.PollInterval = time.Hour })
+		run := e.createRun(t, `{"name":"chatty","nodes":[
+			{"id":"slow","type":"delay","retry":{"maxAttempts":2},"config":{"ms":2000,"progressEveryMs":100}}],"output":"slow"}`, `{}`)
+		a.Notify(run.ID) // a polls hourly
+		e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
+			return slices.Contains(sequence(envs), "node.progress:slow")
+		})
+		e.start(t, func(c *engine.Config) {
+			c.WorkerID = "b"
+			c.Clock = func() time.Time { return time.Now().Add(time.Hour) }
+		})
+		got, events := e.waitTerminal(t, run.ID)
+		if got.Status != workflow.StatusCompleted {
+			t.Fatalf("run %s", got.Status)
+		}
+		if a := attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
+			t.Fatalf("attempts %v, want [1 2]", a)
+		}
+		lost := data(t, events, workflow.EventNodeFailed, "slow", 0, &struct{}{})
+		second := data(t, events, workflow.EventNodeStarted, "slow", 1, &struct{}{})
+		for _, env := range events[lost.Seq:] {
+			if env.NodeID == "slow" && env.NodeRunID != second.NodeRunID {
+				t.Errorf("seq %d: %s of the lost attempt after the takeover", env.Seq, env.Event)
+			}
+		}
+		if n := a.Running(); n != 0 {
+			t.Errorf("a still runs %d runs", n)
+		}
+	})
+}

@@ -1,0 +1,296 @@
+package eventlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/redact"
+	"github.com/runstream/runstream/runevents"
+)
+
+// Default limits of thread event batches (DESIGN §7).
+const (
+	DefaultMaxEventBytes  = 256 << 10
+	DefaultMaxBatchEvents = 100
+	DefaultMaxBatchBytes  = 4 << 20
+)
+
+// ThreadLimits bounds the batches a ThreadLog accepts. The size of an
+// event is the bytes of its content and metadata as given.
+type ThreadLimits struct {
+	// MaxEventBytes bounds one event. Defaults to DefaultMaxEventBytes.
+	MaxEventBytes int
+	// MaxBatchEvents bounds the events of a batch. Defaults to
+	// DefaultMaxBatchEvents.
+	MaxBatchEvents int
+	// MaxBatchBytes bounds the sum of the sizes of a batch's events.
+	// Defaults to DefaultMaxBatchBytes.
+	MaxBatchBytes int
+}
+
+// ThreadLog appends thread run events: check against the catalogue and
+// the contract, redact, append, publish. It is safe for concurrent use.
+//
+// For each event of a batch: the event type must be catalogued or match
+// middleware:{tag} (tag 1–21 characters, no control characters); the
+// legacy alias ai_message is read-only and refused; an empty category is
+// filled from the catalogue and any other must equal it; content (default
+// "") and metadata (default {}) must match the contract's schemas. Every
+// violation is CodeValidationFailed with details.problems, whose paths
+// start with /events/<index>. Size limits are CodePayloadTooLarge. One bad
+// event refuses the whole batch: nothing is stored or published.
+type ThreadLog struct {
+	store     runevents.Store
+	validator *contracts.Validator
+	hub       *live.Hub
+	redactor  *redact.Redactor
+	limits    ThreadLimits
+}
+
+// NewThreadLog returns a log over store that publishes to hub (nil: no
+// publishing).
+func NewThreadLog(store runevents.Store, validator *contracts.Validator, hub *live.Hub, limits ThreadLimits) *ThreadLog {
+	if limits.MaxEventBytes <= 0 {
+		limits.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if limits.MaxBatchEvents <= 0 {
+		limits.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	if limits.MaxBatchBytes <= 0 {
+		limits.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	return &ThreadLog{store: store, validator: validator, hub: hub, redactor: redact.New(redact.Options{}), limits: limits}
+}
+
+// Limits returns the log's limits, defaults filled in.
+func (l *ThreadLog) Limits() ThreadLimits { return l.limits }
+
+// Append checks, redacts and appends a batch of one thread, every event
+// stamped with userID as its owner ("" for internal writers), then
+// publishes the stored records.
+func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	events, err := l.prepare(userID, events)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := l.store.PutBatch(ctx, events)
+	if err != nil {
+		return nil, err
+	}
+	l.publish(recs)
+	return recs, nil
+}
+
+// AppendIfAbsent is the singleton write: it checks and redacts e like
+// Append, then appends it unless its run already has a row of its type, in
+// which case it returns that row and created=false and publishes nothing.
+func (l *ThreadLog) AppendIfAbsent(ctx context.Context, userID string, e runevents.NewEvent) (runevents.Record, bool, error) {
+	events, err := l.prepare(userID, []runevents.NewEvent{e})
+	if err != nil {
+		return runevents.Record{}, false, err
+	}
+	rec, created, err := l.store.PutIfAbsent(ctx, events[0])
+	if err != nil {
+		return runevents.Record{}, false, err
+	}
+	if created {
+		l.publish([]runevents.Record{rec})
+	}
+	return rec, created, nil
+}
+
+// prepare checks the batch and returns redacted copies of its events; the
+// caller's are not modified.
+func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runevents.NewEvent, error) {
+	if len(events) == 0 {
+		return nil, runstream.Errorf(runstream.CodeValidationFailed, "a batch holds at least one event")
+	}
+	if len(events) > l.limits.MaxBatchEvents {
+		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "a batch holds at most %d events, got %d", l.limits.MaxBatchEvents, len(events)).
+			WithDetail("limit", l.limits.MaxBatchEvents)
+	}
+	total := 0
+	for i, e := range events {
+		size := len(e.Content) + len(e.Metadata)
+		if size > l.limits.MaxEventBytes {
+			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata, the limit is %d", i, size, l.limits.MaxEventBytes).
+				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
+		}
+		total += size
+	}
+	if total > l.limits.MaxBatchBytes {
+		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "the batch has %d bytes of content and metadata, the limit is %d", total, l.limits.MaxBatchBytes).
+			WithDetail("limit", l.limits.MaxBatchBytes)
+	}
+
+	var problems []contracts.Problem
+	out := make([]runevents.NewEvent, len(events))
+	for i, e := range events {
+		at := "/events/" + strconv.Itoa(i)
+		before := len(problems)
+		problems = l.check(problems, at, &e, events[0].ThreadID)
+		if len(problems) > before {
+			continue
+		}
+		var err error
+		if e.Content, err = l.redactJSON(e.Content); err != nil {
+			problems = append(problems, contracts.Problem{Path: at + "/content", Message: "not valid JSON"})
+		}
+		if e.Metadata, err = l.redactJSON(e.Metadata); err != nil {
+			problems = append(problems, contracts.Problem{Path: at + "/metadata", Message: "not valid JSON"})
+		}
+		e.UserID = userID
+		out[i] = e
+	}
+	if len(problems) > 0 {
+		p := problems[0]
+		return nil, (&runstream.Error{Code: runstream.CodeValidationFailed,
+			Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
+	}
+	return out, nil
+}
+
+// check appends the problems of event e, found at path at, and fills its
+// category and defaults.
+func (l *ThreadLog) check(problems []contracts.Problem, at string, e *runevents.NewEvent, threadID string) []contracts.Problem {
+	problem := func(path, msg string) { problems = append(problems, contracts.Problem{Path: at + path, Message: msg}) }
+	if runevents.ValidateID("thread_id", e.ThreadID) != nil {
+		problem("/thread_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
+	} else if e.ThreadID != threadID {
+		problem("/thread_id", "a batch belongs to one thread")
+	}
+	if runevents.ValidateID("run_id", e.RunID) != nil {
+		problem("/run_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
+	}
+	switch {
+	case e.EventType == runevents.EventLegacyAIMessage:
+		problem("/event_type", fmt.Sprintf("%s is a read-only legacy alias; write %s", e.EventType, runevents.EventLLMAIResponse))
+		return problems
+	case strings.ContainsFunc(string(e.EventType), isControl):
+		problem("/event_type", "must not contain control characters")
+		return problems
+	}
+	category, ok := runevents.Lookup(e.EventType)
+	if !ok {
+		problem("/event_type", fmt.Sprintf("unknown event type %q: not catalogued and not middleware:{tag} with a tag of 1 to %d characters",
+			shorten(string(e.EventType)), runevents.MaxMiddlewareTagLength))
+		return problems
+	}
+	if e.Category == "" {
+		e.Category = category
+	} else if e.Category != category {
+		problem("/category", fmt.Sprintf("must be %q for event type %s", category, e.EventType))
+	}
+	if len(e.Content) == 0 {
+		e.Content = json.RawMessage(`""`)
+	}
+	if len(e.Metadata) == 0 {
+		e.Metadata = json.RawMessage(`{}`)
+	}
+	if err := l.validator.ValidateRunEvent(string(e.EventType), e.Content, e.Metadata); err != nil {
+		for _, p := range problemsOf(err) {
+			problem(p.Path, p.Message)
+		}
+	}
+	return problems
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+func shorten(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+func problemsOf(err error) []contracts.Problem {
+	var ve *contracts.ValidationError
+	if errors.As(err, &ve) {
+		return ve.Problems
+	}
+	return []contracts.Problem{{Message: "invalid"}}
+}
+
+func (l *ThreadLog) redactJSON(raw json.RawMessage) (json.RawMessage, error) {
+	out, _, err := l.redactor.JSON(raw)
+	return out, err
+}
+
+// publish hands the stored records to every hub stream that shows them.
+func (l *ThreadLog) publish(recs []runevents.Record) {
+	if l.hub == nil || len(recs) == 0 {
+		return
+	}
+	var order []string
+	byKey := map[string][]live.Event{}
+	for _, rec := range recs {
+		ev, err := ThreadFrame(rec)
+		if err != nil {
+			// A stored record always encodes; followers read the store if
+			// it ever does not.
+			continue
+		}
+		for _, key := range streamKeysOf(rec) {
+			if _, ok := byKey[key]; !ok {
+				order = append(order, key)
+			}
+			byKey[key] = append(byKey[key], ev)
+		}
+	}
+	for _, key := range order {
+		l.hub.Publish(key, byKey[key])
+	}
+}
+
+// ThreadFrame renders a stored record as a live event with its SSE frame:
+// id = thread seq, event = event type, data = the record on one line.
+func ThreadFrame(rec runevents.Record) (live.Event, error) {
+	frame, err := AppendThreadFrame(make([]byte, 0, 240+len(rec.Content)+len(rec.Metadata)), rec)
+	if err != nil {
+		return live.Event{}, err
+	}
+	return live.Event{Seq: rec.Seq, Frame: frame}, nil
+}
+
+// AppendThreadFrame appends the SSE frame of a stored record to dst. The
+// event type and the data are checked to hold no line break.
+func AppendThreadFrame(dst []byte, rec runevents.Record) ([]byte, error) {
+	if rec.EventType == "" || strings.ContainsAny(string(rec.EventType), "\r\n") {
+		return dst, fmt.Errorf("frame seq %d: event type %q is not a frame field", rec.Seq, rec.EventType)
+	}
+	data, err := rec.MarshalJSON()
+	if err != nil {
+		return dst, fmt.Errorf("frame seq %d: %w", rec.Seq, err)
+	}
+	if bytes.ContainsAny(data, "\r\n") {
+		return dst, fmt.Errorf("frame seq %d: data holds a line break", rec.Seq)
+	}
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, rec.Seq, 10)
+	dst = append(dst, "\nevent: "...)
+	dst = append(dst, rec.EventType...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...), nil
+}
+
+// ThreadFrames appends the live events of recs to dst.
+func ThreadFrames(dst []live.Event, recs []runevents.Record) ([]live.Event, error) {
+	for _, rec := range recs {
+		ev, err := ThreadFrame(rec)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, ev)
+	}
+	return dst, nil
+}

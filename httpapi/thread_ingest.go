@@ -1,0 +1,295 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// IdempotencyKeyHeader names the header that makes a POST retry-safe.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// maxIdempotencyKey bounds an Idempotency-Key value.
+const maxIdempotencyKey = 255
+
+// ingestEvent is one event of an ingest request.
+type ingestEvent struct {
+	EventType string          `json:"event_type"`
+	Category  string          `json:"category"`
+	Content   json.RawMessage `json:"content"`
+	Metadata  json.RawMessage `json:"metadata"`
+	CreatedAt *string         `json:"created_at"`
+}
+
+// ingestResponse is the answer of an ingest request. Created is set for
+// the singleton write only.
+type ingestResponse struct {
+	Events  []runevents.Record `json:"events"`
+	Created *bool              `json:"created,omitempty"`
+}
+
+// appendThreadEvents is POST /api/threads/{thread_id}/runs/{run_id}/events:
+// {"events":[{event_type, category?, content?, metadata?, created_at?}]}
+// → 201 {"events":[records]}. With ?if_absent=true and exactly one event
+// it is the singleton write: 201 {"events":[record],"created":true}, or
+// 200 with created false and the existing record.
+func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) error {
+	log, err := s.threadLog()
+	if err != nil {
+		return err
+	}
+	threadID, runID, err := threadAndRun(r)
+	if err != nil {
+		return err
+	}
+	ifAbsent, err := queryBool(r.URL.Query(), "if_absent", false)
+	if err != nil {
+		return err
+	}
+	body, err := readJSONBody(r)
+	if err != nil {
+		return err
+	}
+	return s.idempotent(w, r, body, func() (int, any, error) {
+		events, err := decodeIngest(body, threadID, runID, log.Limits().MaxBatchEvents)
+		if err != nil {
+			return 0, nil, err
+		}
+		if ifAbsent && len(events) != 1 {
+			return 0, nil, badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
+		}
+		if err := s.requireWritableThread(r, threadID); err != nil {
+			return 0, nil, err
+		}
+		user := userOf(r)
+		if ifAbsent {
+			rec, created, err := log.AppendIfAbsent(r.Context(), user, events[0])
+			if err != nil {
+				return 0, nil, err
+			}
+			status := http.StatusOK
+			if created {
+				status = http.StatusCreated
+			}
+			return status, ingestResponse{Events: []runevents.Record{rec}, Created: &created}, nil
+		}
+		recs, err := log.Append(r.Context(), user, events)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, ingestResponse{Events: recs}, nil
+	})
+}
+
+// decodeIngest decodes an ingest body into events of the thread and run.
+// Unknown members are refused, so a misspelt field is never dropped
+// silently.
+func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runevents.NewEvent, error) {
+	var req struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, bodyProblem("", err)
+	}
+	if req.Events == nil {
+		return nil, bodyProblem("/events", errors.New("required: an array of events"))
+	}
+	if len(req.Events) > maxEvents {
+		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "a batch holds at most %d events, got %d", maxEvents, len(req.Events)).
+			WithDetail("limit", maxEvents)
+	}
+	if len(req.Events) == 0 {
+		return nil, bodyProblem("/events", errors.New("a batch holds at least one event"))
+	}
+	out := make([]runevents.NewEvent, len(req.Events))
+	for i, raw := range req.Events {
+		at := "/events/" + strconv.Itoa(i)
+		var in ingestEvent
+		if err := decodeStrict(raw, &in); err != nil {
+			return nil, bodyProblem(at, err)
+		}
+		if in.EventType == "" {
+			return nil, bodyProblem(at+"/event_type", errors.New("required"))
+		}
+		e := runevents.NewEvent{ThreadID: threadID, RunID: runID, EventType: runevents.EventType(in.EventType),
+			Category: runevents.Category(in.Category), Content: in.Content, Metadata: in.Metadata}
+		if string(e.Metadata) == "null" {
+			e.Metadata = nil
+		}
+		if in.CreatedAt != nil {
+			t, err := time.Parse(time.RFC3339Nano, *in.CreatedAt)
+			if err != nil {
+				return nil, bodyProblem(at+"/created_at", errors.New("must be an RFC 3339 date-time with a time zone"))
+			}
+			e.CreatedAt = t
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// decodeStrict decodes a JSON object into v, refusing unknown members.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// bodyProblem is VALIDATION_FAILED for a request body that is valid JSON
+// of the wrong shape, with the path of the problem.
+func bodyProblem(path string, err error) error {
+	msg := err.Error()
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		msg = "wrong type: want " + typeErr.Type.String()
+		if typeErr.Field != "" {
+			path += "/" + typeErr.Field
+		}
+	}
+	problem := map[string]string{"path": path, "message": msg}
+	where := path
+	if where == "" {
+		where = "body"
+	}
+	return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", where, msg).WithDetail("problems", []map[string]string{problem})
+}
+
+// idempotent runs do and writes its response. With an Idempotency-Key
+// header the response is remembered per (caller, key): a retry with the
+// same key, method, path, query and body gets the first response again
+// (with Idempotency-Replayed: true), another request with the same key
+// VALIDATION_FAILED, and a retry while the first is in progress CONFLICT.
+// Failed requests are not remembered.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func() (int, any, error)) error {
+	keys := r.Header.Values(IdempotencyKeyHeader)
+	if len(keys) == 0 {
+		status, v, err := do()
+		if err != nil {
+			return err
+		}
+		writeJSON(w, status, v)
+		return nil
+	}
+	key := keys[0]
+	if len(keys) > 1 || !validIdempotencyKey(key) {
+		return runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", IdempotencyKeyHeader, maxIdempotencyKey).
+			WithDetail("parameter", IdempotencyKeyHeader)
+	}
+	if s.cfg.Idempotency == nil {
+		return unavailable("idempotency store")
+	}
+	ctx, user := r.Context(), userOf(r)
+	h := sha256.New()
+	h.Write([]byte(r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery + "\n"))
+	h.Write(body)
+	hash := h.Sum(nil)
+	first, err := s.cfg.Idempotency.Begin(ctx, user, key, hash)
+	if err != nil {
+		return err
+	}
+	if first != nil {
+		w.Header().Set("Idempotency-Replayed", "true")
+		writeRawJSON(w, first.Status, first.Body)
+		return nil
+	}
+	// The reservation is released unless the response is stored, even
+	// when do panics or the client leaves.
+	done := false
+	defer func() {
+		if !done {
+			if err := s.cfg.Idempotency.Abort(context.WithoutCancel(ctx), user, key); err != nil {
+				s.logger.Warn("idempotency abort failed", "request_id", requestID(ctx), "error", err)
+			}
+		}
+	}()
+	status, v, err := do()
+	if err != nil {
+		return err
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		return runstream.Wrap(err, runstream.CodeInternal, "encode response")
+	}
+	if err := s.cfg.Idempotency.Complete(context.WithoutCancel(ctx), user, key,
+		runevents.IdempotentResponse{RequestHash: hash, Status: status, Body: out}); err != nil {
+		// The write was applied; a retry would apply it again, so the key
+		// stays reserved (CONFLICT) rather than released.
+		s.logger.Error("idempotency complete failed", "request_id", requestID(ctx), "error", err)
+	}
+	done = true
+	writeRawJSON(w, status, out)
+	return nil
+}
+
+func validIdempotencyKey(key string) bool {
+	if key == "" || len(key) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < ' ' || key[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// writeRawJSON writes an encoded JSON body as writeJSON does.
+func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(body[:len(body):len(body)], '\n'))
+}
+
+// deleteThreadEvents is DELETE /api/threads/{thread_id}/events: the
+// caller's rows of the thread → {"deleted": n}.
+func (s *Server) deleteThreadEvents(w http.ResponseWriter, r *http.Request) error {
+	store, err := s.runEvents()
+	if err != nil {
+		return err
+	}
+	threadID, err := pathID(r, "thread_id")
+	if err != nil {
+		return err
+	}
+	if err := s.requireThread(r, threadID); err != nil {
+		return err
+	}
+	n, err := store.DeleteByThread(r.Context(), threadID, ownerOf(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+	return nil
+}
+
+// deleteThreadRunEvents is DELETE
+// /api/threads/{thread_id}/runs/{run_id}/events: the caller's rows of the
+// run → {"deleted": n}.
+func (s *Server) deleteThreadRunEvents(w http.ResponseWriter, r *http.Request) error {
+	store, err := s.runEvents()
+	if err != nil {
+		return err
+	}
+	threadID, runID, err := threadAndRun(r)
+	if err != nil {
+		return err
+	}
+	if err := s.requireThread(r, threadID); err != nil {
+		return err
+	}
+	n, err := store.DeleteByRun(r.Context(), threadID, runID, ownerOf(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+	return nil
+}

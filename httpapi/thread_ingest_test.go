@@ -1,0 +1,345 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/runevents"
+)
+
+const (
+	startJSON    = `{"event_type":"run.start","content":{"chain":null},"metadata":{"caller":"lead_agent"}}`
+	aiJSON       = `{"event_type":"llm.ai.response","category":"message","content":{"type":"ai","content":"hi","tool_calls":[]},"metadata":{"caller":"lead_agent","usage":{},"latency_ms":3,"llm_call_index":1},"created_at":"2026-05-01T10:00:00.5+02:00"}`
+	deliveryJSON = `{"event_type":"run.delivery","content":{"presented":0,"paths":[],"by_tool":{}}}`
+	eventsPath   = "/api/threads/t1/runs/r1/events"
+)
+
+func batch(events ...string) string { return `{"events":[` + strings.Join(events, ",") + `]}` }
+
+func TestIngestStoresAndPublishes(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
+	defer sub.Close()
+	rec := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON))
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	got := decodeAs[struct {
+		Events  []wireRow `json:"events"`
+		Created *bool     `json:"created"`
+	}](t, rec)
+	if len(got.Events) != 2 || got.Created != nil {
+		t.Fatalf("response %s", rec.Body)
+	}
+	first, second := got.Events[0], got.Events[1]
+	if first.Seq != 1 || first.Category != "trace" || first.UserID != "alice" || first.RunID != "r1" || first.ThreadID != "t1" {
+		t.Errorf("first record %+v", first)
+	}
+	if second.Seq != 2 || second.Category != "message" {
+		t.Errorf("second record %+v", second)
+	}
+	stored, _ := env.events.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.OwnedBy("alice"), Limit: 10})
+	if len(stored) != 2 || stored[1].CreatedAt.Format(runevents.CreatedAtLayout) != "2026-05-01T10:00:00.500000+02:00" {
+		t.Fatalf("stored %v", stored)
+	}
+	body, _ := json.Marshal(stored)
+	if want := `{"events":` + string(body) + "}\n"; rec.Body.String() != want {
+		t.Errorf("response\n%s\nwant the stored records\n%s", rec.Body, want)
+	}
+	if events, _ := sub.Take(); len(events) != 2 || events[1].Seq != 2 {
+		t.Errorf("published %d frames", len(events))
+	}
+}
+
+func TestIngestRefusals(t *testing.T) {
+	t.Parallel()
+	huge := `"` + strings.Repeat("x", 256<<10) + `"`
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = startJSON
+	}
+	for _, tc := range []struct {
+		name, path, body string
+		header           []string
+		status           int
+		code             runstream.ErrorCode
+		problem          string
+	}{
+		{"bad thread id", "/api/threads/t.1/runs/r1/events", batch(startJSON), nil, 422, runstream.CodeValidationFailed, ""},
+		{"long run id", "/api/threads/t1/runs/" + strings.Repeat("r", 65) + "/events", batch(startJSON), nil, 422, runstream.CodeValidationFailed, ""},
+		{"no content type", eventsPath, "", nil, 415, runstream.CodeUnsupportedMediaType, ""},
+		{"invalid JSON", eventsPath, `{"events":[`, nil, 400, runstream.CodeInvalidJSON, ""},
+		{"duplicate keys", eventsPath, `{"events":[],"events":[]}`, nil, 400, runstream.CodeInvalidJSON, ""},
+		{"not an object", eventsPath, `[1]`, nil, 422, runstream.CodeValidationFailed, ""},
+		{"no events", eventsPath, `{}`, nil, 422, runstream.CodeValidationFailed, "/events"},
+		{"empty batch", eventsPath, batch(), nil, 422, runstream.CodeValidationFailed, "/events"},
+		{"unknown member", eventsPath, `{"events":[{"event_type":"run.start","seq":4}]}`, nil, 422, runstream.CodeValidationFailed, "/events/0"},
+		{"missing event type", eventsPath, batch(`{"content":"x"}`), nil, 422, runstream.CodeValidationFailed, "/events/0/event_type"},
+		{"wrong member type", eventsPath, batch(`{"event_type":5}`), nil, 422, runstream.CodeValidationFailed, "/events/0/event_type"},
+		{"unknown event type", eventsPath, batch(startJSON, `{"event_type":"llm.reply","content":{}}`), nil, 422, runstream.CodeValidationFailed, "/events/1/event_type"},
+		{"legacy alias", eventsPath, batch(strings.Replace(aiJSON, "llm.ai.response", "ai_message", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/event_type"},
+		{"category mismatch", eventsPath, batch(strings.Replace(aiJSON, `"message"`, `"trace"`, 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/category"},
+		{"schema", eventsPath, batch(startJSON, `{"event_type":"run.start","content":{},"metadata":{"caller":"x"}}`), nil, 422, runstream.CodeValidationFailed, "/events/1/content/chain"},
+		{"bad created_at", eventsPath, batch(strings.Replace(aiJSON, "2026-05-01T10:00:00.5+02:00", "2026-05-01 10:00", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/created_at"},
+		{"created_at without zone", eventsPath, batch(strings.Replace(aiJSON, "+02:00", "", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/created_at"},
+		{"101 events", eventsPath, batch(many...), nil, 413, runstream.CodePayloadTooLarge, ""},
+		{"event too large", eventsPath, batch(`{"event_type":"run.error","content":` + huge + `,"metadata":{"error_type":"E"}}`), nil, 413, runstream.CodePayloadTooLarge, ""},
+		{"singleton of two", eventsPath + "?if_absent=true", batch(deliveryJSON, deliveryJSON), nil, 422, runstream.CodeValidationFailed, ""},
+		{"bad if_absent", eventsPath + "?if_absent=maybe", batch(deliveryJSON), nil, 422, runstream.CodeValidationFailed, ""},
+		{"long idempotency key", eventsPath, batch(startJSON), []string{IdempotencyKeyHeader, strings.Repeat("k", 256)}, 422, runstream.CodeValidationFailed, ""},
+		{"control in idempotency key", eventsPath, batch(startJSON), []string{IdempotencyKeyHeader, "a\x01b"}, 422, runstream.CodeValidationFailed, ""},
+		{"two idempotency keys", eventsPath, batch(startJSON), []string{IdempotencyKeyHeader, "a", IdempotencyKeyHeader, "b"}, 422, runstream.CodeValidationFailed, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newThreadEnv(t)
+			sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
+			defer sub.Close()
+			rec := env.do(t, "POST", tc.path, tc.body, tc.header...)
+			body := wantError(t, rec, tc.status, tc.code)
+			if tc.problem != "" {
+				problems, _ := body.Details["problems"].([]any)
+				first, _ := problemAt(problems, 0)
+				if first != tc.problem {
+					t.Errorf("first problem at %q, want %q (%+v)", first, tc.problem, body.Details)
+				}
+			}
+			if env.snapshot(t, "t1") != "null" {
+				t.Errorf("rows stored by a refused request: %s", env.snapshot(t, "t1"))
+			}
+			if events, _ := sub.Take(); len(events) != 0 {
+				t.Errorf("%d frames published by a refused request", len(events))
+			}
+		})
+	}
+}
+
+func problemAt(problems []any, i int) (string, bool) {
+	if i >= len(problems) {
+		return "", false
+	}
+	p, _ := problems[i].(map[string]any)
+	path, ok := p["path"].(string)
+	return path, ok
+}
+
+func TestIngestIfAbsentUnder50Callers(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
+	defer sub.Close()
+	type answer struct {
+		status  int
+		seq     int64
+		created bool
+	}
+	answers := make([]answer, 50)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() {
+			rec := env.do(t, "POST", eventsPath+"?if_absent=true", batch(deliveryJSON))
+			var body struct {
+				Events  []wireRow `json:"events"`
+				Created bool      `json:"created"`
+			}
+			json.Unmarshal(rec.Body.Bytes(), &body)
+			answers[i] = answer{status: rec.Code}
+			if len(body.Events) == 1 {
+				answers[i].seq, answers[i].created = body.Events[0].Seq, body.Created
+			}
+		})
+	}
+	wg.Wait()
+	created := 0
+	for i, a := range answers {
+		switch {
+		case a.status == 201 && a.created:
+			created++
+		case a.status == 200 && !a.created:
+		default:
+			t.Errorf("caller %d: %+v", i, a)
+		}
+		if a.seq != 1 {
+			t.Errorf("caller %d got seq %d, want the one row's 1", i, a.seq)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d callers created the row, want 1", created)
+	}
+	rows, _ := env.events.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 100})
+	if len(rows) != 1 {
+		t.Errorf("%d rows stored, want 1", len(rows))
+	}
+	if events, _ := sub.Take(); len(events) != 1 {
+		t.Errorf("%d frames published, want 1", len(events))
+	}
+}
+
+func TestIngestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	key := []string{IdempotencyKeyHeader, "retry-1"}
+	first := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON), key...)
+	if first.Code != 201 {
+		t.Fatalf("first = %d %s", first.Code, first.Body)
+	}
+	again := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON), key...)
+	if again.Code != 201 || again.Body.String() != first.Body.String() || again.Header().Get("Idempotency-Replayed") != "true" {
+		t.Errorf("retry = %d %s (replayed %q); want the first response", again.Code, again.Body, again.Header().Get("Idempotency-Replayed"))
+	}
+	if rows, _ := env.events.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 100}); len(rows) != 2 {
+		t.Errorf("%d rows after a retry, want 2", len(rows))
+	}
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), key...), 422, runstream.CodeValidationFailed)
+	wantError(t, env.do(t, "POST", "/api/threads/t1/runs/r2/events", batch(startJSON, aiJSON), key...), 422, runstream.CodeValidationFailed)
+	// Another user's key space is their own.
+	if rec := env.do(t, "POST", "/api/threads/tb/runs/r1/events", batch(startJSON), IdempotencyKeyHeader, "retry-1", testUserHeader, "bob"); rec.Code != 201 {
+		t.Errorf("bob with alice's key = %d %s", rec.Code, rec.Body)
+	}
+
+	// A failed request is not remembered: the corrected retry goes through.
+	bad := env.do(t, "POST", eventsPath, batch(`{"event_type":"nope"}`), IdempotencyKeyHeader, "retry-2")
+	wantError(t, bad, 422, runstream.CodeValidationFailed)
+	if rec := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "retry-2"); rec.Code != 201 {
+		t.Errorf("retry after a failure = %d %s", rec.Code, rec.Body)
+	}
+}
+
+// blockingStore holds every PutBatch until release is closed, after
+// signalling entered.
+type blockingStore struct {
+	*memory.RunEventStore
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s blockingStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.RunEventStore.PutBatch(ctx, events)
+}
+
+func TestIngestRetryWhileInProgressConflicts(t *testing.T) {
+	t.Parallel()
+	store := blockingStore{memory.NewRunEventStore(), make(chan struct{}, 1), make(chan struct{})}
+	env := newThreadEnv(t, func(c *Config) {
+		c.RunEvents = store
+		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
+	})
+	first := make(chan string)
+	go func() {
+		rec := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k")
+		first <- fmt.Sprint(rec.Code, " ", rec.Body)
+	}()
+	<-store.entered
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 409, runstream.CodeConflict)
+	close(store.release)
+	got := <-first
+	if !strings.HasPrefix(got, "201 ") {
+		t.Fatalf("first request: %s", got)
+	}
+	if again := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"); fmt.Sprint(again.Code, " ", again.Body) != got {
+		t.Errorf("retry after completion = %d %s, want %s", again.Code, again.Body, got)
+	}
+}
+
+func TestIngestConcurrentSameKey(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	bodies := make([]string, 50)
+	codes := make([]int, 50)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Go(func() {
+			rec := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k")
+			codes[i], bodies[i] = rec.Code, rec.Body.String()
+		})
+	}
+	wg.Wait()
+	var created string
+	for i, code := range codes {
+		switch code {
+		case 201:
+			if created != "" && bodies[i] != created {
+				t.Errorf("caller %d got another 201 body", i)
+			}
+			created = bodies[i]
+		case 409:
+		default:
+			t.Errorf("caller %d: %d %s", i, code, bodies[i])
+		}
+	}
+	if rows, _ := env.events.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 100}); len(rows) != 1 {
+		t.Errorf("%d rows stored by 50 requests with one key, want 1", len(rows))
+	}
+}
+
+func TestIngestIntoAnotherUsersThread(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	if rec := env.do(t, "POST", eventsPath, batch(startJSON)); rec.Code != 201 {
+		t.Fatalf("alice: %d %s", rec.Code, rec.Body)
+	}
+	unknown := env.do(t, "GET", "/api/threads/t-none/messages", "", testUserHeader, "bob")
+	for name, rec := range map[string]*httptest.ResponseRecorder{
+		"events":    env.do(t, "POST", eventsPath, batch(startJSON), testUserHeader, "bob"),
+		"run row":   env.do(t, "PUT", "/api/threads/t1/runs/r9", `{"status":"running"}`, testUserHeader, "bob"),
+		"singleton": env.do(t, "POST", "/api/threads/t1/runs/r2/events?if_absent=1", batch(deliveryJSON), testUserHeader, "bob"),
+	} {
+		if rec.Code != 404 || !sameErrorShape(rec.Body.Bytes(), unknown.Body.Bytes()) {
+			t.Errorf("bob writing %s into alice's thread: %d %s; want 404 like an unknown thread", name, rec.Code, rec.Body)
+		}
+	}
+	if rows := env.snapshot(t, "t1"); strings.Count(rows, `"seq"`) != 1 {
+		t.Errorf("bob's refused writes stored rows: %s", rows)
+	}
+}
+
+// sameErrorShape reports whether two error bodies have the same code and
+// message shape (thread ids replaced), requestId aside.
+func sameErrorShape(a, b []byte) bool {
+	var x, y errorBody
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	norm := func(e errorBody) string {
+		return fmt.Sprintf("%s|%v|%s", e.Code, e.Retryable, strings.NewReplacer("t-none", "T", "t1", "T").Replace(e.Message))
+	}
+	return norm(x) == norm(y)
+}
+
+func TestIngestUnavailable(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, func(c *Config) { c.ThreadLog = nil; c.Idempotency = nil })
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON)), 503, runstream.CodeUnavailable)
+	env = newThreadEnv(t, func(c *Config) { c.Idempotency = nil })
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
+	if rec := env.do(t, "POST", eventsPath, batch(startJSON)); rec.Code != 201 {
+		t.Errorf("without a key the idempotency store is not needed: %d", rec.Code)
+	}
+}
+
+func TestIngestRedacts(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	secret := "sk-" + strings.Repeat("Zx7", 16)
+	rec := env.do(t, "POST", eventsPath, batch(`{"event_type":"llm.tool.result","content":{"type":"tool","content":"`+secret+`"},"metadata":{"api_key":"abc123"}}`))
+	if rec.Code != 201 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	for what, text := range map[string]string{"response": rec.Body.String(), "store": env.snapshot(t, "t1")} {
+		if strings.Contains(text, secret) || strings.Contains(text, "abc123") {
+			t.Errorf("%s holds a secret: %s", what, text)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/runstream/runstream"
+)
+
+// Query parameters of the thread endpoints. They follow the original
+// service (FastAPI): a value that breaks its rule answers
+// VALIDATION_FAILED with details.parameter; a parameter given twice does
+// too.
+
+func badParam(name, format string, args ...any) error {
+	return runstream.Errorf(runstream.CodeValidationFailed, "%s: "+format, append([]any{name}, args...)...).
+		WithDetail("parameter", name)
+}
+
+// queryValue returns the one value of a query parameter and whether it is
+// present.
+func queryValue(q url.Values, name string) (string, bool, error) {
+	values, ok := q[name]
+	if !ok {
+		return "", false, nil
+	}
+	if len(values) > 1 {
+		return "", true, badParam(name, "given more than once")
+	}
+	return values[0], true, nil
+}
+
+// queryInt returns an optional integer parameter within [min, max].
+func queryInt(q url.Values, name string, min, max int64) (*int64, error) {
+	v, ok, err := queryValue(q, name)
+	if err != nil || !ok {
+		return nil, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < min || n > max {
+		if max == maxInt64 {
+			return nil, badParam(name, "must be an integer >= %d", min)
+		}
+		return nil, badParam(name, "must be an integer from %d to %d", min, max)
+	}
+	return &n, nil
+}
+
+const maxInt64 = 1<<63 - 1
+
+// querySeq returns an optional sequence cursor (an integer >= 1).
+func querySeq(q url.Values, name string) (*int64, error) {
+	return queryInt(q, name, 1, maxInt64)
+}
+
+// queryLimit returns the limit parameter, def when absent.
+func queryLimit(q url.Values, def, max int) (int, error) {
+	n, err := queryInt(q, "limit", 1, int64(max))
+	if err != nil || n == nil {
+		return def, err
+	}
+	return int(*n), nil
+}
+
+// queryBool returns an optional boolean parameter, def when absent. It
+// accepts the spellings the original service does: true/false, 1/0,
+// yes/no, on/off, t/f, y/n, in any case.
+func queryBool(q url.Values, name string, def bool) (bool, error) {
+	v, ok, err := queryValue(q, name)
+	if err != nil || !ok {
+		return def, err
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "yes", "on", "t", "y":
+		return true, nil
+	case "false", "0", "no", "off", "f", "n":
+		return false, nil
+	}
+	return false, badParam(name, "must be a boolean")
+}
+
+// historyCursors are the limit and cursors of the message endpoints:
+// limit 1…200 (default 50), before_seq and after_seq >= 1.
+type historyCursors struct {
+	limit         int
+	before, after *int64
+}
+
+func parseHistoryCursors(r *http.Request) (historyCursors, error) {
+	q := r.URL.Query()
+	var c historyCursors
+	var err error
+	if c.limit, err = queryLimit(q, 50, 200); err != nil {
+		return c, err
+	}
+	if c.before, err = querySeq(q, "before_seq"); err != nil {
+		return c, err
+	}
+	c.after, err = querySeq(q, "after_seq")
+	return c, err
+}

@@ -1,0 +1,275 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+func TestPutThreadRunCreatesAndUpdates(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	create := `{"status":"running","created_at":"2026-05-01T09:00:00Z","updated_at":"2026-05-01T09:00:01Z","model_name":"gpt-x",
+		"metadata":{"regenerate_from_run_id":"r0","replay_kind":"edit"},"total_input_tokens":10,"total_output_tokens":5,"total_tokens":15,
+		"llm_call_count":2,"lead_agent_tokens":12,"subagent_tokens":3,"middleware_tokens":0,
+		"token_usage_by_model":{"gpt-x":{"input_tokens":10,"output_tokens":5,"total_tokens":15}}}`
+	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1", create)
+	if rec.Code != 200 {
+		t.Fatalf("create: %d %s", rec.Code, rec.Body)
+	}
+	want := `{"thread_id":"t1","run_id":"r1","user_id":"alice","status":"running","operation_kind":"run","model_name":"gpt-x",` +
+		`"metadata":{"regenerate_from_run_id":"r0","replay_kind":"edit"},"created_at":"2026-05-01T09:00:00.000000+00:00",` +
+		`"updated_at":"2026-05-01T09:00:01.000000+00:00","total_input_tokens":10,"total_output_tokens":5,"total_tokens":15,` +
+		`"llm_call_count":2,"lead_agent_tokens":12,"subagent_tokens":3,"middleware_tokens":0,` +
+		`"token_usage_by_model":{"gpt-x":{"input_tokens":10,"output_tokens":5,"total_tokens":15}}}` + "\n"
+	if rec.Body.String() != want {
+		t.Errorf("created row\n%s\nwant\n%s", rec.Body, want)
+	}
+	if got := env.get(t, "/api/threads/t1/runs/r1", "").Body.String(); got != want {
+		t.Errorf("GET row\n%s\nwant\n%s", got, want)
+	}
+
+	update := `{"status":"success","created_at":"2030-01-01T00:00:00Z","updated_at":"2026-05-01T09:00:07Z","operation_kind":"title"}`
+	rec = env.do(t, "PUT", "/api/threads/t1/runs/r1", update)
+	row := decodeAs[map[string]any](t, rec)
+	if row["status"] != "success" || row["created_at"] != "2026-05-01T09:00:00.000000+00:00" || row["updated_at"] != "2026-05-01T09:00:07.000000+00:00" ||
+		row["operation_kind"] != "title" || row["model_name"] != nil || row["total_tokens"] != 0.0 {
+		t.Errorf("updated row %s; want the new fields, the first created_at", rec.Body)
+	}
+	env.do(t, "PUT", "/api/threads/t1/runs/r0", `{"status":"success","created_at":"2026-05-01T08:00:00Z"}`)
+	list := decodeAs[[]map[string]any](t, env.get(t, "/api/threads/t1/runs", ""))
+	if len(list) != 2 || list[0]["run_id"] != "r0" || list[1]["run_id"] != "r1" {
+		t.Errorf("runs %v, want r0 then r1", list)
+	}
+}
+
+func TestPutThreadRunRefusals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, path, body string }{
+		{"missing status", "/api/threads/t1/runs/r1", `{}`},
+		{"unknown status", "/api/threads/t1/runs/r1", `{"status":"done"}`},
+		{"unknown member", "/api/threads/t1/runs/r1", `{"status":"running","colour":"red"}`},
+		{"metadata array", "/api/threads/t1/runs/r1", `{"status":"running","metadata":[1]}`},
+		{"regenerate source not a string", "/api/threads/t1/runs/r1", `{"status":"running","metadata":{"regenerate_from_run_id":5}}`},
+		{"replay kind not a string", "/api/threads/t1/runs/r1", `{"status":"running","metadata":{"replay_kind":true}}`},
+		{"negative tokens", "/api/threads/t1/runs/r1", `{"status":"running","total_tokens":-1}`},
+		{"negative model tokens", "/api/threads/t1/runs/r1", `{"status":"running","token_usage_by_model":{"m":{"total_tokens":-2}}}`},
+		{"fractional tokens", "/api/threads/t1/runs/r1", `{"status":"running","total_tokens":1.5}`},
+		{"bad time", "/api/threads/t1/runs/r1", `{"status":"running","created_at":"yesterday"}`},
+		{"empty operation kind", "/api/threads/t1/runs/r1", `{"status":"running","operation_kind":""}`},
+		{"bad run id", "/api/threads/t1/runs/r%201", `{"status":"running"}`},
+		{"bad thread id", "/api/threads/t%2F1/runs/r1", `{"status":"running"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newThreadEnv(t)
+			wantError(t, env.do(t, "PUT", tc.path, tc.body), 422, runstream.CodeValidationFailed)
+			if runs, _ := env.runs.ListRuns(t.Context(), "t1", runevents.AnyOwner); len(runs) != 0 {
+				t.Errorf("a refused PUT stored %d rows", len(runs))
+			}
+		})
+	}
+}
+
+func TestThreadRunOwners(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
+	env.putRun(t, runevents.ThreadRun{ThreadID: "tb", RunID: "rb", OwnerID: "bob"}, 0, 5)
+	bob := []string{testUserHeader, "bob"}
+	wantError(t, env.do(t, "GET", "/api/threads/t1/runs/r1", "", bob...), 404, runstream.CodeNotFound)
+	wantError(t, env.do(t, "GET", "/api/threads/t1/runs", "", bob...), 404, runstream.CodeNotFound)
+	wantError(t, env.do(t, "GET", "/api/threads/t1/runs/nope", ""), 404, runstream.CodeNotFound)
+	wantError(t, env.do(t, "GET", "/api/threads/tb/runs/rb", ""), 404, runstream.CodeNotFound)
+	// bob cannot take over alice's run row, even in a thread of his own.
+	wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1", `{"status":"error"}`, bob...), 404, runstream.CodeNotFound)
+	if got, _ := env.runs.GetRun(t.Context(), "t1", "r1", runevents.AnyOwner); got.Status != runevents.RunSuccess || got.OwnerID != "alice" {
+		t.Errorf("alice's row after bob's PUT: %+v", got)
+	}
+	wantError(t, env.do(t, "GET", "/api/runs/r1/feedback", "", bob...), 404, runstream.CodeNotFound)
+	wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1}`, bob...), 404, runstream.CodeNotFound)
+}
+
+func TestThreadRunFeedback(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
+	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":"up","comment":"nice"}`)
+	first := decodeAs[map[string]any](t, rec)
+	id, _ := first["feedback_id"].(string)
+	if rec.Code != 200 || id == "" || first["rating"] != "up" || first["comment"] != "nice" || len(first) != 3 {
+		t.Fatalf("feedback = %d %s", rec.Code, rec.Body)
+	}
+	second := decodeAs[map[string]any](t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":-1}`))
+	if second["feedback_id"] != id || second["rating"] != -1.0 || second["comment"] != nil {
+		t.Errorf("replaced feedback = %v; want the same id, rating -1, comment null", second)
+	}
+	list := decodeAs[[]map[string]any](t, env.get(t, "/api/runs/r1/feedback", ""))
+	if len(list) != 1 || list[0]["feedback_id"] != id || list[0]["run_id"] != "r1" || list[0]["thread_id"] != "t1" || list[0]["user_id"] != "alice" {
+		t.Errorf("feedback list = %v", list)
+	}
+	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 5)
+	if got := env.get(t, "/api/runs/r2/feedback", "").Body.String(); got != "[]\n" {
+		t.Errorf("feedback of a run without any = %s, want []", got)
+	}
+	wantError(t, env.do(t, "GET", "/api/runs/nope/feedback", ""), 404, runstream.CodeNotFound)
+	wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/nope/feedback", `{"rating":1}`), 404, runstream.CodeNotFound)
+	for _, body := range []string{`{}`, `{"rating":null}`, `{"rating":{"a":1}}`, `{"rating":1,"comment":5}`, `{"rating":1,"x":1}`, `{"rating":1,"comment":"` + strings.Repeat("c", 8193) + `"}`} {
+		wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed)
+	}
+}
+
+func TestThreadTokenUsage(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	usage := func(total int64, byModel map[string]int64) runevents.Usage {
+		u := runevents.Usage{TotalTokens: total, TotalInputTokens: total / 2, TotalOutputTokens: total - total/2,
+			LeadAgentTokens: total - 2, SubagentTokens: 1, MiddlewareTokens: 1}
+		for m, n := range byModel {
+			if u.ByModel == nil {
+				u.ByModel = map[string]runevents.ModelUsage{}
+			}
+			u.ByModel[m] = runevents.ModelUsage{TotalTokens: n}
+		}
+		return u
+	}
+	runs := []runevents.ThreadRun{
+		{RunID: "ok", Status: runevents.RunSuccess, ModelName: "m1", Usage: usage(100, nil)},
+		{RunID: "multi", Status: runevents.RunError, Usage: usage(50, map[string]int64{"m1": 20, "m2": 30})},
+		{RunID: "nomodel", Status: runevents.RunSuccess, Usage: usage(10, nil)},
+		{RunID: "active", Status: runevents.RunRunning, ModelName: "m3", Usage: usage(7, nil)},
+		{RunID: "pending", Status: runevents.RunPending, Usage: usage(1000, nil)},
+		{RunID: "cut", Status: runevents.RunTimeout, Usage: usage(1000, nil)},
+		{RunID: "title", Status: runevents.RunSuccess, OperationKind: "title", Usage: usage(1000, nil)},
+		{RunID: "bobs", Status: runevents.RunSuccess, OwnerID: "bob", ThreadID: "tb", Usage: usage(1000, nil)},
+	}
+	for i, r := range runs {
+		env.putRun(t, r, i, 1)
+	}
+	for _, tc := range []struct {
+		query string
+		want  string
+	}{
+		{"", `{"thread_id":"t1","total_tokens":160,"total_input_tokens":80,"total_output_tokens":80,"total_runs":3,` +
+			`"by_model":{"m1":{"tokens":120,"runs":2},"m2":{"tokens":30,"runs":1},"unknown":{"tokens":10,"runs":1}},` +
+			`"by_caller":{"lead_agent":154,"middleware":3,"subagent":3},"context_usage":null}`},
+		{"?include_active=true", `{"thread_id":"t1","total_tokens":167,"total_input_tokens":83,"total_output_tokens":84,"total_runs":4,` +
+			`"by_model":{"m1":{"tokens":120,"runs":2},"m2":{"tokens":30,"runs":1},"m3":{"tokens":7,"runs":1},"unknown":{"tokens":10,"runs":1}},` +
+			`"by_caller":{"lead_agent":159,"middleware":4,"subagent":4},"context_usage":null}`},
+	} {
+		if got := strings.TrimSpace(env.get(t, "/api/threads/t1/token-usage"+tc.query, "").Body.String()); got != tc.want {
+			t.Errorf("token usage%s\n%s\nwant\n%s", tc.query, got, tc.want)
+		}
+	}
+	wantError(t, env.do(t, "GET", "/api/threads/t1/token-usage?include_active=sometimes", ""), 422, runstream.CodeValidationFailed)
+	wantError(t, env.do(t, "GET", "/api/threads/t1/token-usage", "", testUserHeader, "bob"), 404, runstream.CodeNotFound)
+}
+
+func TestThreadEndpointsUnavailable(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, func(c *Config) { c.RunEvents, c.Runs, c.ThreadLog, c.Idempotency, c.Threads = nil, nil, nil, nil, nil })
+	for _, route := range threadRouteSamples {
+		rec := env.do(t, route.method, route.path, route.body)
+		if rec.Code != 503 {
+			t.Errorf("%s %s without stores = %d %s, want 503", route.method, route.path, rec.Code, rec.Body)
+			continue
+		}
+		if body := decodeError(t, rec); body.Code != runstream.CodeUnavailable {
+			t.Errorf("%s %s: code %s", route.method, route.path, body.Code)
+		}
+	}
+}
+
+// threadRouteSamples is one valid request per thread endpoint.
+var threadRouteSamples = []struct{ method, path, body string }{
+	{"POST", "/api/threads/t1/runs/r1/events", batch(startJSON)},
+	{"GET", "/api/threads/t1/runs/r1/events", ""},
+	{"DELETE", "/api/threads/t1/runs/r1/events", ""},
+	{"DELETE", "/api/threads/t1/events", ""},
+	{"PUT", "/api/threads/t1/runs/r1", `{"status":"running"}`},
+	{"GET", "/api/threads/t1/runs/r1", ""},
+	{"GET", "/api/threads/t1/runs", ""},
+	{"PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1}`},
+	{"GET", "/api/runs/r1/feedback", ""},
+	{"GET", "/api/threads/t1/messages", ""},
+	{"GET", "/api/threads/t1/messages/page", ""},
+	{"GET", "/api/threads/t1/runs/r1/messages", ""},
+	{"GET", "/api/runs/r1/messages", ""},
+	{"GET", "/api/threads/t1/runs/r1/workspace-changes", ""},
+	{"GET", "/api/threads/t1/token-usage", ""},
+	{"GET", "/api/threads/t1/stream", ""},
+}
+
+// TestThreadOwnerIsolation checks every thread endpoint: another user's
+// thread or run answers exactly like an unknown one, and changes nothing.
+func TestThreadOwnerIsolation(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	if rec := env.do(t, "POST", "/api/threads/t1/runs/r1/events", batch(startJSON, aiJSON)); rec.Code != 201 {
+		t.Fatal(rec.Body)
+	}
+	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 3)
+	before := env.snapshot(t, "t1")
+	for _, route := range threadRouteSamples {
+		if route.method == "POST" || route.method == "PUT" {
+			continue // writes: TestIngestIntoAnotherUsersThread, TestThreadRunOwners
+		}
+		segments := strings.Split(route.path, "/")
+		for i, seg := range segments {
+			if seg == "t1" || seg == "r1" {
+				segments[i] = seg[:1] + "-none"
+			}
+		}
+		unknownPath := strings.Join(segments, "/")
+		foreign := env.do(t, route.method, route.path, route.body, testUserHeader, "bob")
+		unknown := env.do(t, route.method, unknownPath, route.body, testUserHeader, "bob")
+		if foreign.Code != 404 || unknown.Code != 404 {
+			t.Errorf("%s %s as bob: %d %s; %s: %d %s; want 404 for both", route.method, route.path, foreign.Code, foreign.Body, unknownPath, unknown.Code, unknown.Body)
+			continue
+		}
+		f, u := decodeError(t, foreign), decodeError(t, unknown)
+		norm := strings.NewReplacer("t-none", "t1", "r-none", "r1")
+		if f.Code != u.Code || f.Message != norm.Replace(u.Message) || fmt.Sprint(f.Details) != fmt.Sprint(u.Details) {
+			t.Errorf("%s %s: foreign %+v differs from unknown %+v", route.method, route.path, f, u)
+		}
+	}
+	if after := env.snapshot(t, "t1"); after != before {
+		t.Errorf("bob's requests changed alice's rows")
+	}
+	for _, route := range threadRouteSamples {
+		if route.method != "GET" || strings.HasSuffix(route.path, "/stream") {
+			continue // the stream never ends: TestThreadStream*
+		}
+		if rec := env.do(t, route.method, route.path, route.body); rec.Code != 200 {
+			t.Errorf("%s %s as alice: %d %s", route.method, route.path, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestDeleteThreadEvents(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	env.seed(t, humanRow("r1", "h1"), aiRow("r1", "a1"), traceRow("r2"), aiRow("r2", "a2"))
+	env.seed(t, runevents.NewEvent{ThreadID: "t1", RunID: "r2", UserID: "bob", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace})
+	rec := env.do(t, "DELETE", "/api/threads/t1/runs/r2/events", "")
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"deleted":2}` {
+		t.Errorf("delete run = %d %s, want alice's 2 rows", rec.Code, rec.Body)
+	}
+	rec = env.do(t, "DELETE", "/api/threads/t1/events", "")
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"deleted":2}` {
+		t.Errorf("delete thread = %d %s", rec.Code, rec.Body)
+	}
+	wantError(t, env.do(t, "DELETE", "/api/threads/t1/events", ""), 404, runstream.CodeNotFound)
+	if rows := env.snapshot(t, "t1"); strings.Count(rows, `"seq"`) != 1 || !strings.Contains(rows, `"user_id":"bob"`) {
+		t.Errorf("rows left: %s; want bob's", rows)
+	}
+	var left []json.RawMessage
+	json.Unmarshal([]byte(env.snapshot(t, "t1")), &left)
+	if len(left) != 1 {
+		t.Errorf("%d rows left", len(left))
+	}
+}

@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"slices"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/runevents"
+)
+
+// streamThread is GET /api/threads/{thread_id}/stream: the caller's rows
+// of the thread over SSE, optionally of one run (?run_id=) and one
+// category (?category=, a catalogued category). Frames are id: thread
+// seq, event: event type, data: the record. The cursor, heartbeat,
+// write deadline, slow-consumer cut and lifetime follow the workflow
+// stream (Last-Event-ID beats ?after= beats 0); a bad cursor answers
+// VALIDATION_FAILED. A thread has no terminal event, so the stream ends
+// only at its maximum lifetime or when the client leaves. A thread that
+// does not exist for the caller answers NOT_FOUND before any byte.
+func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
+	reader, err := s.threadReader()
+	if err != nil {
+		return err
+	}
+	if s.cfg.Hub == nil {
+		return unavailable("live hub")
+	}
+	threadID, err := pathID(r, "thread_id")
+	if err != nil {
+		return err
+	}
+	view := eventlog.ThreadStream{ThreadID: threadID, UserID: userOf(r)}
+	q := r.URL.Query()
+	runID, ok, err := queryValue(q, "run_id")
+	if err != nil {
+		return err
+	}
+	if ok {
+		if runevents.ValidateID("run_id", runID) != nil {
+			return badParam("run_id", "must match ^[A-Za-z0-9_-]{1,64}$")
+		}
+		view.RunID = runID
+	}
+	category, ok, err := queryValue(q, "category")
+	if err != nil {
+		return err
+	}
+	if ok {
+		if !slices.Contains(runevents.Categories(), runevents.Category(category)) {
+			return badParam("category", "must be one of the contract's categories")
+		}
+		view.Category = runevents.Category(category)
+	}
+	cursor, err := parseCursor(r)
+	if err != nil {
+		e := runstream.AsError(err)
+		return &runstream.Error{Code: runstream.CodeValidationFailed, Message: e.Message, Details: e.Details}
+	}
+	ctx := r.Context()
+	if err := s.requireThread(r, threadID); err != nil {
+		return err
+	}
+	// Register with the hub before replaying, so a row committed during
+	// the replay is either read by it or delivered live.
+	sub := s.cfg.Hub.Subscribe(view.Key(), cursor)
+	defer sub.Close()
+	setStreamHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	f := &follower{
+		w: w, rc: http.NewResponseController(w), cfg: s.cfg.Stream, sub: sub, logger: s.logger,
+		src:    &threadSource{reader: reader, view: view},
+		cursor: cursor,
+	}
+	if err := f.run(ctx); err != nil && ctx.Err() == nil {
+		s.logger.Info("stream cut", "request_id", requestID(ctx), "thread_id", threadID, "cursor", f.cursor, "error", err)
+	}
+	return nil
+}
+
+// threadSource reads a thread view's rows for a follower. Its seqs have
+// gaps (other users', runs' or categories' rows); a live frame after a gap
+// makes the follower read the store, which finds it.
+type threadSource struct {
+	reader runevents.ThreadReader
+	view   eventlog.ThreadStream
+}
+
+func (src *threadSource) readAfter(ctx context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
+	recs, err := eventlog.ReadThreadStream(ctx, src.reader, src.view, after, limit)
+	if err != nil || len(recs) == 0 {
+		return buf, 0, after, false, err
+	}
+	for _, rec := range recs {
+		if buf, err = eventlog.AppendThreadFrame(buf, rec); err != nil {
+			return buf, 0, after, false, err
+		}
+	}
+	return buf, len(recs), recs[len(recs)-1].Seq, false, nil
+}
+
+// end never ends a thread stream: threads have no terminal event.
+func (src *threadSource) end(context.Context, int64) ([]byte, bool, bool, error) {
+	return nil, false, false, nil
+}

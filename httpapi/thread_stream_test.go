@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/sse"
+)
+
+// threadStreamConn is an open thread stream.
+type threadStreamConn struct {
+	resp   *http.Response
+	reader *sse.Reader
+}
+
+func (env *threadEnv) openStream(t *testing.T, srv *httptest.Server, query string, header ...string) *threadStreamConn {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/api/threads/t1/stream"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream status %d", resp.StatusCode)
+	}
+	return &threadStreamConn{resp: resp, reader: sse.NewReader(resp.Body)}
+}
+
+// next reads the next frame and checks that it is a record whose seq is
+// its id and whose type is its event.
+func (c *threadStreamConn) next(t *testing.T) runevents.Record {
+	t.Helper()
+	ev, err := c.reader.Next()
+	if err != nil {
+		t.Fatalf("read frame: %v", err)
+	}
+	var rec runevents.Record
+	if err := json.Unmarshal([]byte(ev.Data), &rec); err != nil {
+		t.Fatalf("frame data is not a record: %v\n%s", err, ev.Data)
+	}
+	if !ev.HasID || ev.ID != strconv.FormatInt(rec.Seq, 10) || ev.Type() != string(rec.EventType) {
+		t.Fatalf("frame id %q event %q for record seq %d type %s", ev.ID, ev.Type(), rec.Seq, rec.EventType)
+	}
+	return rec
+}
+
+func (c *threadStreamConn) seqs(t *testing.T, n int) []int64 {
+	t.Helper()
+	var out []int64
+	for range n {
+		out = append(out, c.next(t).Seq)
+	}
+	return out
+}
+
+func newStreamEnv(t *testing.T, stream StreamConfig) (*threadEnv, *httptest.Server) {
+	t.Helper()
+	env := newThreadEnv(t, func(c *Config) { c.Stream = stream })
+	srv := httptest.NewServer(env.api)
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return env, srv
+}
+
+func (env *threadEnv) appendAs(t *testing.T, user string, events ...runevents.NewEvent) []runevents.Record {
+	t.Helper()
+	for i := range events {
+		events[i].ThreadID = "t1"
+	}
+	recs, err := env.log.Append(context.Background(), user, events)
+	if err != nil {
+		t.Error(err)
+	}
+	return recs
+}
+
+func validStart(run string) runevents.NewEvent {
+	return row(run, runevents.EventRunStart, "", `{"chain":null}`, `{"caller":"lead_agent"}`)
+}
+
+func validAI(run string) runevents.NewEvent {
+	e := aiRow(run, "x")
+	e.Category = ""
+	return e
+}
+
+func TestThreadStreamReplayThenLive(t *testing.T) {
+	t.Parallel()
+	env, srv := newStreamEnv(t, StreamConfig{ReplayPage: 3})
+	env.appendAs(t, "alice", validStart("r1"), validAI("r1"), validStart("r2"))
+	env.appendAs(t, "bob", validStart("r1")) // seq 4: not alice's
+	env.appendAs(t, "alice", validAI("r2"), validStart("r3"), validAI("r3"), validStart("r4"))
+	for _, tc := range []struct {
+		name   string
+		query  string
+		header []string
+		want   []int64
+	}{
+		{"from zero", "", nil, []int64{1, 2, 3, 5, 6, 7, 8}},
+		{"after", "?after=3", nil, []int64{5, 6, 7, 8}},
+		{"Last-Event-ID beats after", "?after=1", []string{"Last-Event-ID", "6"}, []int64{7, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := env.openStream(t, srv, tc.query, tc.header...)
+			if got := c.seqs(t, len(tc.want)); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("replay %v, want %v", got, tc.want)
+			}
+			if ct := c.resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		})
+	}
+	c := env.openStream(t, srv, "?after=8")
+	go func() {
+		env.appendAs(t, "bob", validStart("r5"))
+		env.appendAs(t, "alice", validStart("r5"), validAI("r5"))
+	}()
+	rec := c.next(t)
+	if rec.Seq != 10 || rec.UserID != "alice" || rec.RunID != "r5" {
+		t.Errorf("first live record %+v, want alice's seq 10", rec)
+	}
+	if got := c.next(t).Seq; got != 11 {
+		t.Errorf("second live seq %d, want 11", got)
+	}
+}
+
+func TestThreadStreamFilters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		query  string
+		replay []int64
+		keep   func(run string, category runevents.Category) bool
+	}{
+		{"?run_id=r2", []int64{3, 4}, func(run string, _ runevents.Category) bool { return run == "r2" }},
+		{"?category=message", []int64{2, 4, 5}, func(_ string, c runevents.Category) bool { return c == runevents.CategoryMessage }},
+		{"?category=trace&run_id=r1", []int64{1}, func(run string, c runevents.Category) bool { return run == "r1" && c == runevents.CategoryTrace }},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			t.Parallel()
+			env, srv := newStreamEnv(t, StreamConfig{ReplayPage: 2})
+			env.appendAs(t, "alice", validStart("r1"), validAI("r1"), validStart("r2"), validAI("r2"), validAI("r1"))
+			c := env.openStream(t, srv, tc.query)
+			if got := c.seqs(t, len(tc.replay)); fmt.Sprint(got) != fmt.Sprint(tc.replay) {
+				t.Fatalf("replay %v, want %v", got, tc.replay)
+			}
+			// Live: rows of every run and category, seqs 6 on; the stream
+			// shows exactly the matching ones.
+			var live [][]runevents.NewEvent
+			var want []int64
+			seq := int64(6)
+			for b := range 4 {
+				batch := []runevents.NewEvent{validStart("r1"), validAI("r2"), validAI("r1"), validStart("r2")}
+				if b == 3 {
+					batch = []runevents.NewEvent{validStart("r1"), validStart("r2"), validAI("r1"), validAI("r2")}
+				}
+				for _, e := range batch {
+					category := runevents.CategoryTrace
+					if e.EventType == runevents.EventLLMAIResponse {
+						category = runevents.CategoryMessage
+					}
+					if tc.keep(e.RunID, category) {
+						want = append(want, seq)
+					}
+					seq++
+				}
+				live = append(live, batch)
+			}
+			go func() {
+				for _, batch := range live {
+					env.appendAs(t, "alice", batch...)
+				}
+			}()
+			if got := c.seqs(t, len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("live %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestThreadStreamRefusals(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	env.appendAs(t, "alice", validStart("r1"))
+	for _, tc := range []struct {
+		name, target string
+		header       []string
+		status       int
+		code         runstream.ErrorCode
+	}{
+		{"unknown thread", "/api/threads/t-none/stream", nil, 404, runstream.CodeNotFound},
+		{"another user's thread", "/api/threads/t1/stream", []string{testUserHeader, "bob"}, 404, runstream.CodeNotFound},
+		{"bad thread id", "/api/threads/t!/stream", nil, 422, runstream.CodeValidationFailed},
+		{"bad run id", "/api/threads/t1/stream?run_id=a/b", nil, 422, runstream.CodeValidationFailed},
+		{"unknown category", "/api/threads/t1/stream?category=chatter", nil, 422, runstream.CodeValidationFailed},
+		{"two categories", "/api/threads/t1/stream?category=trace&category=message", nil, 422, runstream.CodeValidationFailed},
+		{"bad cursor", "/api/threads/t1/stream?after=-1", nil, 422, runstream.CodeValidationFailed},
+		{"bad Last-Event-ID", "/api/threads/t1/stream", []string{"Last-Event-ID", "01"}, 422, runstream.CodeValidationFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := env.do(t, "GET", tc.target, "", tc.header...)
+			wantError(t, rec, tc.status, tc.code)
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q: stream bytes were sent", ct)
+			}
+		})
+	}
+	env = newThreadEnv(t, func(c *Config) { c.Hub = nil })
+	wantError(t, env.do(t, "GET", "/api/threads/t1/stream", ""), 503, runstream.CodeUnavailable)
+}
+
+// TestThreadStreamEndsOnlyAtMaxLifetime: a thread has no terminal event;
+// the stream stays open with heartbeats until its lifetime runs out.
+func TestThreadStreamEndsOnlyAtMaxLifetime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newThreadEnv(t, func(c *Config) { c.Stream = StreamConfig{MaxLifetime: time.Hour} })
+		env.appendAs(t, "alice", validStart("r1"), validAI("r1"))
+		rec := newSyncRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			env.api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/api/threads/t1/stream", nil))
+		}()
+		synctest.Wait()
+		if !strings.Contains(rec.String(), "id: 2\n") {
+			t.Fatalf("after replay:\n%s", rec.String())
+		}
+		time.Sleep(time.Hour - time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("the stream ended before its lifetime")
+		default:
+		}
+		if n := strings.Count(rec.String(), ": heartbeat\n"); n < 200 {
+			t.Errorf("%d heartbeats in an hour, want one per 15 s of silence", n)
+		}
+		env.appendAs(t, "alice", validStart("r2"))
+		synctest.Wait()
+		if !strings.Contains(rec.String(), "id: 3\n") {
+			t.Errorf("live record not delivered")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("the stream outlived its lifetime")
+		}
+	})
+}

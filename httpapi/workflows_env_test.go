@@ -1,0 +1,367 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/workflow"
+)
+
+var validator = func() *contracts.Validator {
+	v, err := contracts.NewValidator()
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+// server is the public HTTP API over a memory store, with the engines
+// that execute its runs. Requests act for the user in the X-User header
+// ("local" without it).
+type server struct {
+	store *memory.WorkflowStore
+	log   *eventlog.WorkflowLog
+	url   string
+
+	mu      sync.Mutex
+	engines []*engine.Engine
+}
+
+func newServer(t *testing.T) *server {
+	t.Helper()
+	s := &server{store: memory.NewWorkflowStore()}
+	hub := live.New(live.Config{Poll: eventlog.Poller(s.store), PollInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	go hub.Run(ctx)
+	s.log = eventlog.NewWorkflowLog(s.store, validator, hub, nil)
+	api := httpapi.New(httpapi.Config{
+		Workflows: s.store, Hub: hub, Log: s.log,
+		Authenticate: func(r *http.Request) (string, error) { return cmp.Or(r.Header.Get("X-User"), httpapi.LocalUser), nil },
+		Notify: func(runID string) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, e := range s.engines {
+				e.Notify(runID)
+			}
+		},
+	})
+	srv := httptest.NewServer(api)
+	s.url = srv.URL
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+		cancel()
+		s.store.Close()
+	})
+	return s
+}
+
+// startEngine starts an engine over the server's store; edit changes its
+// config. Cancelling ctx kills it (see engine.Engine.Start). The engine is
+// stopped when the test ends.
+func (s *server) startEngine(t *testing.T, ctx context.Context, edit func(*engine.Config)) *engine.Engine {
+	t.Helper()
+	cfg := engine.Config{Store: s.store, Log: s.log, PollInterval: 25 * time.Millisecond, LeaseDuration: 3 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	eng, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.engines = append(s.engines, eng)
+	s.mu.Unlock()
+	t.Cleanup(func() { eng.Stop(context.Background()) })
+	return eng
+}
+
+// call sends a request with a JSON (or YAML, by contentType) body and
+// returns the status and the decoded JSON response.
+func (s *server) call(t *testing.T, method, path, contentType, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, s.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d with a body that is not a JSON object: %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func (s *server) post(t *testing.T, path, body string, header ...string) (int, map[string]any) {
+	t.Helper()
+	return s.call(t, "POST", path, "application/json", body, header...)
+}
+
+func (s *server) get(t *testing.T, path string, header ...string) (int, map[string]any) {
+	t.Helper()
+	return s.call(t, "GET", path, "", "", header...)
+}
+
+// must fails unless the call answered want.
+func must(t *testing.T, want int) func(int, map[string]any) map[string]any {
+	t.Helper()
+	return func(status int, body map[string]any) map[string]any {
+		t.Helper()
+		if status != want {
+			t.Fatalf("status %d, want %d: %v", status, want, body)
+		}
+		return body
+	}
+}
+
+// wantError fails unless the call answered status with the unified error
+// body of code.
+func wantError(t *testing.T, what string, status int, code runstream.ErrorCode) func(int, map[string]any) map[string]any {
+	t.Helper()
+	return func(gotStatus int, body map[string]any) map[string]any {
+		t.Helper()
+		if gotStatus != status || body["code"] != string(code) {
+			t.Errorf("%s: %d %v, want %d %s", what, gotStatus, body, status, code)
+		}
+		return body
+	}
+}
+
+// publish creates a workflow with definition def and returns its id.
+func (s *server) publish(t *testing.T, def string) string {
+	t.Helper()
+	body := must(t, http.StatusCreated)(s.post(t, "/api/workflows", def))
+	return body["workflowId"].(string)
+}
+
+// startRun starts a run of the workflow and returns its id.
+func (s *server) startRun(t *testing.T, workflowID, input string) string {
+	t.Helper()
+	body := must(t, http.StatusCreated)(s.post(t, "/api/workflows/"+workflowID+"/runs", `{"input":`+input+`}`))
+	if body["status"] != "queued" {
+		t.Errorf("new run view: %v", body)
+	}
+	return body["runId"].(string)
+}
+
+// stream follows a run's SSE stream; events are read in the background.
+type stream struct {
+	events chan streamEvent
+	got    []workflow.Envelope
+}
+
+type streamEvent struct {
+	env workflow.Envelope
+	err error
+}
+
+func (s *server) follow(t *testing.T, runID string) *stream {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", s.url+"/api/workflows/runs/"+runID+"/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: status %d", resp.StatusCode)
+	}
+	st := &stream{events: make(chan streamEvent, 64)}
+	go func() {
+		defer resp.Body.Close()
+		defer close(st.events)
+		rd := sse.NewReader(resp.Body)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				if err != io.EOF {
+					st.events <- streamEvent{err: err}
+				}
+				return
+			}
+			var env workflow.Envelope
+			err = json.Unmarshal([]byte(ev.Data), &env)
+			if err == nil && (!ev.HasID || ev.ID != strconv.FormatInt(env.Seq, 10) || ev.Type() != string(env.Event)) {
+				err = &frameError{ev}
+			}
+			st.events <- streamEvent{env: env, err: err}
+		}
+	}()
+	return st
+}
+
+type frameError struct{ ev sse.Event }
+
+func (e *frameError) Error() string {
+	return "frame id/event do not match its envelope: " + e.ev.ID + " " + e.ev.Event
+}
+
+// until reads events until one of type typ (and node, when not empty)
+// arrives, and returns it.
+func (st *stream) until(t *testing.T, typ workflow.EventType, node string) workflow.Envelope {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-st.events:
+			if !ok {
+				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(sequence(st.got), "\n"))
+			}
+			if ev.err != nil {
+				t.Fatalf("stream: %v", ev.err)
+			}
+			st.got = append(st.got, ev.env)
+			if ev.env.Event == typ && (node == "" || ev.env.NodeID == node) {
+				return ev.env
+			}
+		case <-timeout:
+			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(sequence(st.got), "\n"))
+		}
+	}
+}
+
+// rest reads the stream to its end (the server closes it after the
+// terminal event) and returns every event read.
+func (st *stream) rest(t *testing.T) []workflow.Envelope {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case ev, ok := <-st.events:
+			if !ok {
+				return st.got
+			}
+			if ev.err != nil {
+				t.Fatalf("stream: %v", ev.err)
+			}
+			st.got = append(st.got, ev.env)
+		case <-timeout:
+			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(sequence(st.got), "\n"))
+		}
+	}
+}
+
+// sequence names each event "type" or "type:node", merging consecutive
+// node.output.delta events of one node into one entry.
+func sequence(envs []workflow.Envelope) []string {
+	var out []string
+	for _, e := range envs {
+		s := string(e.Event)
+		if e.NodeID != "" {
+			s += ":" + e.NodeID
+		}
+		if e.Event == workflow.EventNodeOutputDelta && len(out) > 0 && out[len(out)-1] == s {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checkSequence fails unless the events are want (see sequence), with
+// seqs 1..N, the last one terminal, and no synthesised frame.
+func checkSequence(t *testing.T, envs []workflow.Envelope, want ...string) {
+	t.Helper()
+	for i, e := range envs {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d", i, e.Seq)
+		}
+		if bytes.Contains(e.Data, []byte("synthesised")) {
+			t.Errorf("seq %d is synthesised: %s", e.Seq, e.Data)
+		}
+	}
+	if len(envs) == 0 || !envs[len(envs)-1].Event.Terminal() {
+		t.Errorf("the stream did not end with a terminal event")
+	}
+	if got := sequence(envs); !slices.Equal(got, want) {
+		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// data decodes the data of the i-th event of type typ (and node) into v.
+func data(t *testing.T, envs []workflow.Envelope, typ workflow.EventType, node string, i int, v any) workflow.Envelope {
+	t.Helper()
+	n := 0
+	for _, e := range envs {
+		if e.Event == typ && (node == "" || e.NodeID == node) {
+			if n == i {
+				if err := json.Unmarshal(e.Data, v); err != nil {
+					t.Fatalf("seq %d: %v", e.Seq, err)
+				}
+				return e
+			}
+			n++
+		}
+	}
+	t.Fatalf("no %s event #%d of node %q", typ, i, node)
+	return workflow.Envelope{}
+}
+
+// attempts returns the attempt of each node.started of node.
+func attempts(t *testing.T, envs []workflow.Envelope, node string) []int {
+	t.Helper()
+	var out []int
+	for _, e := range envs {
+		if e.Event == workflow.EventNodeStarted && e.NodeID == node {
+			var d struct{ Attempt int }
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, d.Attempt)
+		}
+	}
+	return out
+}
+
+type errorData struct {
+	Error struct {
+		Code      runstream.ErrorCode `json:"code"`
+		Retryable bool                `json:"retryable"`
+		NodeID    string              `json:"nodeId"`
+	} `json:"error"`
+	Attempt      int     `json:"attempt"`
+	WillRetry    bool    `json:"willRetry"`
+	FailedNodeID *string `json:"failedNodeId"`
+}

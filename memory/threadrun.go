@@ -1,0 +1,244 @@
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// RunStore is the in-memory runevents.RunStore: thread run rows and
+// feedback. The zero value is not usable; call NewRunStore.
+//
+// Rows are keyed by (thread, run). FindRun, when several threads hold the
+// same run id, returns the oldest visible row (by CreatedAt, then thread
+// id). Feedback ids are "fb_" and 32 random hex digits.
+type RunStore struct {
+	cfg config
+
+	mu       sync.RWMutex
+	runs     map[threadRunKey]runevents.ThreadRun
+	feedback map[feedbackKey]runevents.Feedback
+}
+
+var _ runevents.RunStore = (*RunStore)(nil)
+
+type threadRunKey struct{ thread, run string }
+
+type feedbackKey struct{ thread, run, user string }
+
+// NewRunStore returns an empty run store. Of the options only WithClock
+// applies: it stamps CreatedAt and UpdatedAt when the writer gives none.
+func NewRunStore(opts ...Option) *RunStore {
+	cfg := config{now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &RunStore{cfg: cfg, runs: map[threadRunKey]runevents.ThreadRun{}, feedback: map[feedbackKey]runevents.Feedback{}}
+}
+
+// PutRun creates or updates the run row.
+func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
+	r, err := normalizeRun(r, s.cfg.now())
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := threadRunKey{r.ThreadID, r.RunID}
+	if old, ok := s.runs[key]; ok {
+		if old.OwnerID != r.OwnerID {
+			return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
+		}
+		r.CreatedAt = old.CreatedAt
+	}
+	s.runs[key] = r
+	return cloneThreadRun(r), nil
+}
+
+// normalizeRun checks r and fills its defaults: operation kind "run",
+// metadata {}, timestamps now, all truncated to microseconds.
+func normalizeRun(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, error) {
+	if err := firstError(runevents.ValidateID("thread_id", r.ThreadID), runevents.ValidateID("run_id", r.RunID)); err != nil {
+		return r, err
+	}
+	if !r.Status.Valid() {
+		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status %q", r.Status)
+	}
+	if r.OperationKind == "" {
+		r.OperationKind = "run"
+	}
+	if len(r.Metadata) == 0 {
+		r.Metadata = json.RawMessage(`{}`)
+	} else {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r.Metadata); err != nil || buf.Bytes()[0] != '{' {
+			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run metadata must be a JSON object")
+		}
+		r.Metadata = buf.Bytes()
+	}
+	now = now.UTC()
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if r.UpdatedAt.IsZero() {
+		r.UpdatedAt = now
+	}
+	r.CreatedAt = r.CreatedAt.Truncate(time.Microsecond)
+	r.UpdatedAt = r.UpdatedAt.Truncate(time.Microsecond)
+	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
+	return r, nil
+}
+
+func cloneThreadRun(r runevents.ThreadRun) runevents.ThreadRun {
+	r.Metadata = bytes.Clone(r.Metadata)
+	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
+	return r
+}
+
+func errThreadRunNotFound(runID string) error {
+	return runstream.Errorf(runstream.CodeNotFound, "run %s not found", runID)
+}
+
+// GetRun returns the row of (threadID, runID) visible to owner.
+func (s *RunStore) GetRun(_ context.Context, threadID, runID string, owner runevents.Owner) (runevents.ThreadRun, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.runs[threadRunKey{threadID, runID}]
+	if !ok || !owner.Sees(r.OwnerID) {
+		return runevents.ThreadRun{}, errThreadRunNotFound(runID)
+	}
+	return cloneThreadRun(r), nil
+}
+
+// FindRun returns the oldest row of runID visible to owner.
+func (s *RunStore) FindRun(_ context.Context, runID string, owner runevents.Owner) (runevents.ThreadRun, error) {
+	if err := firstError(runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var found []runevents.ThreadRun
+	for key, r := range s.runs {
+		if key.run == runID && owner.Sees(r.OwnerID) {
+			found = append(found, r)
+		}
+	}
+	if len(found) == 0 {
+		return runevents.ThreadRun{}, errThreadRunNotFound(runID)
+	}
+	return cloneThreadRun(slices.MinFunc(found, compareThreadRuns)), nil
+}
+
+// compareThreadRuns orders runs oldest first, then by thread and run id.
+func compareThreadRuns(a, b runevents.ThreadRun) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ThreadID, b.ThreadID), cmp.Compare(a.RunID, b.RunID))
+}
+
+// ListRuns returns the thread's runs visible to owner, oldest first (ties
+// by run id).
+func (s *RunStore) ListRuns(_ context.Context, threadID string, owner runevents.Owner) ([]runevents.ThreadRun, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []runevents.ThreadRun
+	for key, r := range s.runs {
+		if key.thread == threadID && owner.Sees(r.OwnerID) {
+			out = append(out, cloneThreadRun(r))
+		}
+	}
+	slices.SortFunc(out, compareThreadRuns)
+	return out, nil
+}
+
+// PutFeedback creates or replaces f.UserID's feedback on the run. The id
+// and CreatedAt of an existing feedback are kept; f.ID is ignored.
+func (s *RunStore) PutFeedback(_ context.Context, f runevents.Feedback) (runevents.Feedback, error) {
+	if err := firstError(runevents.ValidateID("thread_id", f.ThreadID), runevents.ValidateID("run_id", f.RunID), checkRating(f.Rating)); err != nil {
+		return runevents.Feedback{}, err
+	}
+	var buf bytes.Buffer
+	json.Compact(&buf, f.Rating) // checkRating proved it valid
+	f.Rating = buf.Bytes()
+	now := s.cfg.now().UTC().Truncate(time.Microsecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := feedbackKey{f.ThreadID, f.RunID, f.UserID}
+	if old, ok := s.feedback[key]; ok {
+		f.ID, f.CreatedAt = old.ID, old.CreatedAt
+	} else {
+		f.ID, f.CreatedAt = newFeedbackID(), now
+	}
+	f.UpdatedAt = now
+	s.feedback[key] = f
+	return cloneFeedback(f), nil
+}
+
+// checkRating accepts a JSON number or string.
+func checkRating(raw json.RawMessage) error {
+	var v any
+	if json.Unmarshal(raw, &v) == nil {
+		switch v.(type) {
+		case float64, string:
+			return nil
+		}
+	}
+	return runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string")
+}
+
+func newFeedbackID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "fb_" + hex.EncodeToString(b[:])
+}
+
+func cloneFeedback(f runevents.Feedback) runevents.Feedback {
+	f.Rating = bytes.Clone(f.Rating)
+	return f
+}
+
+// ListFeedback returns the feedback on the given runs visible to owner,
+// by run id: the owner's own, or with AnyOwner the most recently updated.
+func (s *RunStore) ListFeedback(_ context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
+	errs := []error{runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)}
+	for _, id := range runIDs {
+		errs = append(errs, runevents.ValidateID("run_id", id))
+	}
+	if err := firstError(errs...); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]runevents.Feedback{}
+	for _, id := range runIDs {
+		if !owner.All() {
+			if f, ok := s.feedback[feedbackKey{threadID, id, owner.UserID()}]; ok {
+				out[id] = cloneFeedback(f)
+			}
+			continue
+		}
+		for key, f := range s.feedback {
+			if key.thread != threadID || key.run != id {
+				continue
+			}
+			if old, ok := out[id]; !ok || cmp.Or(f.UpdatedAt.Compare(old.UpdatedAt), cmp.Compare(f.ID, old.ID)) > 0 {
+				out[id] = cloneFeedback(f)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,192 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// ThreadReaderSuite runs the conformance tests of
+// runevents.ThreadReader.ListThreadEvents against the stores h opens,
+// which must implement it: rows of every category after a seq, the run
+// and category filters, owners, exact paging and argument checks.
+func ThreadReaderSuite(t *testing.T, h Harness) {
+	t.Helper()
+	if h.Open == nil {
+		t.Fatal("storetest: Harness.Open is nil")
+	}
+	for _, tc := range threadReaderTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t, h)
+			r, ok := s.(runevents.ThreadReader)
+			if !ok {
+				t.Fatalf("storetest: %T does not implement runevents.ThreadReader", s)
+			}
+			tc.run(t, s, r)
+		})
+	}
+}
+
+func listThread(t *testing.T, r runevents.ThreadReader, p runevents.ListThreadEventsParams) []runevents.Record {
+	t.Helper()
+	recs, err := r.ListThreadEvents(t.Context(), p)
+	if err != nil {
+		t.Fatalf("ListThreadEvents(%+v): %v", p, err)
+	}
+	return recs
+}
+
+// seedThread writes 60 rows over three runs, four categories and three
+// owners (alice, bob and the internal writer) to thread t1, and rows of
+// thread t2, and returns the rows of t1.
+func seedThread(t *testing.T, s runevents.Store) []runevents.Record {
+	t.Helper()
+	runs := []string{"ra", "rb", "rc"}
+	users := []string{alice, alice, bob, alice, ""}
+	var events []runevents.NewEvent
+	for i := range 60 {
+		run := runs[(i/4)%len(runs)]
+		var e runevents.NewEvent
+		switch i % 5 {
+		case 0, 3:
+			e = msg("t1", run)
+		case 1:
+			e = trace("t1", run)
+		case 2:
+			e = delivery("t1", run, `{"presented":0,"paths":[],"by_tool":{}}`)
+		case 4:
+			e = withMeta(ev("t1", run, runevents.EventSubagentStep, runevents.CategorySubagent, `{"task_id":"x"}`), `{"task_id":"x"}`)
+		}
+		events = append(events, withUser(e, users[i%len(users)]))
+	}
+	rows := putBatch(t, s, events)
+	putBatch(t, s, []runevents.NewEvent{msg("t2", "ra"), trace("t2", "ra")})
+	return rows
+}
+
+// expectThread is ListThreadEvents computed from the written rows.
+func expectThread(rows []runevents.Record, p runevents.ListThreadEventsParams) []int64 {
+	var out []int64
+	for _, r := range rows {
+		if r.Seq <= p.AfterSeq || !p.Owner.Sees(r.UserID) || (p.RunID != "" && r.RunID != p.RunID) || (p.Category != "" && r.Category != p.Category) {
+			continue
+		}
+		if len(out) < p.Limit {
+			out = append(out, r.Seq)
+		}
+	}
+	return out
+}
+
+var threadReaderTests = []struct {
+	name string
+	run  func(t *testing.T, s runevents.Store, r runevents.ThreadReader)
+}{
+	{"AllCategoriesAfterSeq", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		rows := seedThread(t, s)
+		got := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000})
+		sameRecords(t, "every row of t1", got, rows)
+		for _, after := range []int64{0, 1, 17, 59, 60, 61, 1000} {
+			got := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, AfterSeq: after, Limit: 1000})
+			if len(got) > 0 {
+				sameRecord(t, fmt.Sprintf("first row after %d", after), got[0], rows[after])
+			}
+			if want := max(0, 60-int(after)); len(got) != want {
+				t.Errorf("after %d: %d rows, want %d", after, len(got), want)
+			}
+		}
+		if got := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t-none", Owner: runevents.AnyOwner, Limit: 10}); len(got) != 0 {
+			t.Errorf("unknown thread: %d rows", len(got))
+		}
+	}},
+	{"Filters", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		rows := seedThread(t, s)
+		for _, owner := range owners {
+			for _, run := range []string{"", "ra", "rc", "missing"} {
+				for _, cat := range []runevents.Category{"", runevents.CategoryMessage, runevents.CategoryTrace, runevents.CategorySubagent, runevents.CategoryWorkspace} {
+					for _, after := range []int64{0, 7, 33} {
+						for _, limit := range []int{1, 2, 5, 100} {
+							p := runevents.ListThreadEventsParams{ThreadID: "t1", Owner: owner.owner, AfterSeq: after, Limit: limit, RunID: run, Category: cat}
+							got := listThread(t, r, p)
+							if want := expectThread(rows, p); !equalSeqs(seqs(got), want) {
+								t.Fatalf("%s run=%q category=%q after=%d limit=%d: %v, want %v", owner.name, run, cat, after, limit, seqs(got), want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}},
+	{"PagingIsExact", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		rows := seedThread(t, s)
+		for _, owner := range owners {
+			for _, cat := range []runevents.Category{"", runevents.CategoryMessage} {
+				for _, limit := range []int{1, 3, 7} {
+					all := expectThread(rows, runevents.ListThreadEventsParams{Owner: owner.owner, Category: cat, Limit: len(rows)})
+					var got []int64
+					var after int64
+					for range len(rows) + 1 {
+						page := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: owner.owner, Category: cat, AfterSeq: after, Limit: limit})
+						if len(page) > limit {
+							t.Fatalf("page of %d rows with limit %d", len(page), limit)
+						}
+						if len(page) == 0 {
+							break
+						}
+						got = append(got, seqs(page)...)
+						after = page[len(page)-1].Seq
+					}
+					if !equalSeqs(got, all) {
+						t.Errorf("%s category=%q paging by %d: %v, want %v", owner.name, cat, limit, got, all)
+					}
+				}
+			}
+		}
+	}},
+	{"SeesDeletes", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		rows := seedThread(t, s)
+		if _, err := s.DeleteByRun(t.Context(), "t1", "rb", runevents.AnyOwner); err != nil {
+			t.Fatal(err)
+		}
+		left := remaining(rows, func(r runevents.Record) bool { return r.RunID == "rb" })
+		p := runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000}
+		sameRecords(t, "rows after deleting rb", listThread(t, r, p), left)
+		next := put(t, s, msg("t1", "rb"))
+		if next.Seq != 61 {
+			t.Errorf("seq after a delete = %d, want 61", next.Seq)
+		}
+		if got := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: asAlice, AfterSeq: 60, Limit: 10}); !equalSeqs(seqs(got), []int64{61}) {
+			t.Errorf("after 60: %v, want [61]", seqs(got))
+		}
+	}},
+	{"BadArguments", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		seedThread(t, s)
+		for name, p := range map[string]runevents.ListThreadEventsParams{
+			"bad thread id":   {ThreadID: "t 1", Owner: asAlice, Limit: 1},
+			"empty thread id": {Owner: asAlice, Limit: 1},
+			"bad run id":      {ThreadID: "t1", RunID: "r/1", Owner: asAlice, Limit: 1},
+			"zero owner":      {ThreadID: "t1", Limit: 1},
+			"empty user":      {ThreadID: "t1", Owner: runevents.OwnedBy(""), Limit: 1},
+			"zero limit":      {ThreadID: "t1", Owner: asAlice},
+			"negative limit":  {ThreadID: "t1", Owner: asAlice, Limit: -1},
+			"negative cursor": {ThreadID: "t1", Owner: asAlice, Limit: 1, AfterSeq: -1},
+		} {
+			recs, err := r.ListThreadEvents(t.Context(), p)
+			wantCode(t, err, runstream.CodeInvalidArgument, "ListThreadEvents with "+name)
+			if len(recs) != 0 {
+				t.Errorf("%s: %d rows returned with the error", name, len(recs))
+			}
+		}
+	}},
+	{"ReturnsCopies", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		rows := seedThread(t, s)
+		p := runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 5}
+		for _, rec := range listThread(t, r, p) {
+			rec.Content[0], rec.Metadata[0] = 'X', 'X'
+		}
+		sameRecords(t, "rows after changing returned ones", listThread(t, r, p), rows[:5])
+	}},
+}
