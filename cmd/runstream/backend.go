@@ -78,13 +78,16 @@ func openSQLite(ctx context.Context, path, synchronous string) (*backend, error)
 	}
 	abs, _ := filepath.Abs(path)
 	return &backend{
-		name:       "sqlite",
-		location:   abs,
-		durability: db.Durability(),
-		runEvents:  db.RunEvents(),
-		workflows:  db.Workflows(),
-		ready:      db.Ping,
-		close:      db.Close,
+		name:        "sqlite",
+		location:    abs,
+		durability:  db.Durability(),
+		runEvents:   db.RunEvents(),
+		workflows:   db.Workflows(),
+		runs:        db.Runs(),
+		threads:     db.RunEvents(),
+		idempotency: db.Idempotency(),
+		ready:       db.Ping,
+		close:       db.Close,
 	}, nil
 }
 
