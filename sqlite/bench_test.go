@@ -1,0 +1,126 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+// These benchmarks complement storetest's: they report the CPU time spent
+// per event (by every goroutine of the process), which, unlike events/s,
+// does not depend on how busy the machine's other processes keep the
+// cores, and how many write requests a group transaction carried.
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var benchContent = json.RawMessage(`"` + strings.Repeat("lorem ipsum ", 20) + `"`)
+
+// benchEvent returns the i-th event of a thread, in one of runs runs.
+func benchEvent(i, runs int) runevents.NewEvent {
+	return runevents.NewEvent{ThreadID: "bench", RunID: fmt.Sprint("run-", i%runs), UserID: "alice",
+		EventType: runevents.EventSubagentStep, Category: runevents.CategorySubagent, Content: benchContent,
+		Metadata: json.RawMessage(`{"task_id":"task-1","message_index":` + fmt.Sprint(i) + `}`)}
+}
+
+// reportWrites reports cpu-µs/event, events/s and requests/txn since the
+// given starting points.
+func reportWrites(b *testing.B, db *DB, events int, cpu0 time.Duration, tx0, req0 int64) {
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(events), "cpu-µs/event")
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	tx, req := db.stats.transactions.Load()-tx0, db.stats.requests.Load()-req0
+	b.ReportMetric(float64(req)/float64(max(tx, 1)), "requests/txn")
+}
+
+func BenchmarkPutBatch100(b *testing.B) {
+	for _, sync := range []string{SynchronousFull, SynchronousNormal} {
+		b.Run(sync, func(b *testing.B) {
+			s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: sync})
+			defer s.Close()
+			events := make([]runevents.NewEvent, 100)
+			for i := range events {
+				events[i] = benchEvent(i, 1) // as storetest's PutBatch100
+			}
+			cpu0, tx0, req0 := cpuTime(), s.db.stats.transactions.Load(), s.db.stats.requests.Load()
+			n := 0
+			for b.Loop() {
+				if _, err := s.PutBatch(b.Context(), events); err != nil {
+					b.Fatal(err)
+				}
+				n += len(events)
+			}
+			reportWrites(b, s.db, n, cpu0, tx0, req0)
+		})
+	}
+}
+
+func BenchmarkPutConcurrent(b *testing.B) {
+	for _, sync := range []string{SynchronousFull, SynchronousNormal} {
+		b.Run(sync, func(b *testing.B) {
+			s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: sync})
+			defer s.Close()
+			cpu0, tx0, req0 := cpuTime(), s.db.stats.transactions.Load(), s.db.stats.requests.Load()
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for i := 0; pb.Next(); i++ { // 8 runs, as storetest's PutConcurrent64
+					if _, err := s.Put(b.Context(), benchEvent(i, 8)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			reportWrites(b, s.db, b.N, cpu0, tx0, req0)
+		})
+	}
+}
+
+// BenchmarkListEvents500 reads pages of 500 rows at random cursors of a
+// 200,000-row thread (10 runs, built run after run), as storetest's 1M
+// benchmark does on a thread five times as big.
+func BenchmarkListEvents500(b *testing.B) {
+	const rows, runs, page = 200_000, 10, 500
+	s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: SynchronousNormal})
+	defer s.Close()
+	events := make([]runevents.NewEvent, 1000)
+	for i := 0; i < rows; i += len(events) {
+		for j := range events {
+			events[j] = benchEvent(0, 1)
+			events[j].RunID = fmt.Sprint("run-", (i+j)/(rows/runs))
+		}
+		if _, err := s.PutBatch(b.Context(), events); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var lat []time.Duration
+	cpu0 := cpuTime()
+	for b.Loop() {
+		r := rng.IntN(runs)
+		after := int64(r*(rows/runs) + rng.IntN(rows/runs-page))
+		start := time.Now()
+		recs, err := s.ListEvents(b.Context(), runevents.ListEventsParams{ThreadID: "bench", RunID: fmt.Sprint("run-", r),
+			Owner: runevents.OwnedBy("alice"), AfterSeq: &after, Limit: page})
+		lat = append(lat, time.Since(start))
+		if err != nil || len(recs) != page || recs[0].Seq != after+1 {
+			b.Fatalf("ListEvents after %d: %d rows, %v", after, len(recs), err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(len(lat))/1000, "cpu-ms/op")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+}

@@ -1,0 +1,191 @@
+package sqlite
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+// derivedMetadata returns metadata.task_id and metadata.caller when they
+// are JSON strings (or null, read as ""), with the semantics of
+// runevents.Record.MetadataString, which the memory store filters with:
+// escaped keys are decoded, and the last of duplicate keys wins.
+//
+// m must be a compact JSON object, as runevents.Prepare makes metadata.
+// It is read in one pass instead of being decoded into a map, which
+// allocated for every key and cost a tenth of the CPU of an append.
+func derivedMetadata(m []byte) (taskID, caller *string) {
+	if len(m) < 2 || m[0] != '{' {
+		return nil, nil
+	}
+	for i := 1; i < len(m) && m[i] == '"'; {
+		keyEnd := skipString(m, i)
+		valueEnd := skipValue(m, keyEnd+1) // after the ':'
+		if keyEnd+1 > len(m) || valueEnd > len(m) {
+			return nil, nil // not compact JSON: cannot happen after Prepare
+		}
+		switch jsonKey(m[i:keyEnd]) {
+		case "task_id":
+			taskID = jsonString(m[keyEnd+1 : valueEnd])
+		case "caller":
+			caller = jsonString(m[keyEnd+1 : valueEnd])
+		}
+		i = valueEnd + 1 // after the ',' (or the closing '}')
+	}
+	return taskID, caller
+}
+
+// skipString returns the index after the JSON string starting at m[i].
+func skipString(m []byte, i int) int {
+	for i++; i < len(m); i++ {
+		switch m[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(m) + 1
+}
+
+// skipValue returns the index after the compact JSON value starting at
+// m[i].
+func skipValue(m []byte, i int) int {
+	depth := 0
+	for i < len(m) {
+		switch m[i] {
+		case '"':
+			i = skipString(m, i)
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return len(m) + 1
+}
+
+// jsonKey decodes a JSON string key.
+func jsonKey(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1])
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// jsonString returns the string a JSON value decodes to, "" for null, and
+// nil for any other value.
+func jsonString(raw []byte) *string {
+	var s string
+	switch {
+	case string(raw) == "null":
+	case len(raw) < 2 || raw[0] != '"':
+		return nil
+	case bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw):
+		s = string(raw[1 : len(raw)-1])
+	case json.Unmarshal(raw, &s) != nil:
+		return nil
+	}
+	return &s
+}
+
+// parseCreatedAt decodes a created_at column, written with
+// runevents.CreatedAtLayout, into the time the writer gave: same instant,
+// same offset, in UTC when the offset is zero and in an unnamed fixed zone
+// otherwise. It is time.Parse for that one layout, without its cost per
+// row; other texts go to time.Parse.
+func parseCreatedAt(s string) (time.Time, error) {
+	// 2006-01-02T15:04:05.000000-07:00
+	// 0123456789012345678901234567890 1
+	if len(s) != len(runevents.CreatedAtLayout) || s[4] != '-' || s[7] != '-' || s[10] != 'T' ||
+		s[13] != ':' || s[16] != ':' || s[19] != '.' || (s[26] != '+' && s[26] != '-') || s[29] != ':' {
+		return parseCreatedAtSlow(s)
+	}
+	var n [8]int // year, month, day, hour, minute, second, microsecond, offset minutes
+	for i, f := range [][2]int{{0, 4}, {5, 7}, {8, 10}, {11, 13}, {14, 16}, {17, 19}, {20, 26}} {
+		v, ok := digits(s[f[0]:f[1]])
+		if !ok {
+			return parseCreatedAtSlow(s)
+		}
+		n[i] = v
+	}
+	oh, ok1 := digits(s[27:29])
+	om, ok2 := digits(s[30:32])
+	if !ok1 || !ok2 || n[1] < 1 || n[1] > 12 || n[2] < 1 || n[2] > 31 || n[3] > 23 || n[4] > 59 || n[5] > 59 || oh > 23 || om > 59 {
+		return parseCreatedAtSlow(s)
+	}
+	offset := (oh*60 + om) * 60
+	if s[26] == '-' {
+		offset = -offset
+	}
+	t := time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*1000, time.UTC)
+	if t.Day() != n[2] { // a day that does not exist, such as February 30
+		return parseCreatedAtSlow(s)
+	}
+	return inOffsetZone(t.Add(-time.Duration(offset)*time.Second), offset), nil
+}
+
+// digits parses a run of ASCII digits.
+func digits(s string) (int, bool) {
+	v := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		v = v*10 + int(s[i]-'0')
+	}
+	return v, true
+}
+
+func parseCreatedAtSlow(s string) (time.Time, error) {
+	t, err := time.Parse(runevents.CreatedAtLayout, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	_, offset := t.Zone()
+	return inOffsetZone(t, offset), nil
+}
+
+// inOffsetZone returns t in UTC for offset 0, else in an unnamed fixed
+// zone of offset seconds, never in the process's Local zone.
+func inOffsetZone(t time.Time, offset int) time.Time {
+	if offset == 0 {
+		return t.UTC()
+	}
+	return t.In(fixedZone(offset))
+}
+
+// zones caches the fixed zones of the offsets read, so that rows do not
+// allocate one each.
+var zones sync.Map // offset seconds → *time.Location
+
+func fixedZone(offset int) *time.Location {
+	if loc, ok := zones.Load(offset); ok {
+		return loc.(*time.Location)
+	}
+	loc, _ := zones.LoadOrStore(offset, time.FixedZone("", offset))
+	return loc.(*time.Location)
+}

@@ -1,0 +1,172 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"math/bits"
+	"strings"
+	"time"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+// Appends are deferred to the end of their group transaction: each Put or
+// PutBatch of a group only records its rows (appendOp), and flushAppends,
+// run before the commit, bumps each thread's counter once for all of the
+// group's rows of that thread and inserts every row with multi-row
+// statements. Concurrent Puts then cost the writer little more per event
+// than one PutBatch does. Seqs follow the order of the requests in the
+// group; an op that must see the appended rows (PutIfAbsent, deletes)
+// flushes first.
+
+// pendingAppend is the rows of one Put or PutBatch, awaiting the flush of
+// its group transaction.
+type pendingAppend struct {
+	recs []runevents.Record // prepared; the flush sets their Seq
+	args []any              // rowArgs(recs); the flush sets their seq
+}
+
+// Put appends e and returns the stored record.
+func (s *RunEventStore) Put(ctx context.Context, e runevents.NewEvent) (runevents.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return runevents.Record{}, err
+	}
+	rec, err := runevents.Prepare(e, time.Now(), s.maxTrace)
+	if err != nil {
+		return runevents.Record{}, err
+	}
+	recs, err := s.append(ctx, []runevents.Record{rec})
+	if err != nil {
+		return runevents.Record{}, err
+	}
+	return recs[0], nil
+}
+
+// PutBatch appends events of one thread atomically with consecutive seqs.
+func (s *RunEventStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
+	if err != nil || len(recs) == 0 {
+		return recs, err
+	}
+	return s.append(ctx, recs)
+}
+
+// append writes prepared records of one thread in a group transaction and
+// returns them with their seqs.
+func (s *RunEventStore) append(ctx context.Context, recs []runevents.Record) ([]runevents.Record, error) {
+	p := &pendingAppend{recs: recs, args: rowArgs(recs)}
+	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if s.pendingTx != tx { // the first append of this transaction
+			s.pendingTx, s.pending = tx, nil
+		}
+		s.pending = append(s.pending, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// flushAppends writes the appends tx has deferred. It runs in the write
+// loop, before the commit (registered in DB.beforeCommit) and before any
+// op that reads or deletes run events.
+func (s *RunEventStore) flushAppends(ctx context.Context, tx *sql.Tx) error {
+	if s.pendingTx != tx || len(s.pending) == 0 {
+		return nil
+	}
+	pending := s.pending
+	s.pending = nil
+
+	// One counter bump per thread, in order of first appearance.
+	var threads []string
+	counts := map[string]int64{}
+	for _, p := range pending {
+		thread := p.recs[0].ThreadID
+		if counts[thread] == 0 {
+			threads = append(threads, thread)
+		}
+		counts[thread] += int64(len(p.recs))
+	}
+	next := make(map[string]int64, len(threads))
+	for _, thread := range threads {
+		last, err := s.reserveSeqs(ctx, tx, thread, counts[thread])
+		if err != nil {
+			return err
+		}
+		next[thread] = last - counts[thread] + 1
+	}
+
+	var args []any
+	if len(pending) == 1 {
+		args = pending[0].args
+	}
+	for _, p := range pending {
+		thread := p.recs[0].ThreadID
+		for i := range p.recs {
+			p.recs[i].Seq = next[thread]
+			p.args[i*insertColumns+seqColumn] = next[thread]
+			next[thread]++
+		}
+		if len(pending) > 1 {
+			args = append(args, p.args...)
+		}
+	}
+	return s.insertArgs(ctx, tx, args)
+}
+
+// reserveSeqs advances thread's counter by n and returns the last seq
+// reserved: the caller owns last-n+1 … last.
+func (s *RunEventStore) reserveSeqs(ctx context.Context, tx *sql.Tx, thread string, n int64) (last int64, err error) {
+	if err := tx.StmtContext(ctx, s.bumpSeq).QueryRowContext(ctx, thread, n).Scan(&last); err != nil {
+		return 0, sqlError("sqlite: put run events: reserve seqs", err)
+	}
+	return last, nil
+}
+
+// insertArgs inserts rows given as rowArgs, seqs set, in chunks of the
+// prepared multi-row statements.
+func (s *RunEventStore) insertArgs(ctx context.Context, tx *sql.Tx, args []any) error {
+	rows := len(args) / insertColumns
+	for done := 0; done < rows; {
+		k := min(bits.Len(uint(rows-done)), insertSizes) - 1 // the largest chunk that fits
+		chunk := 1 << k
+		if _, err := tx.StmtContext(ctx, s.inserts[k]).ExecContext(ctx, args[done*insertColumns:(done+chunk)*insertColumns]...); err != nil {
+			return sqlError("sqlite: put run events: insert", err)
+		}
+		done += chunk
+	}
+	return nil
+}
+
+// insertColumns is the number of arguments per row of the insert
+// statements; seqColumn is the index of seq among them.
+const (
+	insertColumns = 11
+	seqColumn     = 9
+)
+
+// rowArgs returns the insert arguments of recs, row after row, seq left to
+// be set. It runs in the caller's goroutine, so that the write loop only
+// executes SQL.
+func rowArgs(recs []runevents.Record) []any {
+	args := make([]any, 0, len(recs)*insertColumns)
+	for _, r := range recs {
+		var taskID any // NULL unless metadata.task_id is a string
+		task, caller := derivedMetadata(r.Metadata)
+		if task != nil {
+			taskID = *task
+		}
+		middleware := 0
+		if caller != nil && strings.HasPrefix(*caller, runevents.MiddlewarePrefix) {
+			middleware = 1
+		}
+		args = append(args, r.ThreadID, r.RunID, r.UserID, string(r.EventType), string(r.Category),
+			string(r.Content), string(r.Metadata), taskID, middleware, nil,
+			r.CreatedAt.Format(runevents.CreatedAtLayout))
+	}
+	return args
+}

@@ -1,0 +1,261 @@
+package sqlite
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+// where builds the conjunction of a query's conditions and its arguments.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, args ...any) {
+	w.conds = append(w.conds, cond)
+	w.args = append(w.args, args...)
+}
+
+// owner restricts the rows to o's unless o is AnyOwner.
+func (w *where) owner(o runevents.Owner) {
+	if !o.All() {
+		w.add("user_id = ?", o.UserID())
+	}
+}
+
+// cursors adds the exclusive seq bounds that are set.
+func (w *where) cursors(after, before *int64) {
+	if after != nil {
+		w.add("seq > ?", *after)
+	}
+	if before != nil {
+		w.add("seq < ?", *before)
+	}
+}
+
+// in adds "column IN (?, ?, …)"; no values match no row.
+func (w *where) in(column string, values []any) {
+	if len(values) == 0 {
+		w.add("0")
+		return
+	}
+	w.add(column+" IN (?"+strings.Repeat(", ?", len(values)-1)+")", values...)
+}
+
+func (w *where) String() string { return strings.Join(w.conds, " AND ") }
+
+// query is a SELECT and its arguments.
+type query struct {
+	sql  string
+	args []any
+}
+
+// selectQuery selects the rows of w ascending when first is set (the
+// first limit rows), else descending (the last limit rows, which the
+// caller reverses).
+func selectQuery(w where, first bool, limit int) query {
+	order := " ORDER BY seq ASC LIMIT ?"
+	if !first {
+		order = " ORDER BY seq DESC LIMIT ?"
+	}
+	return query{
+		sql:  "SELECT " + recordColumns + " FROM run_events WHERE " + w.String() + order,
+		args: append(w.args, limit),
+	}
+}
+
+// The literal category = 'message' (not a parameter) lets SQLite use the
+// partial message indexes.
+
+// listMessagesQuery reads the window's first rows when AfterSeq is set,
+// else its last rows, newest first.
+func listMessagesQuery(p runevents.ListMessagesParams) query {
+	w := where{}
+	w.add("thread_id = ?", p.ThreadID)
+	w.add("category = 'message'")
+	w.cursors(p.AfterSeq, p.BeforeSeq)
+	w.owner(p.Owner)
+	return selectQuery(w, p.AfterSeq != nil, p.Limit)
+}
+
+// listMessagesByRunQuery reads like listMessagesQuery.
+func listMessagesByRunQuery(p runevents.ListMessagesByRunParams) query {
+	w := where{}
+	w.add("thread_id = ?", p.ThreadID)
+	w.add("run_id = ?", p.RunID)
+	w.add("category = 'message'")
+	w.cursors(p.AfterSeq, p.BeforeSeq)
+	w.owner(p.Owner)
+	return selectQuery(w, p.AfterSeq != nil, p.Limit)
+}
+
+func listEventsQuery(p runevents.ListEventsParams) query {
+	w := where{}
+	w.add("thread_id = ?", p.ThreadID)
+	w.add("run_id = ?", p.RunID)
+	if len(p.EventTypes) > 0 {
+		types := make([]any, len(p.EventTypes))
+		for i, t := range p.EventTypes {
+			types[i] = string(t)
+		}
+		w.in("event_type", types)
+	}
+	if p.TaskID != "" {
+		w.add("task_id = ?", p.TaskID)
+	}
+	w.cursors(p.AfterSeq, nil)
+	w.owner(p.Owner)
+	return selectQuery(w, true, p.Limit)
+}
+
+// ListMessages returns the thread's message rows in the cursor window.
+func (s *RunEventStore) ListMessages(ctx context.Context, p runevents.ListMessagesParams) ([]runevents.Record, error) {
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
+		return nil, err
+	}
+	return s.queryRecords(ctx, "sqlite: list messages", listMessagesQuery(p), p.AfterSeq == nil)
+}
+
+// ListMessagesByRun returns one run's message rows in the cursor window.
+func (s *RunEventStore) ListMessagesByRun(ctx context.Context, p runevents.ListMessagesByRunParams) ([]runevents.Record, error) {
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
+		return nil, err
+	}
+	return s.queryRecords(ctx, "sqlite: list messages by run", listMessagesByRunQuery(p), p.AfterSeq == nil)
+}
+
+// ListEvents returns the first rows of one run after the cursor, filtered
+// by event type and task id in SQL before the limit.
+func (s *RunEventStore) ListEvents(ctx context.Context, p runevents.ListEventsParams) ([]runevents.Record, error) {
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
+		return nil, err
+	}
+	return s.queryRecords(ctx, "sqlite: list events", listEventsQuery(p), false)
+}
+
+// LastVisibleAISeqByRun returns the highest seq of a visible AI response
+// per requested run that has one.
+func (s *RunEventStore) LastVisibleAISeqByRun(ctx context.Context, p runevents.LastVisibleAIParams) (map[string]int64, error) {
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	// Chunks keep the statement far below SQLite's parameter limit.
+	for runIDs := range slices.Chunk(p.RunIDs, 500) {
+		q := lastVisibleAIQuery(p.ThreadID, runIDs, p.Owner)
+		if err := s.scanLastSeqs(ctx, q, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// lastVisibleAIQuery selects (run_id, max(seq)) of the visible AI
+// responses of runIDs.
+func lastVisibleAIQuery(threadID string, runIDs []string, owner runevents.Owner) query {
+	ids := make([]any, len(runIDs))
+	for i, id := range runIDs {
+		ids[i] = id
+	}
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.add("category = 'message'")
+	w.in("run_id", ids)
+	w.in("event_type", []any{string(runevents.EventLLMAIResponse), string(runevents.EventLegacyAIMessage)})
+	w.add("middleware_caller = 0")
+	w.owner(owner)
+	return query{sql: "SELECT run_id, max(seq) FROM run_events WHERE " + w.String() + " GROUP BY run_id", args: w.args}
+}
+
+// scanLastSeqs runs q, a lastVisibleAIQuery, and adds its rows to out.
+func (s *RunEventStore) scanLastSeqs(ctx context.Context, q query, out map[string]int64) error {
+	const op = "sqlite: last visible AI seq by run"
+	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	if err != nil {
+		return sqlError(op, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var runID string
+		var seq int64
+		if err := rows.Scan(&runID, &seq); err != nil {
+			return sqlError(op, err)
+		}
+		out[runID] = seq
+	}
+	if err := rows.Err(); err != nil {
+		return sqlError(op, err)
+	}
+	return nil
+}
+
+// countMessagesQuery counts the thread's message rows visible to owner.
+func countMessagesQuery(threadID string, owner runevents.Owner) query {
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.add("category = 'message'")
+	w.owner(owner)
+	return query{sql: "SELECT count(*) FROM run_events WHERE " + w.String(), args: w.args}
+}
+
+// CountMessages returns the number of the thread's message rows visible to
+// owner.
+func (s *RunEventStore) CountMessages(ctx context.Context, threadID string, owner runevents.Owner) (int, error) {
+	if err := firstError(s.checkOpen(), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
+		return 0, err
+	}
+	q := countMessagesQuery(threadID, owner)
+	var n int
+	if err := s.db.readers.QueryRowContext(ctx, q.sql, q.args...).Scan(&n); err != nil {
+		return 0, sqlError("sqlite: count messages", err)
+	}
+	return n, nil
+}
+
+// queryRecords runs q on the read pool and returns its rows ascending by
+// seq (reversing them when q reads newest first).
+func (s *RunEventStore) queryRecords(ctx context.Context, op string, q query, reversed bool) ([]runevents.Record, error) {
+	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	if err != nil {
+		return nil, sqlError(op, err)
+	}
+	defer rows.Close()
+	var out []runevents.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, sqlError(op, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqlError(op, err)
+	}
+	if reversed {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+// scanRecord reads the recordColumns of one row into a fresh Record.
+func scanRecord(row interface{ Scan(...any) error }) (runevents.Record, error) {
+	var (
+		r                   runevents.Record
+		eventType, category string
+		createdAt           string
+	)
+	if err := row.Scan(&r.ThreadID, &r.RunID, &r.UserID, &eventType, &category,
+		(*[]byte)(&r.Content), (*[]byte)(&r.Metadata), &r.Seq, &createdAt); err != nil {
+		return runevents.Record{}, err
+	}
+	r.EventType, r.Category = runevents.EventType(eventType), runevents.Category(category)
+	t, err := parseCreatedAt(createdAt)
+	if err != nil {
+		return runevents.Record{}, err
+	}
+	r.CreatedAt = t
+	return r, nil
+}

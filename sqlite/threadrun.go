@@ -1,0 +1,291 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// RunStore is the runevents.RunStore of a DB: thread run rows in
+// thread_runs and feedback in feedback (migrations/0003_threads.sql).
+//
+// Writes go through the DB's group-commit loop; each is one upsert, so
+// the owner check and the write are atomic against every writer of the
+// file, in any process. Reads use the read-only pool. PutRun replaces
+// every field of an existing row but CreatedAt and OwnerID, and refuses
+// (CodeNotFound) a row of another owner. A run's timestamps keep the
+// writer's UTC offset at microsecond precision. FindRun, when several
+// threads hold the run id, returns the oldest visible row (by CreatedAt,
+// then thread id). Feedback ids are "fb_" and 32 random hex digits.
+type RunStore struct {
+	db *DB
+}
+
+var _ runevents.RunStore = (*RunStore)(nil)
+
+func newRunStore(db *DB) *RunStore { return &RunStore{db: db} }
+
+// checkDBOpen fails once db is closed.
+func checkDBOpen(db *DB) error {
+	select {
+	case <-db.quit:
+		return closedError()
+	default:
+		return nil
+	}
+}
+
+// threadRunColumns are the columns of thread_runs that scanThreadRun reads
+// and putRunSQL writes, in their order.
+const threadRunColumns = `thread_id, run_id, owner_id, status, operation_kind, model_name, metadata,
+	total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
+	lead_agent_tokens, subagent_tokens, middleware_tokens, usage_by_model,
+	created_at, created_offset, updated_at, updated_offset`
+
+// putRunSQL creates the row or, when the owner is the same, replaces all
+// but created_at; it returns the stored created_at, and no row when
+// another owner holds (thread_id, run_id).
+const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (thread_id, run_id) DO UPDATE SET
+		status = excluded.status, operation_kind = excluded.operation_kind,
+		model_name = excluded.model_name, metadata = excluded.metadata,
+		total_input_tokens = excluded.total_input_tokens, total_output_tokens = excluded.total_output_tokens,
+		total_tokens = excluded.total_tokens, llm_call_count = excluded.llm_call_count,
+		lead_agent_tokens = excluded.lead_agent_tokens, subagent_tokens = excluded.subagent_tokens,
+		middleware_tokens = excluded.middleware_tokens, usage_by_model = excluded.usage_by_model,
+		updated_at = excluded.updated_at, updated_offset = excluded.updated_offset
+	WHERE thread_runs.owner_id = excluded.owner_id
+	RETURNING created_at, created_offset`
+
+// PutRun creates or updates the run row.
+func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
+	if err := checkDBOpen(s.db); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	r, err := normalizeThreadRun(r, time.Now())
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	byModel, err := usageByModelText(r.Usage.ByModel)
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	u := r.Usage
+	args := []any{r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName, string(r.Metadata),
+		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
+		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		r.CreatedAt.UnixMicro(), zoneOffset(r.CreatedAt), r.UpdatedAt.UnixMicro(), zoneOffset(r.UpdatedAt)}
+	var (
+		stored        bool
+		created       int64
+		createdOffset int
+	)
+	err = s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		stored = false
+		err := tx.QueryRowContext(ctx, putRunSQL, args...).Scan(&created, &createdOffset)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // another owner's row: nothing written
+			return nil
+		case err != nil:
+			return sqlError("sqlite: put run", err)
+		}
+		stored = true
+		return nil
+	})
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	if !stored {
+		return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
+	}
+	r.CreatedAt = inOffsetZone(time.UnixMicro(created), createdOffset)
+	return r, nil
+}
+
+// normalizeThreadRun checks r and fills its defaults: operation kind
+// "run", metadata {} (else compacted), timestamps now in UTC, all
+// truncated to microseconds. The result shares no memory with r.
+func normalizeThreadRun(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, error) {
+	if err := firstError(runevents.ValidateID("thread_id", r.ThreadID), runevents.ValidateID("run_id", r.RunID)); err != nil {
+		return r, err
+	}
+	if !r.Status.Valid() {
+		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status %q", r.Status)
+	}
+	if r.OperationKind == "" {
+		r.OperationKind = "run"
+	}
+	if len(r.Metadata) == 0 {
+		r.Metadata = json.RawMessage(`{}`)
+	} else {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, r.Metadata); err != nil || buf.Bytes()[0] != '{' {
+			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run metadata must be a JSON object")
+		}
+		r.Metadata = buf.Bytes()
+	}
+	now = now.UTC()
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if r.UpdatedAt.IsZero() {
+		r.UpdatedAt = now
+	}
+	r.CreatedAt = r.CreatedAt.Truncate(time.Microsecond)
+	r.UpdatedAt = r.UpdatedAt.Truncate(time.Microsecond)
+	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
+	return r, nil
+}
+
+// zoneOffset is t's UTC offset in seconds.
+func zoneOffset(t time.Time) int {
+	_, offset := t.Zone()
+	return offset
+}
+
+// usageByModelText is the stored form of a usage-by-model map: NULL for a
+// nil map, else its JSON object.
+func usageByModelText(m map[string]runevents.ModelUsage) (any, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "run usage by model cannot be encoded")
+	}
+	return string(b), nil
+}
+
+func errThreadRunNotFound(runID string) error {
+	return runstream.Errorf(runstream.CodeNotFound, "run %s not found", runID)
+}
+
+// GetRun returns the row of (threadID, runID) visible to owner.
+func (s *RunStore) GetRun(ctx context.Context, threadID, runID string, owner runevents.Owner) (runevents.ThreadRun, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID),
+		runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.add("run_id = ?", runID)
+	w.ownerColumn("owner_id", owner)
+	runs, err := s.queryRuns(ctx, "sqlite: get run", "SELECT "+threadRunColumns+" FROM thread_runs WHERE "+w.String(), w.args)
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	if len(runs) == 0 {
+		return runevents.ThreadRun{}, errThreadRunNotFound(runID)
+	}
+	return runs[0], nil
+}
+
+// findRunQuery selects the oldest row of runID visible to owner.
+func findRunQuery(runID string, owner runevents.Owner) query {
+	w := where{}
+	w.add("run_id = ?", runID)
+	w.ownerColumn("owner_id", owner)
+	return query{sql: "SELECT " + threadRunColumns + " FROM thread_runs WHERE " + w.String() +
+		" ORDER BY created_at, thread_id LIMIT 1", args: w.args}
+}
+
+// FindRun returns the oldest row of runID visible to owner, in whatever
+// thread holds it.
+func (s *RunStore) FindRun(ctx context.Context, runID string, owner runevents.Owner) (runevents.ThreadRun, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	q := findRunQuery(runID, owner)
+	runs, err := s.queryRuns(ctx, "sqlite: find run", q.sql, q.args)
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	if len(runs) == 0 {
+		return runevents.ThreadRun{}, errThreadRunNotFound(runID)
+	}
+	return runs[0], nil
+}
+
+// listRunsQuery selects the thread's rows visible to owner, oldest first.
+func listRunsQuery(threadID string, owner runevents.Owner) query {
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.ownerColumn("owner_id", owner)
+	return query{sql: "SELECT " + threadRunColumns + " FROM thread_runs WHERE " + w.String() +
+		" ORDER BY created_at, run_id", args: w.args}
+}
+
+// ListRuns returns the thread's runs visible to owner, oldest first (ties
+// by run id).
+func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevents.Owner) ([]runevents.ThreadRun, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
+		return nil, err
+	}
+	q := listRunsQuery(threadID, owner)
+	return s.queryRuns(ctx, "sqlite: list runs", q.sql, q.args)
+}
+
+// queryRuns runs a SELECT of threadRunColumns on the read pool.
+func (s *RunStore) queryRuns(ctx context.Context, op, query string, args []any) ([]runevents.ThreadRun, error) {
+	rows, err := s.db.readers.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, sqlError(op, err)
+	}
+	defer rows.Close()
+	var out []runevents.ThreadRun
+	for rows.Next() {
+		r, err := scanThreadRun(rows)
+		if err != nil {
+			return nil, sqlError(op, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqlError(op, err)
+	}
+	return out, nil
+}
+
+// scanThreadRun reads the threadRunColumns of one row into a fresh run.
+func scanThreadRun(row interface{ Scan(...any) error }) (runevents.ThreadRun, error) {
+	var (
+		r                            runevents.ThreadRun
+		status                       string
+		byModel                      sql.NullString
+		created, updated             int64
+		createdOffset, updatedOffset int
+	)
+	u := &r.Usage
+	if err := row.Scan(&r.ThreadID, &r.RunID, &r.OwnerID, &status, &r.OperationKind, &r.ModelName, (*[]byte)(&r.Metadata),
+		&u.TotalInputTokens, &u.TotalOutputTokens, &u.TotalTokens, &u.LLMCallCount,
+		&u.LeadAgentTokens, &u.SubagentTokens, &u.MiddlewareTokens, &byModel,
+		&created, &createdOffset, &updated, &updatedOffset); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	r.Status = runevents.RunStatus(status)
+	if byModel.Valid {
+		if err := json.Unmarshal([]byte(byModel.String), &u.ByModel); err != nil {
+			return runevents.ThreadRun{}, fmt.Errorf("usage_by_model of run %s: %w", r.RunID, err)
+		}
+	}
+	r.CreatedAt = inOffsetZone(time.UnixMicro(created), createdOffset)
+	r.UpdatedAt = inOffsetZone(time.UnixMicro(updated), updatedOffset)
+	return r, nil
+}
+
+// ownerColumn restricts the rows to o's, by the owner stored in column,
+// unless o is AnyOwner.
+func (w *where) ownerColumn(column string, o runevents.Owner) {
+	if !o.All() {
+		w.add(column+" = ?", o.UserID())
+	}
+}

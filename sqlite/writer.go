@@ -1,0 +1,212 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/runstream/runstream"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// maxGroupRequests bounds how many requests one group transaction carries,
+// and is the capacity of the write queue.
+const maxGroupRequests = 1024
+
+// writeOp is one caller's work inside a group transaction on the writer
+// connection. It returns an error only when the transaction must be rolled
+// back; an outcome for its caller that writes nothing (a conflict, say) is
+// recorded by the op itself. An op may run twice (after a rolled-back
+// group), so it must set its results afresh each time. Ops run one at a
+// time in the write loop's goroutine, so state that only ops touch needs
+// no lock; work an op defers to the end of the transaction is done by
+// DB.beforeCommit.
+type writeOp func(ctx context.Context, tx *sql.Tx) error
+
+// writeRequest is a queued writeOp and the channel its answer goes to.
+type writeRequest struct {
+	ctx  context.Context
+	op   writeOp
+	done chan error // buffered: the write loop never blocks on it
+}
+
+// writeStats counts the write loop's work, for tests and benchmarks.
+type writeStats struct {
+	transactions atomic.Int64 // BEGIN IMMEDIATE issued
+	requests     atomic.Int64 // requests run (a retried one counts once)
+	started      atomic.Int64 // groups taken from the queue
+}
+
+// write queues op for the write loop and waits for its answer. Every write
+// of the package goes through here, so the writer connection has exactly
+// one user. If ctx ends first write returns its error; the op may then
+// still be committed.
+func (db *DB) write(ctx context.Context, op writeOp) error {
+	if ctx.Err() != nil {
+		return ctxError(ctx)
+	}
+	r := &writeRequest{ctx: ctx, op: op, done: make(chan error, 1)}
+	select {
+	case db.queue <- r:
+	case <-ctx.Done():
+		return ctxError(ctx)
+	case <-db.quit:
+		return closedError()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctxError(ctx)
+	case <-db.loopDone:
+		// The loop answers before it returns, so an answer sent is seen here.
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return closedError()
+		}
+	}
+}
+
+// writeLoop takes a request, drains every request already queued behind
+// it, and commits them as one group, until Close.
+func (db *DB) writeLoop() {
+	defer close(db.loopDone)
+	group := make([]*writeRequest, 0, maxGroupRequests)
+	for {
+		select {
+		case r := <-db.queue:
+			group = append(group[:0], r)
+		case <-db.quit:
+			db.failQueued()
+			return
+		}
+		// Let callers that are preparing a write queue it first, so that
+		// it joins this group instead of paying for a commit of its own.
+		runtime.Gosched()
+	drain:
+		for len(group) < maxGroupRequests {
+			select {
+			case r := <-db.queue:
+				group = append(group, r)
+			default:
+				break drain
+			}
+		}
+		db.stats.started.Add(1)
+		db.commitGroup(group)
+		clear(group)
+	}
+}
+
+// failQueued answers every queued request with closedError.
+func (db *DB) failQueued() {
+	for {
+		select {
+		case r := <-db.queue:
+			r.done <- closedError()
+		default:
+			return
+		}
+	}
+}
+
+// commitGroup runs the live requests of group in one transaction and
+// answers each. When an op or the commit fails, the group is rolled back
+// and every request is retried alone, so that one bad request gets its own
+// error and does not fail the others.
+func (db *DB) commitGroup(group []*writeRequest) {
+	live := make([]*writeRequest, 0, len(group))
+	for _, r := range group {
+		if r.ctx.Err() != nil {
+			r.done <- ctxError(r.ctx)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	db.stats.requests.Add(int64(len(live)))
+	err := db.runTx(live)
+	if err == nil || len(live) == 1 || errors.Is(err, errBegin) {
+		for _, r := range live {
+			r.done <- err
+		}
+		return
+	}
+	for _, r := range live {
+		r.done <- db.runTx([]*writeRequest{r})
+	}
+}
+
+// errBegin marks a failure to start the transaction, which no single
+// request caused, so retrying them one by one would not help.
+var errBegin = errors.New("begin transaction")
+
+// runTx runs reqs in one BEGIN IMMEDIATE transaction and commits it.
+func (db *DB) runTx(reqs []*writeRequest) error {
+	// The transaction is not bound to any caller's context: one caller
+	// giving up must not abort the others' writes.
+	ctx := context.Background()
+	db.stats.transactions.Add(1)
+	tx, err := db.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the writer DSN sets _txlock
+	if err != nil {
+		return sqlError("sqlite: write", fmt.Errorf("%w: %w", errBegin, err))
+	}
+	for _, r := range reqs {
+		if err := r.op(ctx, tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	for _, op := range db.beforeCommit {
+		if err := op(ctx, tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return sqlError("sqlite: write: commit", err)
+	}
+	return nil
+}
+
+// closedError answers calls on a closed store or database.
+func closedError() error {
+	return runstream.Errorf(runstream.CodeUnavailable, "sqlite: the store is closed")
+}
+
+// ctxError reports that ctx ended before the call completed. The result
+// unwraps to ctx.Err().
+func ctxError(ctx context.Context) error {
+	return runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "sqlite: the call was cancelled or timed out")
+}
+
+// sqlError turns a driver error into a *runstream.Error whose message does
+// not carry driver text: CodeUnavailable when the database is busy or
+// locked by another process (retryable), CodeInternal otherwise. An error
+// that already is a *runstream.Error is returned unchanged.
+func sqlError(op string, err error) error {
+	var rerr *runstream.Error
+	if errors.As(err, &rerr) {
+		return err
+	}
+	cause := fmt.Errorf("%s: %w", op, err)
+	var serr *sqlite.Error
+	if errors.As(err, &serr) {
+		switch serr.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return runstream.Wrap(cause, runstream.CodeUnavailable, "%s: the database is busy", op)
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return runstream.Wrap(cause, runstream.CodeUnavailable, "%s: the call was cancelled or timed out", op)
+	}
+	return runstream.Wrap(cause, runstream.CodeInternal, "%s failed", op)
+}

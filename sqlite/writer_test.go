@@ -1,0 +1,270 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// holdWriteLock takes path's write lock from a connection of its own (as
+// another process would) and returns the function that releases it.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	other := openRawWriter(t, path)
+	tx, err := other.BeginTx(t.Context(), nil) // BEGIN IMMEDIATE
+	if err != nil {
+		t.Fatalf("take the write lock: %v", err)
+	}
+	return func() {
+		if err := tx.Rollback(); err != nil {
+			t.Errorf("release the write lock: %v", err)
+		}
+	}
+}
+
+// waitUntil polls cond until it holds; it fails the test after a minute.
+// It waits for a state of the write loop, it does not measure time.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type putResult struct {
+	rec runevents.Record
+	err error
+}
+
+// putAsync runs Put in a goroutine and returns the channel of its result.
+func putAsync(ctx context.Context, s *RunEventStore, e runevents.NewEvent) <-chan putResult {
+	ch := make(chan putResult, 1)
+	go func() {
+		rec, err := s.Put(ctx, e)
+		ch <- putResult{rec, err}
+	}()
+	return ch
+}
+
+func traceEvent(thread string) runevents.NewEvent {
+	return runevents.NewEvent{ThreadID: thread, RunID: "r1", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, UserID: "u"}
+}
+
+// blockWriter holds the write lock and makes the write loop take one
+// request, which then waits for the lock inside its group; requests sent
+// afterwards queue up behind it. release lets everything proceed; the
+// blocker's result arrives on the returned channel.
+func blockWriter(t *testing.T, db *DB) (release func(), blocker <-chan putResult) {
+	t.Helper()
+	release = holdWriteLock(t, db.cfg.Path)
+	started := db.stats.started.Load()
+	blocker = putAsync(t.Context(), db.RunEvents(), traceEvent("blocker"))
+	waitUntil(t, "the write loop takes the blocking request", func() bool { return db.stats.started.Load() == started+1 })
+	return release, blocker
+}
+
+func TestGroupCommitBatchesQueuedWrites(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	release, blocker := blockWriter(t, db)
+
+	const n = 50
+	results := make([]<-chan putResult, n)
+	for i := range results {
+		results[i] = putAsync(t.Context(), s, traceEvent("grouped"))
+	}
+	waitUntil(t, "every write is queued", func() bool { return len(db.queue) == n })
+	tx0, req0 := db.stats.transactions.Load(), db.stats.requests.Load()
+	release()
+
+	if r := <-blocker; r.err != nil {
+		t.Fatalf("blocking Put: %v", r.err)
+	}
+	seen := map[int64]bool{}
+	for _, ch := range results {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("Put: %v", r.err)
+		}
+		seen[r.rec.Seq] = true
+	}
+	for seq := int64(1); seq <= n; seq++ {
+		if !seen[seq] {
+			t.Errorf("seq %d missing; got %v", seq, seen)
+		}
+	}
+	// The blocker's group was counted before; the 50 queued writes took
+	// exactly one more transaction.
+	if tx, req := db.stats.transactions.Load()-tx0, db.stats.requests.Load()-req0; tx != 1 || req != n {
+		t.Errorf("%d transactions for %d requests, want 1 for %d", tx, req, n)
+	}
+}
+
+func TestGroupFailureDoesNotFailOthers(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	if _, err := s.Put(t.Context(), traceEvent("bad")); err != nil {
+		t.Fatal(err)
+	}
+	// A row the counter does not know of takes seq 2, so the next append
+	// to "bad" breaks UNIQUE (thread_id, seq): an unexpected SQL error.
+	if _, err := db.writer.ExecContext(t.Context(), `INSERT INTO run_events (thread_id, run_id, event_type, category, content, metadata, seq, created_at)
+		VALUES ('bad', 'r1', 'run.start', 'trace', '""', '{}', 2, '2025-01-01T00:00:00.000000+00:00')`); err != nil {
+		t.Fatal(err)
+	}
+
+	release, blocker := blockWriter(t, db)
+	good1 := putAsync(t.Context(), s, traceEvent("good-1"))
+	bad := putAsync(t.Context(), s, traceEvent("bad"))
+	good2 := putAsync(t.Context(), s, traceEvent("good-2"))
+	waitUntil(t, "the three writes are queued", func() bool { return len(db.queue) == 3 })
+	tx0 := db.stats.transactions.Load()
+	release()
+	if r := <-blocker; r.err != nil {
+		t.Fatalf("blocking Put: %v", r.err)
+	}
+
+	for name, ch := range map[string]<-chan putResult{"good-1": good1, "good-2": good2} {
+		if r := <-ch; r.err != nil || r.rec.Seq != 1 {
+			t.Errorf("Put to %s: seq %d, %v; want seq 1, no error", name, r.rec.Seq, r.err)
+		}
+	}
+	r := <-bad
+	wantCode(t, r.err, runstream.CodeInternal, "Put to bad")
+	if msg := runstream.ErrorMessage(r.err); strings.Contains(strings.ToLower(msg), "unique") {
+		t.Errorf("error message %q carries driver text", msg)
+	}
+	// One group that failed, then each of its three requests alone.
+	if tx := db.stats.transactions.Load() - tx0; tx != 4 {
+		t.Errorf("%d transactions, want 4 (the group, then 3 retries)", tx)
+	}
+	for thread, want := range map[string]int{"good-1": 1, "good-2": 1, "bad": 2} {
+		rows, err := s.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: thread, RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
+		if err != nil || len(rows) != want {
+			t.Errorf("thread %s: %d rows (%v), want %d", thread, len(rows), err, want)
+		}
+	}
+}
+
+func TestCancelledQueuedWriteIsNotWritten(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	release, blocker := blockWriter(t, db)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancelled := putAsync(ctx, s, traceEvent("cancelled"))
+	waitUntil(t, "the write is queued", func() bool { return len(db.queue) == 1 })
+	cancel()
+	r := <-cancelled
+	if !errors.Is(r.err, context.Canceled) {
+		t.Errorf("cancelled Put: %v, want context.Canceled", r.err)
+	}
+	wantCode(t, r.err, runstream.CodeUnavailable, "cancelled Put")
+
+	release()
+	if r := <-blocker; r.err != nil {
+		t.Fatalf("blocking Put: %v", r.err)
+	}
+	// A write queued after the cancelled one has passed the write loop.
+	if _, err := s.Put(t.Context(), traceEvent("after")); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "cancelled", RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("cancelled write: %d rows stored (%v), want none", len(rows), err)
+	}
+}
+
+func TestBusyTimeoutIsUnavailable(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "runstream.db")
+	db := newDB(t, Config{Path: path, BusyTimeout: 50 * time.Millisecond})
+	release := holdWriteLock(t, path)
+	defer release()
+	_, err := db.RunEvents().Put(t.Context(), traceEvent("t"))
+	wantCode(t, err, runstream.CodeUnavailable, "Put while another connection holds the write lock")
+}
+
+// Within one group, appends are written at the end of the transaction, but
+// seqs follow the queue order and ops that read or delete rows see the
+// appends queued before them.
+func TestDeferredAppendsKeepGroupOrder(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	release, blocker := blockWriter(t, db)
+
+	queued := 0
+	enqueue := func(f func()) {
+		t.Helper()
+		go f()
+		queued++
+		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == queued })
+	}
+	delivery := runevents.NewEvent{ThreadID: "t", RunID: "r1", EventType: runevents.EventRunDelivery, Category: runevents.CategoryOutputs, UserID: "u"}
+	first := make(chan putResult, 1)
+	enqueue(func() { rec, err := s.Put(t.Context(), delivery); first <- putResult{rec, err} })
+	type ifAbsent struct {
+		rec     runevents.Record
+		created bool
+		err     error
+	}
+	second := make(chan ifAbsent, 1)
+	enqueue(func() {
+		rec, created, err := s.PutIfAbsent(t.Context(), delivery)
+		second <- ifAbsent{rec, created, err}
+	})
+	batched := make(chan error, 1)
+	enqueue(func() {
+		_, err := s.PutBatch(t.Context(), []runevents.NewEvent{traceEvent("t"), traceEvent("t")})
+		batched <- err
+	})
+	deleted := make(chan int, 1)
+	enqueue(func() {
+		n, err := s.DeleteByRun(t.Context(), "t", "r1", runevents.OwnedBy("u"))
+		if err != nil {
+			t.Error(err)
+		}
+		deleted <- n
+	})
+	last := putAsync(t.Context(), s, traceEvent("t"))
+	queued++
+	waitUntil(t, "the write is queued", func() bool { return len(db.queue) == queued })
+	release()
+	if r := <-blocker; r.err != nil {
+		t.Fatal(r.err)
+	}
+
+	a := <-first
+	if a.err != nil || a.rec.Seq != 1 {
+		t.Fatalf("Put: seq %d, %v; want 1", a.rec.Seq, a.err)
+	}
+	if b := <-second; b.err != nil || b.created || b.rec.Seq != 1 {
+		t.Errorf("PutIfAbsent after a queued Put of the same type: seq %d, created %v, %v; want the Put's row", b.rec.Seq, b.created, b.err)
+	}
+	if err := <-batched; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-deleted; n != 3 {
+		t.Errorf("DeleteByRun deleted %d rows, want the 3 appended before it", n)
+	}
+	if r := <-last; r.err != nil || r.rec.Seq != 4 {
+		t.Errorf("last Put: seq %d, %v; want 4", r.rec.Seq, r.err)
+	}
+	if tx := db.stats.started.Load(); tx != 2 {
+		t.Errorf("%d groups, want 2 (the blocker's, then one for the queued writes)", tx)
+	}
+}
