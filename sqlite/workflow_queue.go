@@ -1,0 +1,224 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/workflow"
+)
+
+// The run queue and node outputs of the WorkflowStore (tables and index of
+// migrations/0004_queue.sql).
+//
+// Claim, RenewLease and ReleaseLease are write requests of the DB's write
+// loop, like Append: each runs in the group transaction, which holds the
+// file's write lock (BEGIN IMMEDIATE) against every connection of every
+// process, so that a lease read and changed by one request cannot change
+// in between. Their statements are not prepared: an engine claims a few
+// times a second, not thousands.
+
+var (
+	_ workflow.Queue           = (*WorkflowStore)(nil)
+	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
+)
+
+// claimableSQL selects the oldest claimable run at ?3 (microseconds) by
+// reading the partial index workflow_runs_claimable, which holds only the
+// runs an engine may execute, in order: the first run whose lease is free
+// ends the search, without a sort. Its status list is the index's WHERE,
+// word for word, as SQLite requires to use a partial index. INDEXED BY
+// keeps the planner from preferring workflow_runs_status, which would read
+// and sort every queued and running run, and makes the statement fail to
+// prepare should the index be lost. A lease with an owner and no expiry
+// counts as expired, as in the memory store.
+const claimableSQL = `SELECT id FROM workflow_runs INDEXED BY workflow_runs_claimable
+	WHERE status IN ('queued', 'running', 'cancelling')
+		AND (lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= ?3)
+	ORDER BY created_at, id LIMIT 1`
+
+// claimSQL is the compare-and-set of Claim: one statement picks the run
+// and leases it to ?1 until ?2, and returns the run as it leaves it.
+const claimSQL = `UPDATE workflow_runs SET lease_owner = ?1, lease_expires_at = ?2
+	WHERE id = (` + claimableSQL + `)
+	RETURNING ` + runColumns
+
+// The compare-and-sets of RenewLease (?1 the new expiry) and ReleaseLease:
+// they change the run only when ?3 holds its lease.
+const (
+	renewLeaseSQL   = `UPDATE workflow_runs SET lease_expires_at = ?1 WHERE id = ?2 AND lease_owner = ?3`
+	releaseLeaseSQL = `UPDATE workflow_runs SET lease_owner = '', lease_expires_at = NULL WHERE id = ?2 AND lease_owner = ?3`
+	runExistsSQL    = `SELECT 1 FROM workflow_runs WHERE id = ?`
+)
+
+// Node outputs: written by Append and Resume, read by NodeOutputs. The
+// read returns one row per output, or one row of NULLs when the run has
+// none, or no row when the run does not exist.
+const (
+	putNodeOutputSQL = `INSERT INTO workflow_node_outputs (run_id, node_id, output) VALUES (?, ?, ?)
+		ON CONFLICT (run_id, node_id) DO UPDATE SET output = excluded.output`
+	nodeOutputsSQL = `SELECT o.node_id, o.output FROM workflow_runs r
+		LEFT JOIN workflow_node_outputs o ON o.run_id = r.id WHERE r.id = ?`
+)
+
+// Claim leases the oldest claimable run (CreatedAt, then ID) to workerID
+// until leaseUntil. If ctx ends while the request is in the write loop,
+// Claim fails and the run may still have been leased: it is claimable
+// again once the lease expires.
+func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time) (workflow.Run, bool, error) {
+	if err := firstError(s.checkOpen(), checkLease("claim", workerID, leaseUntil)); err != nil {
+		return workflow.Run{}, false, err
+	}
+	until, at := micros(truncated(leaseUntil)), micros(now)
+	var (
+		run workflow.Run
+		ok  bool
+	)
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		run, err = scanRun(tx.QueryRowContext(ctx, claimSQL, workerID, until, at))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			run, ok = workflow.Run{}, false
+			return nil
+		case err != nil:
+			return sqlError("sqlite: claim", err)
+		}
+		ok = true
+		return nil
+	})
+	if err != nil {
+		return workflow.Run{}, false, err
+	}
+	return run, ok, nil
+}
+
+// RenewLease moves the lease workerID holds on a run to leaseUntil, with
+// one compare-and-set.
+func (s *WorkflowStore) RenewLease(ctx context.Context, runID, workerID string, leaseUntil time.Time) error {
+	const op = "renew lease"
+	if err := firstError(s.checkOpen(), checkLease(op, workerID, leaseUntil)); err != nil {
+		return err
+	}
+	return s.setLease(ctx, op, renewLeaseSQL, runID, workerID, micros(truncated(leaseUntil)))
+}
+
+// ReleaseLease clears the lease workerID holds on a run, with one
+// compare-and-set.
+func (s *WorkflowStore) ReleaseLease(ctx context.Context, runID, workerID string) error {
+	const op = "release lease"
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if workerID == "" {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: worker id is required", op)
+	}
+	return s.setLease(ctx, op, releaseLeaseSQL, runID, workerID, nil)
+}
+
+// setLease runs the compare-and-set query (?1 expiry, ?2 run id, ?3
+// worker id) and, when it changed nothing, tells an unknown run
+// (CodeWorkflowRunNotFound) from a run not leased to workerID
+// (CodeConflict).
+func (s *WorkflowStore) setLease(ctx context.Context, op, query, runID, workerID string, expiry any) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, expiry, runID, workerID)
+		if err != nil {
+			return sqlError("sqlite: "+op, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return sqlError("sqlite: "+op, err)
+		}
+		if n > 0 {
+			return nil
+		}
+		var one int
+		err = tx.QueryRowContext(ctx, runExistsSQL, runID).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return errRunNotFound(runID)
+		case err != nil:
+			return sqlError("sqlite: "+op+": look up run", err)
+		}
+		return runstream.Errorf(runstream.CodeConflict, "%s: run %q is not leased to %q", op, runID, workerID)
+	})
+}
+
+// checkLease rejects an empty worker id or expiry with
+// CodeInvalidArgument.
+func checkLease(op, workerID string, leaseUntil time.Time) error {
+	switch {
+	case workerID == "":
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: worker id is required", op)
+	case leaseUntil.IsZero():
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: lease expiry is required", op)
+	}
+	return nil
+}
+
+// NodeOutputs returns the stored outputs of the run's nodes, read in one
+// statement on the read pool.
+func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[string]json.RawMessage, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.readers.QueryContext(ctx, nodeOutputsSQL, runID)
+	if err != nil {
+		return nil, sqlError("sqlite: node outputs", err)
+	}
+	defer rows.Close()
+	var (
+		out    map[string]json.RawMessage // nil until the run is found
+		node   sql.NullString
+		output []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&node, &output); err != nil {
+			return nil, sqlError("sqlite: node outputs", err)
+		}
+		if out == nil {
+			out = map[string]json.RawMessage{}
+		}
+		if node.Valid {
+			out[node.String] = output // Scan copied it into a new slice
+		}
+		output = nil
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqlError("sqlite: node outputs", err)
+	}
+	if out == nil {
+		return nil, errRunNotFound(runID)
+	}
+	return out, nil
+}
+
+// nodeOutput is one row of workflow_node_outputs, copied from the caller's
+// arguments before the write is queued.
+type nodeOutput struct {
+	nodeID, output string
+}
+
+// nodeOutputRows copies outputs, checked by workflow.CheckNodeOutputs.
+func nodeOutputRows(outputs map[string]json.RawMessage) []nodeOutput {
+	rows := make([]nodeOutput, 0, len(outputs))
+	for id, v := range outputs {
+		rows = append(rows, nodeOutput{nodeID: id, output: string(v)})
+	}
+	return rows
+}
+
+// putNodeOutputs stores the outputs of a run's nodes in tx, replacing the
+// older output of a node.
+func putNodeOutputs(ctx context.Context, tx *sql.Tx, runID string, outputs []nodeOutput) error {
+	for _, o := range outputs {
+		if _, err := tx.ExecContext(ctx, putNodeOutputSQL, runID, o.nodeID, o.output); err != nil {
+			return sqlError("sqlite: store node output", err)
+		}
+	}
+	return nil
+}
