@@ -112,6 +112,11 @@ func (s *WorkflowStore) CreateWorkflow(_ context.Context, w workflow.Workflow, v
 	case v.ID == "":
 		return workflow.Workflow{}, workflow.Version{}, runstream.Errorf(runstream.CodeInvalidArgument, "create workflow: version id is required")
 	}
+	for _, id := range []struct{ name, id string }{{"id", w.ID}, {"owner", w.OwnerID}, {"version id", v.ID}} {
+		if err := workflow.CheckIDLength("create workflow", id.name, id.id); err != nil {
+			return workflow.Workflow{}, workflow.Version{}, err
+		}
+	}
 	if err := s.lock(); err != nil {
 		return workflow.Workflow{}, workflow.Version{}, err
 	}
@@ -185,6 +190,9 @@ func (s *WorkflowStore) AddVersion(_ context.Context, v workflow.Version, owner 
 	if v.ID == "" {
 		return workflow.Version{}, runstream.Errorf(runstream.CodeInvalidArgument, "add version: id is required")
 	}
+	if err := workflow.CheckIDLength("add version", "id", v.ID); err != nil {
+		return workflow.Version{}, err
+	}
 	if err := s.lock(); err != nil {
 		return workflow.Version{}, err
 	}
@@ -233,6 +241,11 @@ func (s *WorkflowStore) CreateRun(_ context.Context, r workflow.Run, events []wo
 		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: owner is required")
 	case r.Status != "" && !r.Status.Valid():
 		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: unknown status %q", r.Status)
+	}
+	for _, id := range []struct{ name, id string }{{"id", r.ID}, {"owner", r.OwnerID}} {
+		if err := workflow.CheckIDLength("create run", id.name, id.id); err != nil {
+			return workflow.Run{}, nil, err
+		}
 	}
 	if len(events) > 0 {
 		if err := workflow.CheckEvents(events); err != nil {
@@ -325,7 +338,7 @@ func (s *WorkflowStore) ListRuns(_ context.Context, p workflow.ListRunsParams) (
 
 // Append appends p.Events to a run, all or nothing.
 func (s *WorkflowStore) Append(_ context.Context, p workflow.AppendParams) ([]workflow.Envelope, error) {
-	if err := checkAppend(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.lock(); err != nil {
@@ -358,39 +371,6 @@ func (s *WorkflowStore) Append(_ context.Context, p workflow.AppendParams) ([]wo
 	}
 	row.storeOutputsLocked(p.NodeOutputs)
 	return row.appendLocked(p.Events, now), nil
-}
-
-// checkAppend rejects arguments that are wrong whatever the run's state.
-func checkAppend(p workflow.AppendParams) error {
-	if err := workflow.CheckEvents(p.Events); err != nil {
-		return err
-	}
-	if err := workflow.CheckNodeOutputs(p.NodeOutputs); err != nil {
-		return err
-	}
-	if t := p.ResumeToken; t != nil {
-		switch {
-		case t.RunID != "" && t.RunID != p.RunID:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token of run %q given for run %q", t.RunID, p.RunID)
-		case len(t.Hash) == 0:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token has no hash")
-		case t.ExpiresAt.IsZero():
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token has no expiry")
-		}
-	}
-	seen := map[string]bool{}
-	for i, a := range p.Artifacts {
-		switch {
-		case a.ID == "":
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id is required", i)
-		case a.RunID != "" && a.RunID != p.RunID:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: of run %q given for run %q", i, a.RunID, p.RunID)
-		case seen[a.ID]:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id %q given twice", i, a.ID)
-		}
-		seen[a.ID] = true
-	}
-	return nil
 }
 
 // acceptsLocked fails with CodeConflict when the lease fences the append

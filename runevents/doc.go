@@ -33,8 +33,9 @@
 //     as a string, with metadata content_truncated=true and
 //     original_byte_length set. Other categories are stored whole.
 //   - Event types are 1–32 characters, categories 1–16; thread and run ids
-//     match ^[A-Za-z0-9_-]{1,64}$. Invalid writes are refused whole: a batch
-//     with one invalid event stores nothing.
+//     match ^[A-Za-z0-9_-]{1,64}$; text is valid UTF-8 and names hold no
+//     NUL, so every backend can store what one accepts. Invalid writes are
+//     refused whole: a batch with one invalid event stores nothing.
 //   - A batch belongs to one thread (it may span runs); each row is filed
 //     under its own run.
 //   - Every row carries its owner (UserID; empty for internal writes). Every

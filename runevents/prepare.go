@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,14 @@ func Prepare(e NewEvent, now time.Time, maxTraceContent int) (Record, error) {
 	}
 	if _, err := NewCategory(string(e.Category)); err != nil {
 		return Record{}, runstream.Wrap(err, runstream.CodeInvalidArgument, "invalid category: want 1 to %d characters", MaxCategoryLength)
+	}
+	for _, f := range []struct{ name, value string }{{"event_type", string(e.EventType)}, {"category", string(e.Category)}, {"user_id", e.UserID}} {
+		if !utf8.ValidString(f.value) || strings.ContainsRune(f.value, 0) {
+			return Record{}, runstream.Errorf(runstream.CodeInvalidArgument, "invalid %s: it must be valid UTF-8 without NUL characters", f.name)
+		}
+	}
+	if !utf8.Valid(e.Content) || !utf8.Valid(e.Metadata) {
+		return Record{}, runstream.Errorf(runstream.CodeInvalidArgument, "content and metadata must be valid UTF-8")
 	}
 	content := []byte(`""`)
 	if len(e.Content) > 0 {

@@ -32,7 +32,7 @@ import (
 // Times are stored as microseconds in UTC and read back in UTC, except
 // envelope timestamps, which keep their UTC offset. JSON values read back
 // byte for byte. Ids that a call stores (workflow, version, run, owner and
-// artifact ids) are at most maxIDBytes long.
+// artifact ids) are at most workflow.MaxIDBytes long.
 type WorkflowStore struct {
 	db     *DB
 	closed atomic.Bool
@@ -53,9 +53,6 @@ type WorkflowStore struct {
 }
 
 var _ workflow.Store = (*WorkflowStore)(nil)
-
-// maxIDBytes is the longest id a call may store.
-const maxIDBytes = 128
 
 // runColumns are the columns scanRun reads, in its order.
 const runColumns = `id, workflow_id, version_id, owner_id, status, input, output, error, last_seq,
@@ -230,7 +227,7 @@ func (s *WorkflowStore) CreateWorkflow(ctx context.Context, w workflow.Workflow,
 	case v.ID == "":
 		return workflow.Workflow{}, workflow.Version{}, runstream.Errorf(runstream.CodeInvalidArgument, "%s: version id is required", op)
 	}
-	if err := firstError(checkID(op, "id", w.ID), checkID(op, "owner", w.OwnerID), checkID(op, "version id", v.ID)); err != nil {
+	if err := firstError(workflow.CheckIDLength(op, "id", w.ID), workflow.CheckIDLength(op, "owner", w.OwnerID), workflow.CheckIDLength(op, "version id", v.ID)); err != nil {
 		return workflow.Workflow{}, workflow.Version{}, err
 	}
 	now := storeNow()
@@ -280,7 +277,7 @@ func (s *WorkflowStore) AddVersion(ctx context.Context, v workflow.Version, owne
 	if v.ID == "" {
 		return workflow.Version{}, runstream.Errorf(runstream.CodeInvalidArgument, "%s: id is required", op)
 	}
-	if err := checkID(op, "id", v.ID); err != nil {
+	if err := workflow.CheckIDLength(op, "id", v.ID); err != nil {
 		return workflow.Version{}, err
 	}
 	v.CreatedAt = orNow(v.CreatedAt, storeNow())
@@ -324,14 +321,6 @@ func errWorkflowNotFound(id string) error {
 
 func errRunNotFound(id string) error {
 	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %q not found", id)
-}
-
-// checkID rejects an id longer than maxIDBytes.
-func checkID(op, name, id string) error {
-	if len(id) > maxIDBytes {
-		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: %s is longer than %d bytes", op, name, maxIDBytes)
-	}
-	return nil
 }
 
 // storeNow is the store's clock: UTC, truncated to microseconds.

@@ -26,7 +26,7 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 	case r.Status != "" && !r.Status.Valid():
 		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "%s: unknown status %q", op, r.Status)
 	}
-	if err := firstError(checkID(op, "id", r.ID), checkID(op, "owner", r.OwnerID)); err != nil {
+	if err := firstError(workflow.CheckIDLength(op, "id", r.ID), workflow.CheckIDLength(op, "owner", r.OwnerID)); err != nil {
 		return workflow.Run{}, nil, err
 	}
 	if len(events) > 0 {
@@ -87,7 +87,7 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 // (CodeWorkflowRunNotFound), the lease and terminal state (CodeConflict),
 // and artifact ids the run already has (CodeConflict).
 func (s *WorkflowStore) Append(ctx context.Context, p workflow.AppendParams) ([]workflow.Envelope, error) {
-	if err := checkAppend(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	now := storeNow()
@@ -146,41 +146,6 @@ func (s *WorkflowStore) Append(ctx context.Context, p workflow.AppendParams) ([]
 		return nil, err
 	}
 	return envs, nil
-}
-
-// checkAppend rejects arguments that are wrong whatever the run's state.
-func checkAppend(p workflow.AppendParams) error {
-	if err := workflow.CheckEvents(p.Events); err != nil {
-		return err
-	}
-	if err := workflow.CheckNodeOutputs(p.NodeOutputs); err != nil {
-		return err
-	}
-	if t := p.ResumeToken; t != nil {
-		switch {
-		case t.RunID != "" && t.RunID != p.RunID:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token of run %q given for run %q", t.RunID, p.RunID)
-		case len(t.Hash) == 0:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token has no hash")
-		case t.ExpiresAt.IsZero():
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token has no expiry")
-		}
-	}
-	seen := map[string]bool{}
-	for i, a := range p.Artifacts {
-		switch {
-		case a.ID == "":
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id is required", i)
-		case len(a.ID) > maxIDBytes:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id is longer than %d bytes", i, maxIDBytes)
-		case a.RunID != "" && a.RunID != p.RunID:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: of run %q given for run %q", i, a.RunID, p.RunID)
-		case seen[a.ID]:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id %q given twice", i, a.ID)
-		}
-		seen[a.ID] = true
-	}
-	return nil
 }
 
 // Resume consumes the token whose hash is p.Hash and appends p.Events, and

@@ -45,6 +45,7 @@ func Run(t *testing.T, h Harness) {
 		{"Resume", resumeTests},
 		{"Artifacts", artifactTests},
 		{"Concurrency", concurrencyTests},
+		{"IDs", idTests},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
