@@ -94,6 +94,16 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	handler http.Handler
+	// registered lists the routes in the order routes() registered them;
+	// the OpenAPI test compares them with openapi.json.
+	registered []registeredRoute
+}
+
+// registeredRoute is one pattern registered on the mux.
+type registeredRoute struct {
+	pattern string
+	// auth is set for routes that act for an authenticated caller.
+	auth bool
 }
 
 // New returns a Server with every route registered.
@@ -131,9 +141,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 func (s *Server) routes() {
 	s.handle("GET /healthz", s.healthz)
 	s.handle("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	s.register("GET /metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}), false)
 	s.handle("GET /api/contracts", s.listContracts)
 	s.handle("GET /api/contracts/{name}", s.getContract)
+	s.handle("GET /api/openapi.json", s.getOpenAPI)
 
 	s.handleAPI("POST /api/workflows", s.createWorkflow)
 	s.handleAPI("GET /api/workflows", s.listWorkflows)
@@ -154,13 +165,20 @@ func (s *Server) routes() {
 // it, so every error goes through writeError.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// register is the one place that adds a route to the mux, so that every
+// route is recorded in s.registered (and documented, see openapi.json).
+func (s *Server) register(pattern string, h http.Handler, auth bool) {
+	s.mux.Handle(pattern, h)
+	s.registered = append(s.registered, registeredRoute{pattern: pattern, auth: auth})
+}
+
 func (s *Server) handle(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.errorsOf(h))
+	s.register(pattern, s.errorsOf(h), false)
 }
 
 // handleAPI registers an endpoint that acts for an authenticated user.
 func (s *Server) handleAPI(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.authenticate(s.errorsOf(h)))
+	s.register(pattern, s.authenticate(s.errorsOf(h)), true)
 }
 
 // errorsOf adapts h to http.Handler, answering its error with writeError.
