@@ -40,6 +40,9 @@ type NodeSpec struct {
 	Retry  *RetryPolicy    `json:"retry,omitempty"`
 	// TimeoutMs bounds each attempt; 0 means no timeout.
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// Artifact, when set, stores the node's output as an artifact (see
+	// ArtifactContent), announced by artifact.created.
+	Artifact *ArtifactSpec `json:"artifact,omitempty"`
 }
 
 // RetryPolicy says how often a node is attempted. Attempt n+1 starts
@@ -62,20 +65,21 @@ const (
 // Rules of a definition, reported in details.rule of
 // WORKFLOW_DEFINITION_INVALID.
 const (
-	RuleMalformed      = "malformed"
-	RuleInvalidName    = "invalid_name"
-	RuleNoNodes        = "no_nodes"
-	RuleTooManyNodes   = "too_many_nodes"
-	RuleInvalidID      = "invalid_id"
-	RuleDuplicateID    = "duplicate_id"
-	RuleUnknownType    = "unknown_type"
-	RuleUnknownNeed    = "unknown_need"
-	RuleCycle          = "cycle"
-	RuleInvalidConfig  = "invalid_config"
-	RuleInvalidRetry   = "invalid_retry"
-	RuleInvalidTimeout = "invalid_timeout"
-	RuleInvalidSchema  = "invalid_schema"
-	RuleInvalidOutput  = "invalid_output"
+	RuleMalformed       = "malformed"
+	RuleInvalidName     = "invalid_name"
+	RuleNoNodes         = "no_nodes"
+	RuleTooManyNodes    = "too_many_nodes"
+	RuleInvalidID       = "invalid_id"
+	RuleDuplicateID     = "duplicate_id"
+	RuleUnknownType     = "unknown_type"
+	RuleUnknownNeed     = "unknown_need"
+	RuleCycle           = "cycle"
+	RuleInvalidConfig   = "invalid_config"
+	RuleInvalidRetry    = "invalid_retry"
+	RuleInvalidTimeout  = "invalid_timeout"
+	RuleInvalidSchema   = "invalid_schema"
+	RuleInvalidOutput   = "invalid_output"
+	RuleInvalidArtifact = "invalid_artifact"
 )
 
 var nodeIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

@@ -63,6 +63,10 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives the engine's errors. Defaults to a discarding logger.
 	Logger *slog.Logger
+	// Artifacts stores the bytes of the artifacts nodes declare; the API
+	// that serves them must read the same blobs. Defaults to a new
+	// MemoryBlobs.
+	Artifacts ArtifactBlobs
 }
 
 // Engine executes workflow runs: it claims runs from the store's queue,
@@ -138,6 +142,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Artifacts == nil {
+		cfg.Artifacts = NewMemoryBlobs()
 	}
 	return &Engine{
 		cfg: cfg, store: cfg.Store, queue: queue, outputs: outputs, registry: cfg.Registry,

@@ -51,6 +51,14 @@ func newErrorObject(e *runstream.Error) errorObject {
 	return errorObject{Code: e.Code, Message: e.Message, Retryable: e.Code.Retryable(), NodeID: e.NodeID, Details: e.Details}
 }
 
+// nodeErrorObject is the error object of a node's failed attempt, whose
+// retryability may differ from its code's (see WithRetryable).
+func nodeErrorObject(e *runstream.Error, retryable bool) errorObject {
+	obj := newErrorObject(e)
+	obj.Retryable = retryable
+	return obj
+}
+
 func timestamp(t time.Time) string { return t.Format(workflow.TimestampLayout) }
 
 // mustJSON encodes event data built from plain values, which always
@@ -107,7 +115,7 @@ type runFailedData struct {
 
 type runCompletedData struct {
 	Output     json.RawMessage `json:"output"`
-	Artifacts  []any           `json:"artifacts"`
+	Artifacts  []artifactRef   `json:"artifacts"`
 	FinishedAt string          `json:"finishedAt"`
 }
 

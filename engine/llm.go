@@ -68,14 +68,25 @@ type scriptedConfig struct {
 }
 
 type scriptedToolCall struct {
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Input is a JSON template (see JSONTemplate) over input and
+	// nodes.<id>.output.
 	Input json.RawMessage `json:"input"`
 	// Output is the tool's scripted result; Error, when set, makes the
-	// call fail with that message instead.
+	// call fail with that message instead. Without either, the provider's
+	// tool of that name is called for real.
 	Output     json.RawMessage `json:"output"`
 	Error      string          `json:"error"`
 	DurationMs int64           `json:"durationMs"`
+}
+
+// scriptedCall is a compiled scripted tool call.
+type scriptedCall struct {
+	scriptedToolCall
+	input *JSONTemplate
+	// tool is set when the call runs a real tool.
+	tool *Tool
 }
 
 type toolCallResult struct {
@@ -83,17 +94,25 @@ type toolCallResult struct {
 	Name   string          `json:"name"`
 	Status string          `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
 }
 
-// ScriptedProvider returns the deterministic, offline llm provider
-// "scripted", for demos and tests: it makes the tool calls of its script
-// (with the scripted results), then streams the script's text token by
-// token at tokensPerSecond, and may fail on given attempts.
-func ScriptedProvider() LLMProvider {
-	return LLMProvider{Name: "scripted", Compile: compileScripted}
+// ScriptedProvider returns the deterministic llm provider "scripted", for
+// demos and tests: it makes the tool calls of its script (with the
+// scripted results, or by calling the given tools for real), then streams
+// the script's text token by token at tokensPerSecond, and may fail on
+// given attempts. Offline unless a script calls a real tool.
+func ScriptedProvider(tools ...Tool) LLMProvider {
+	byName, err := toolIndex(tools)
+	if err != nil {
+		panic("engine: scripted provider: " + err.Error())
+	}
+	return LLMProvider{Name: "scripted", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+		return compileScripted(raw, byName)
+	}}
 }
 
-func compileScripted(raw json.RawMessage) (NodeFunc, error) {
+func compileScripted(raw json.RawMessage, tools map[string]Tool) (NodeFunc, error) {
 	var c scriptedConfig
 	if err := DecodeConfig(raw, &c); err != nil {
 		return nil, err
@@ -106,6 +125,7 @@ func compileScripted(raw json.RawMessage) (NodeFunc, error) {
 	case c.FailAfterTokens < 0:
 		return nil, errors.New("failAfterTokens must not be negative")
 	}
+	calls := make([]scriptedCall, len(c.ToolCalls))
 	for i, tc := range c.ToolCalls {
 		if tc.ID == "" || tc.Name == "" {
 			return nil, fmt.Errorf("toolCalls[%d] needs an id and a name", i)
@@ -113,35 +133,80 @@ func compileScripted(raw json.RawMessage) (NodeFunc, error) {
 		if tc.DurationMs < 0 || time.Duration(tc.DurationMs)*time.Millisecond > MaxDelay {
 			return nil, fmt.Errorf("toolCalls[%d].durationMs must be 0 to %d", i, MaxDelay.Milliseconds())
 		}
+		in, err := CompileJSONTemplate(tc.Input)
+		if err != nil {
+			return nil, fmt.Errorf("toolCalls[%d].input: %w", i, err)
+		}
+		calls[i] = scriptedCall{scriptedToolCall: tc, input: in}
+		if len(tc.Output) == 0 && tc.Error == "" {
+			tool, ok := tools[tc.Name]
+			if !ok {
+				return nil, fmt.Errorf("toolCalls[%d]: no tool %q is available: give its output or error", i, shorten(tc.Name))
+			}
+			calls[i].tool = &tool
+		}
 	}
 	text, err := CompileTemplate(c.Text)
 	if err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, n *NodeRun) (json.RawMessage, error) {
-		return runScripted(ctx, n, c, text)
+		return runScripted(ctx, n, c, calls, text)
 	}, nil
 }
 
-func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, text *Template) (json.RawMessage, error) {
+// scriptedToolCalls makes the script's tool calls in order.
+func scriptedToolCalls(ctx context.Context, n *NodeRun, script []scriptedCall) ([]toolCallResult, error) {
 	var calls []toolCallResult
-	for _, tc := range c.ToolCalls {
-		if err := n.ToolStarted(ctx, tc.ID, tc.Name, tc.Input); err != nil {
+	if len(script) == 0 {
+		return nil, nil
+	}
+	env, err := n.Env()
+	if err != nil {
+		return nil, err
+	}
+	for _, tc := range script {
+		input, err := tc.input.Render(env)
+		if err != nil {
+			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "tool call %s: input: %s", tc.ID, err.Error())
+		}
+		res := toolCallResult{ID: tc.ID, Name: tc.Name, Status: "ok"}
+		if tc.tool != nil {
+			out, toolErr, err := CallTool(ctx, n, *tc.tool, tc.ID, input)
+			if err != nil {
+				return nil, err
+			}
+			res.Output = out
+			if toolErr != nil {
+				res.Status, res.Error = "error", toolErr.Message
+			}
+			calls = append(calls, res)
+			continue
+		}
+		if err := n.ToolStarted(ctx, tc.ID, tc.Name, input); err != nil {
 			return nil, err
 		}
 		if err := sleep(ctx, time.Duration(tc.DurationMs)*time.Millisecond); err != nil {
 			return nil, err
 		}
-		res := toolCallResult{ID: tc.ID, Name: tc.Name, Status: "ok", Output: tc.Output}
+		res.Output = tc.Output
 		var toolErr *runstream.Error
 		if tc.Error != "" {
-			res.Status, res.Output = "error", nil
+			res.Status, res.Output, res.Error = "error", nil, tc.Error
 			toolErr = runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s", tc.Error)
 		}
 		if err := n.ToolFinished(ctx, tc.ID, tc.Name, tc.Output, toolErr, time.Duration(tc.DurationMs)*time.Millisecond); err != nil {
 			return nil, err
 		}
 		calls = append(calls, res)
+	}
+	return calls, nil
+}
+
+func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, script []scriptedCall, text *Template) (json.RawMessage, error) {
+	calls, err := scriptedToolCalls(ctx, n, script)
+	if err != nil {
+		return nil, err
 	}
 	tokens := c.Tokens
 	if tokens == nil {

@@ -51,13 +51,15 @@ func NewRegistry(types ...NodeType) (*Registry, error) {
 }
 
 // Builtins returns the node types of this package: llm (with the scripted
-// provider and the given ones), human_input, transform and delay.
+// provider, which may call the http_get tool, and the given providers),
+// human_input, transform, delay and http, under the default HTTPOptions.
 func Builtins(providers ...LLMProvider) []NodeType {
 	return []NodeType{
-		LLM(append([]LLMProvider{ScriptedProvider()}, providers...)...),
+		LLM(append([]LLMProvider{ScriptedProvider(HTTPGetTool(HTTPOptions{}))}, providers...)...),
 		HumanInput(),
 		Transform(),
 		Delay(),
+		HTTP(HTTPOptions{}),
 	}
 }
 
@@ -136,8 +138,8 @@ func (r *Registry) CompileJSON(raw []byte) (*Plan, error) {
 // details.rule and, for a rule about a node, NodeID: invalid_name,
 // no_nodes, too_many_nodes, invalid_id, duplicate_id, unknown_type,
 // unknown_need, cycle, invalid_config, invalid_retry, invalid_timeout,
-// invalid_schema (the inputSchema, or a node's own schema) and
-// invalid_output. The first broken rule is reported, nodes in definition
+// invalid_schema (the inputSchema, or a node's own schema),
+// invalid_artifact and invalid_output. The first broken rule is reported, nodes in definition
 // order.
 func (r *Registry) Compile(d *Definition) (*Plan, error) {
 	if d.Name == "" || len([]rune(d.Name)) > MaxNameLength {
@@ -230,6 +232,11 @@ func (r *Registry) compileNode(pn *planNode) error {
 		return invalid(n.ID, RuleInvalidTimeout, "node %s: timeoutMs must be 0 (none) to %d", n.ID, MaxNodeTimeout.Milliseconds())
 	}
 	pn.timeout = time.Duration(n.TimeoutMs) * time.Millisecond
+	if n.Artifact != nil {
+		if err := n.Artifact.check(); err != nil {
+			return invalid(n.ID, RuleInvalidArtifact, "node %s: %s", n.ID, err.Error())
+		}
+	}
 	return nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,6 +63,9 @@ type runner struct {
 	planErr *runstream.Error
 	outputs map[string]json.RawMessage
 	results chan nodeResult
+	// artifacts lists the run's artifacts, for run.completed: those of its
+	// stored events, then those its nodes create.
+	artifacts []artifactRef
 }
 
 func newRunner(e *Engine, run workflow.Run) *runner {
@@ -122,6 +127,9 @@ func (r *runner) drive() outcome {
 		return r.failRun("", mustJSON(newErrorObject(r.planErr)))
 	}
 	states, err := replayNodes(events)
+	if err == nil {
+		r.artifacts, err = replayArtifacts(events)
+	}
 	if err != nil {
 		r.e.logger.Error("replay run", "run_id", r.run.ID, "error", err)
 		return r.failRun("", mustJSON(newErrorObject(runstream.Errorf(runstream.CodeInternal, "the run's events could not be read"))))
@@ -144,10 +152,13 @@ const (
 )
 
 type nodeResult struct {
-	id     string
-	end    nodeEnd
-	output json.RawMessage
-	err    *runstream.Error
+	id       string
+	end      nodeEnd
+	output   json.RawMessage
+	artifact *artifactRef
+	// err and retryable: the error of a node that failed for good.
+	err       *runstream.Error
+	retryable bool
 }
 
 // schedule runs the nodes whose needs are done, in parallel, until every
@@ -158,6 +169,7 @@ func (r *runner) schedule(states map[string]*nodeState, restart map[string]start
 	inFlight := 0
 	var failedID string
 	var failure *runstream.Error
+	var failureRetryable bool
 	stopping, cancelled := false, false
 	cancelReq, drain, writing := r.cancelReq, r.e.drain, r.ctx.Done()
 	for {
@@ -198,9 +210,12 @@ func (r *runner) schedule(states map[string]*nodeState, restart map[string]start
 			switch res.end {
 			case nodeCompleted:
 				r.outputs[res.id] = res.output
+				if res.artifact != nil {
+					r.artifacts = append(r.artifacts, *res.artifact)
+				}
 			case nodeFailed:
 				if failure == nil {
-					failedID, failure, stopping = res.id, res.err, true
+					failedID, failure, failureRetryable, stopping = res.id, res.err, res.retryable, true
 					r.stopNodes(errRunFailed)
 				}
 			case nodeYielded:
@@ -221,7 +236,7 @@ func (r *runner) schedule(states map[string]*nodeState, restart map[string]start
 	case cancelled:
 		return r.cancelled()
 	case failure != nil:
-		return r.failRun(failedID, mustJSON(newErrorObject(failure)))
+		return r.failRun(failedID, mustJSON(nodeErrorObject(failure, failureRetryable)))
 	case len(r.outputs) == len(r.plan.order):
 		return r.complete()
 	}
@@ -273,13 +288,28 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			return nodeResult{id: id, end: nodeStopped}
 		}
 		out, err := r.attempt(pn, n)
+		var art *workflow.Artifact
+		if err == nil && pn.spec.Artifact != nil {
+			var a workflow.Artifact
+			if a, err = r.putArtifact(r.nodesCtx, n, pn.spec.Artifact, out); err == nil {
+				art = &a
+			}
+		}
 		if err == nil {
 			data := nodeCompletedData{OutputSummary: Summary(out), DurationMs: time.Since(begin).Milliseconds(), Attempt: attempt}
 			p := workflow.AppendParams{NodeOutputs: map[string]json.RawMessage{id: out}}
-			if r.em.emit(r.ctx, p, nodeEvent(workflow.EventNodeCompleted, id, n.NodeRunID, data)) != nil {
+			events := []workflow.NewEvent{nodeEvent(workflow.EventNodeCompleted, id, n.NodeRunID, data)}
+			res := nodeResult{id: id, end: nodeCompleted, output: out}
+			if art != nil {
+				p.Artifacts = []workflow.Artifact{*art}
+				events = append([]workflow.NewEvent{artifactEvent(*art, n.NodeRunID)}, events...)
+				ref := refOf(*art)
+				res.artifact = &ref
+			}
+			if r.em.emit(r.ctx, p, events...) != nil {
 				return nodeResult{id: id, end: nodeStopped}
 			}
-			return nodeResult{id: id, end: nodeCompleted, output: out}
+			return res
 		}
 		if errors.Is(err, errParked) {
 			return nodeResult{id: id, end: nodeYielded}
@@ -288,13 +318,14 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			return nodeResult{id: id, end: nodeStopped}
 		}
 		nerr := r.nodeError(id, err)
-		willRetry := nerr.Code.Retryable() && attempt < pn.maxAttempts
-		data := nodeFailedData{Error: newErrorObject(nerr), Attempt: attempt, WillRetry: willRetry}
+		retryable := retryableOf(err, nerr.Code)
+		willRetry := retryable && attempt < pn.maxAttempts
+		data := nodeFailedData{Error: nodeErrorObject(nerr, retryable), Attempt: attempt, WillRetry: willRetry}
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
 			return nodeResult{id: id, end: nodeStopped}
 		}
 		if !willRetry {
-			return nodeResult{id: id, end: nodeFailed, err: nerr}
+			return nodeResult{id: id, end: nodeFailed, err: nerr, retryable: retryable}
 		}
 		wait = pn.backoffAfter(attempt)
 	}
@@ -359,7 +390,13 @@ func (r *runner) complete() outcome {
 	case def.Output != "":
 		out = r.outputs[def.Output]
 	}
-	data := runCompletedData{Output: out, Artifacts: []any{}, FinishedAt: timestamp(r.e.now())}
+	artifacts := slices.Clone(r.artifacts)
+	if artifacts == nil {
+		artifacts = []artifactRef{}
+	}
+	// Ids are time-ordered: creation order.
+	slices.SortStableFunc(artifacts, func(a, b artifactRef) int { return strings.Compare(a.ArtifactID, b.ArtifactID) })
+	data := runCompletedData{Output: out, Artifacts: artifacts, FinishedAt: timestamp(r.e.now())}
 	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunCompleted, data)) != nil {
 		return lost
 	}

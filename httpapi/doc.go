@@ -1,7 +1,6 @@
 // Package httpapi serves runstream over HTTP: the operational endpoints
-// (/healthz, /readyz, /metrics, /api/contracts, /api/openapi.json), and the
-// thread and workflow
-// APIs as they are added. Every error answers with the unified body
+// (/healthz, /readyz, /metrics, /api/contracts, /api/openapi.json), the
+// thread API and the workflow API. Every error answers with the unified body
 //
 //	{"code", "message", "retryable", "nodeId"?, "details"?, "requestId"}
 //

@@ -99,12 +99,15 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) 
 		return nil, fmt.Errorf("open %s: %w", redactURL(url), err)
 	}
 	return &backend{
-		name:       "postgres",
-		location:   redactURL(url),
-		durability: db.Durability(),
-		runEvents:  db.RunEvents(),
-		workflows:  db.Workflows(),
-		ready:      db.Ping,
+		name:        "postgres",
+		location:    redactURL(url),
+		durability:  db.Durability(),
+		runEvents:   db.RunEvents(),
+		workflows:   db.Workflows(),
+		runs:        db.Runs(),
+		threads:     db.RunEvents(),
+		idempotency: db.Idempotency(),
+		ready:       db.Ping,
 		listen: func(ctx context.Context, wake func(runID string)) {
 			db.NewListener(func(runID string, _ int64) { wake(runID) }).Run(ctx)
 		},
