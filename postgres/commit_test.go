@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// TestGroupCommit queues several writes before the committer runs: they
+// must be written by one transaction (one xmin), each with its own answer.
+// A request whose context ended is answered without being written.
+func TestGroupCommit(t *testing.T) {
+	db := openDB(t, newSchema(t))
+	ctx := t.Context()
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+
+	var reqs []*writeRequest
+	for i, thread := range []string{"t2", "t1", "t1", "t2", "t1"} {
+		reqCtx := ctx
+		if i == 2 {
+			reqCtx = gone
+		}
+		n := 1 + i%2 // a mix of single events and batches of 2
+		var recs []runevents.Record
+		for range n {
+			recs = append(recs, prepared(t, thread, "r1"))
+		}
+		r := &writeRequest{ctx: reqCtx, recs: recs, done: make(chan error, 1)}
+		reqs = append(reqs, r)
+		c.queue <- r
+	}
+	close(c.queue)
+	c.run()
+
+	want := map[string][]int64{}
+	for i, r := range reqs {
+		err := <-r.done
+		if i == 2 {
+			if runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
+				t.Errorf("request with a cancelled context: %v, want CodeUnavailable", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		for _, rec := range r.recs {
+			want[rec.ThreadID] = append(want[rec.ThreadID], rec.Seq)
+		}
+	}
+	// Seqs follow queue order within each thread.
+	if !slices.Equal(want["t1"], []int64{1, 2, 3}) || !slices.Equal(want["t2"], []int64{1, 2, 3}) {
+		t.Errorf("seqs t1 %v, t2 %v; want [1 2 3] each", want["t1"], want["t2"])
+	}
+	var txs, rows int
+	if err := db.pool.QueryRow(ctx, "SELECT count(DISTINCT xmin::text), count(*) FROM run_events").Scan(&txs, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 || rows != 6 {
+		t.Errorf("%d rows written by %d transactions, want 6 rows by 1", rows, txs)
+	}
+}
+
+// TestGroupCommitFailureRetriesAlone makes one request of a group fail in
+// the database: the others must still be written, in queue order, and
+// only that request gets the error.
+func TestGroupCommitFailureRetriesAlone(t *testing.T) {
+	db := openDB(t, newSchema(t))
+	ctx := t.Context()
+	if _, err := db.pool.Exec(ctx, "ALTER TABLE run_events ADD CONSTRAINT no_poison CHECK (run_id <> 'poison')"); err != nil {
+		t.Fatal(err)
+	}
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
+	runs := []string{"r1", "poison", "r2"}
+	var reqs []*writeRequest
+	for _, run := range runs {
+		r := &writeRequest{ctx: ctx, recs: []runevents.Record{prepared(t, "t1", run)}, done: make(chan error, 1)}
+		reqs = append(reqs, r)
+		c.queue <- r
+	}
+	close(c.queue)
+	c.run()
+
+	for i, r := range reqs {
+		err := <-r.done
+		switch {
+		case runs[i] == "poison":
+			if runstream.ErrorCodeOf(err) != runstream.CodeInternal || strings.Contains(runstream.ErrorMessage(err), "no_poison") {
+				t.Errorf("poisoned request: code %s message %q, want CodeInternal without driver text", runstream.ErrorCodeOf(err), runstream.ErrorMessage(err))
+			}
+		case err != nil:
+			t.Errorf("request %s failed with its group: %v", runs[i], err)
+		}
+	}
+	got, err := db.RunEvents().ListEvents(ctx, runevents.ListEventsParams{ThreadID: "t1", RunID: "r2", Owner: runevents.AnyOwner, Limit: 10})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("run r2: %d rows, %v; want 1", len(got), err)
+	}
+	// The failed attempts reserved no seq: r1 got 1, r2 got 2.
+	if reqs[0].recs[0].Seq != 1 || got[0].Seq != 2 {
+		t.Errorf("seqs r1 %d, r2 %d; want 1, 2", reqs[0].recs[0].Seq, got[0].Seq)
+	}
+}
+
+// TestGroupCommitUnknownOutcome times a group out in the database: the
+// client cannot know whether it committed, so no request may be retried
+// alone (it could be stored twice); each gets the error.
+func TestGroupCommitUnknownOutcome(t *testing.T) {
+	db := openDB(t, newSchema(t))
+	ctx := t.Context()
+	if _, err := db.pool.Exec(ctx, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN IF NEW.run_id = 'slow' THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
+		CREATE TRIGGER slow BEFORE INSERT ON run_events FOR EACH ROW EXECUTE FUNCTION slow()`); err != nil {
+		t.Fatal(err)
+	}
+	c := &committer{pool: db.pool, timeout: 200 * time.Millisecond, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
+	var reqs []*writeRequest
+	for _, run := range []string{"r1", "slow", "r2"} {
+		r := &writeRequest{ctx: ctx, recs: []runevents.Record{prepared(t, "t1", run)}, done: make(chan error, 1)}
+		reqs = append(reqs, r)
+		c.queue <- r
+	}
+	close(c.queue)
+	c.run()
+	for i, r := range reqs {
+		if err := <-r.done; runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
+			t.Errorf("request %d: %v, want CodeUnavailable", i, err)
+		}
+	}
+}
+
+func prepared(t *testing.T, thread, run string) runevents.Record {
+	t.Helper()
+	rec, err := runevents.Prepare(runevents.NewEvent{ThreadID: thread, RunID: run,
+		EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, UserID: "u"}, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}

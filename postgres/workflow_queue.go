@@ -1,0 +1,254 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/workflow"
+)
+
+var (
+	_ workflow.Queue           = (*WorkflowStore)(nil)
+	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
+)
+
+// claimSQL leases the oldest claimable run ($2 is now) to $1 until $3, in
+// one statement, which is one transaction: the subquery locks the run row
+// (FOR UPDATE), skipping rows other transactions hold, and the UPDATE
+// writes the lease fields of the row it locked. Concurrent claims thus
+// never wait for each other and never take the same run. The partial
+// index workflow_runs_claimable gives the runs in (created_at, id) order;
+// the lease condition is checked on each row, and rechecked by PostgreSQL
+// on the newest version of a row that changed since the statement began.
+// It runs through queryPage, with sorting off: a planner misled by stale
+// statistics would otherwise sort every claimable run to take one.
+//
+// A run whose lease holds no expiry is claimable, as in the reference
+// store (a zero expiry has passed).
+const claimSQL = `WITH next AS (
+	SELECT id FROM workflow_runs
+	WHERE status IN ('queued', 'running', 'cancelling')
+		AND (lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= $2)
+	ORDER BY created_at, id
+	LIMIT 1
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE workflow_runs r SET lease_owner = $1, lease_expires_at = $3
+FROM next WHERE r.id = next.id
+RETURNING ` + qualifiedRunColumns
+
+// qualifiedRunColumns are runColumns of the table aliased r.
+const qualifiedRunColumns = `r.id, r.workflow_id, r.version_id, r.owner_id, r.status, r.input, r.output, r.error, r.last_seq,
+	r.created_at, r.updated_at, r.started_at, r.finished_at, r.lease_owner, r.lease_expires_at`
+
+// Claim leases the oldest claimable run to workerID until leaseUntil (see
+// workflow.Queue). Rows locked by another transaction at that moment (a
+// concurrent claim, or an append to the run) are skipped: the claim takes
+// the next run instead, or reports none, and a later claim finds it.
+// Claiming does not change the run's UpdatedAt.
+func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time) (workflow.Run, bool, error) {
+	if err := checkLease("claim", workerID, leaseUntil); err != nil {
+		return workflow.Run{}, false, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return workflow.Run{}, false, err
+	}
+	runs, err := queryPage(ctx, s.pool, claimSQL, []any{workerID, now.UTC(), leaseTime(leaseUntil)},
+		func(rows pgx.Rows) ([]workflow.Run, error) {
+			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Run, error) { return scanRun(row) })
+		})
+	switch {
+	case err != nil:
+		return workflow.Run{}, false, dbError(err, "claim")
+	case len(runs) == 0:
+		return workflow.Run{}, false, nil
+	}
+	return runs[0], true, nil
+}
+
+// renewSQL and releaseSQL are the compare-and-set UPDATEs of the run $1
+// leased to $2. Each tells, in one statement (one round trip), whether it
+// matched (changed) and whether the run exists (found): the outcome and the
+// reason of a miss.
+const (
+	renewSQL = `WITH changed AS (
+	UPDATE workflow_runs SET lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2 RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM changed), EXISTS (SELECT 1 FROM workflow_runs WHERE id = $1)`
+	releaseSQL = `WITH changed AS (
+	UPDATE workflow_runs SET lease_owner = '', lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2 RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM changed), EXISTS (SELECT 1 FROM workflow_runs WHERE id = $1)`
+)
+
+// RenewLease moves the lease workerID holds on a run to leaseUntil, with
+// one compare-and-set UPDATE (see workflow.Queue). A lease that expired
+// but that nobody took over is renewed.
+func (s *WorkflowStore) RenewLease(ctx context.Context, runID, workerID string, leaseUntil time.Time) error {
+	if err := checkLease("renew lease", workerID, leaseUntil); err != nil {
+		return err
+	}
+	return s.setLease(ctx, "renew lease", renewSQL, runID, workerID, leaseTime(leaseUntil))
+}
+
+// ReleaseLease clears the lease workerID holds on a run, with one
+// compare-and-set UPDATE, so that the run is claimable at once (see
+// workflow.Queue).
+func (s *WorkflowStore) ReleaseLease(ctx context.Context, runID, workerID string) error {
+	if workerID == "" {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "release lease: worker id is required")
+	}
+	if err := checkText("release lease: worker id", workerID); err != nil {
+		return err
+	}
+	return s.setLease(ctx, "release lease", releaseSQL, runID, workerID)
+}
+
+// setLease runs renewSQL or releaseSQL and turns a miss into
+// CodeWorkflowRunNotFound or CodeConflict.
+func (s *WorkflowStore) setLease(ctx context.Context, op, sql, runID, workerID string, more ...any) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if !lookupable(runID) {
+		return errRunNotFound(runID)
+	}
+	var changed, found bool
+	if err := s.pool.QueryRow(ctx, sql, append([]any{runID, workerID}, more...)...).Scan(&changed, &found); err != nil {
+		return dbError(err, op)
+	}
+	switch {
+	case !found:
+		return errRunNotFound(runID)
+	case !changed:
+		return errNotLeased(runID, workerID)
+	}
+	return nil
+}
+
+func errNotLeased(runID, workerID string) error {
+	return runstream.Errorf(runstream.CodeConflict, "run %q is not leased to %q", runID, workerID)
+}
+
+// checkLease validates the worker and expiry of a claim or renewal: a
+// worker id PostgreSQL cannot store is refused like an empty one.
+func checkLease(op, workerID string, leaseUntil time.Time) error {
+	switch {
+	case workerID == "":
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: worker id is required", op)
+	case leaseUntil.IsZero():
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: lease expiry is required", op)
+	}
+	return checkText(op+": worker id", workerID)
+}
+
+// leaseTime is a lease expiry as it is stored: UTC, microseconds.
+func leaseTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// NodeOutputs returns the stored outputs of the run's nodes, with one
+// query that also tells an unknown run from one without outputs.
+func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[string]json.RawMessage, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if !lookupable(runID) {
+		return nil, errRunNotFound(runID)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT o.node_id, o.output
+		FROM workflow_runs r LEFT JOIN workflow_node_outputs o ON o.run_id = r.id
+		WHERE r.id = $1`, runID)
+	if err != nil {
+		return nil, dbError(err, "node outputs")
+	}
+	defer rows.Close()
+	found := false
+	out := map[string]json.RawMessage{}
+	for rows.Next() {
+		found = true
+		var node *string
+		var output []byte
+		if err := rows.Scan(&node, &output); err != nil {
+			return nil, dbError(err, "node outputs")
+		}
+		if node != nil { // nil: the run has no output
+			out[*node] = output
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "node outputs")
+	}
+	if !found {
+		return nil, errRunNotFound(runID)
+	}
+	return out, nil
+}
+
+// checkNodeOutputs is workflow.CheckNodeOutputs plus the text PostgreSQL
+// cannot hold: node ids with invalid UTF-8 or NUL, outputs with invalid
+// UTF-8 (valid JSON holds no raw NUL).
+func checkNodeOutputs(outputs map[string]json.RawMessage) error {
+	if err := workflow.CheckNodeOutputs(outputs); err != nil {
+		return err
+	}
+	for id, out := range outputs {
+		if !storableText(id) || !utf8.Valid(out) {
+			return runstream.Errorf(runstream.CodeInvalidArgument, "node outputs: node ids and outputs must be valid UTF-8 without NUL characters")
+		}
+	}
+	return nil
+}
+
+// nodeOutputKey names a stored node output.
+type nodeOutputKey struct{ run, node string }
+
+// nodeOutputs collects the node outputs one transaction writes. An output
+// added again for a node replaces the earlier one, so that the upsert
+// never meets one key twice (which PostgreSQL refuses).
+type nodeOutputs map[nodeOutputKey]string
+
+// add keeps copies of the outputs of run (checked by checkNodeOutputs).
+func (o nodeOutputs) add(runID string, outputs map[string]json.RawMessage) {
+	for node, out := range outputs {
+		o[nodeOutputKey{runID, node}] = string(out)
+	}
+}
+
+// upsertNodeOutputs writes node outputs given column by column, replacing
+// the stored output of a node.
+const upsertNodeOutputs = `INSERT INTO workflow_node_outputs (run_id, node_id, output)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+ON CONFLICT (run_id, node_id) DO UPDATE SET output = EXCLUDED.output`
+
+// queue adds the upsert of the outputs to b, in key order (the same in
+// every transaction), when there is any.
+func (o nodeOutputs) queue(b *pgx.Batch) {
+	if len(o) == 0 {
+		return
+	}
+	keys := slices.SortedFunc(maps.Keys(o), func(a, b nodeOutputKey) int {
+		return cmp.Or(cmp.Compare(a.run, b.run), cmp.Compare(a.node, b.node))
+	})
+	runs, nodes, outs := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		runs[i], nodes[i], outs[i] = k.run, k.node, o[k]
+	}
+	b.Queue(upsertNodeOutputs, runs, nodes, outs)
+}
+
+// send writes the outputs within tx, when there is any.
+func (o nodeOutputs) send(ctx context.Context, tx pgx.Tx) error {
+	b := &pgx.Batch{}
+	o.queue(b)
+	if b.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, b).Close()
+}

@@ -1,0 +1,298 @@
+package postgres
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/workflow"
+)
+
+// runColumns are the columns scanRun reads, in its order.
+const runColumns = `id, workflow_id, version_id, owner_id, status, input, output, error, last_seq,
+	created_at, updated_at, started_at, finished_at, lease_owner, lease_expires_at`
+
+// scanRun reads a row of runColumns.
+func scanRun(row pgx.Row) (workflow.Run, error) {
+	var (
+		r                          workflow.Run
+		status                     string
+		input, output, errObj      []byte
+		started, finished, leaseTo *time.Time
+	)
+	err := row.Scan(&r.ID, &r.WorkflowID, &r.VersionID, &r.OwnerID, &status, &input, &output, &errObj, &r.LastSeq,
+		&r.CreatedAt, &r.UpdatedAt, &started, &finished, &r.LeaseOwner, &leaseTo)
+	r.Status, r.Input, r.Output, r.Error = workflow.RunStatus(status), input, output, errObj
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	r.StartedAt, r.FinishedAt, r.LeaseExpiresAt = utcOrZero(started), utcOrZero(finished), utcOrZero(leaseTo)
+	return r, err
+}
+
+// CreateRun stores r and appends its first events, in one transaction.
+func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
+	switch {
+	case r.ID == "":
+		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: id is required")
+	case r.OwnerID == "":
+		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: owner is required")
+	case r.Status != "" && !r.Status.Valid():
+		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: unknown status %q", r.Status)
+	}
+	if len(events) > 0 {
+		if err := checkEvents(events); err != nil {
+			return workflow.Run{}, nil, err
+		}
+	}
+	if err := firstError(checkID("create run: id", r.ID), checkID("create run: owner", r.OwnerID),
+		checkText("create run: lease owner", r.LeaseOwner), checkText("create run: input", string(r.Input)),
+		checkText("create run: output", string(r.Output)), checkText("create run: error", string(r.Error))); err != nil {
+		return workflow.Run{}, nil, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return workflow.Run{}, nil, err
+	}
+	if !lookupable(r.WorkflowID) {
+		return workflow.Run{}, nil, errWorkflowNotFound(r.WorkflowID)
+	}
+	t := storeNow()
+	r = cloneRun(r)
+	r.Status = cmp.Or(r.Status, workflow.StatusQueued)
+	r.LastSeq = 0
+	r.CreatedAt = orNow(r.CreatedAt, t)
+	r.UpdatedAt = orNow(r.UpdatedAt, r.CreatedAt)
+	r.StartedAt, r.FinishedAt = r.StartedAt.Truncate(time.Microsecond), r.FinishedAt.Truncate(time.Microsecond)
+	r.LeaseExpiresAt = r.LeaseExpiresAt.Truncate(time.Microsecond)
+	var w runWrites
+	envs := w.apply(&r, events, t)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var ownerID string
+		var hasVersion bool
+		err := tx.QueryRow(ctx, `SELECT w.owner_id,
+			EXISTS (SELECT 1 FROM workflow_versions v WHERE v.id = $2 AND v.workflow_id = w.id)
+			FROM workflows w WHERE w.id = $1`, r.WorkflowID, r.VersionID).Scan(&ownerID, &hasVersion)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) || (err == nil && ownerID != r.OwnerID):
+			return errWorkflowNotFound(r.WorkflowID)
+		case err != nil:
+			return err
+		case !hasVersion:
+			return runstream.Errorf(runstream.CodeWorkflowVersionNotFound, "workflow %q has no version %q", r.WorkflowID, r.VersionID)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO workflow_runs (id, workflow_id, version_id, owner_id, status,
+			input, output, error, last_seq, created_at, updated_at, started_at, finished_at, lease_owner, lease_expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.WorkflowID, r.VersionID, r.OwnerID, string(r.Status), nullText(r.Input), nullText(r.Output), nullText(r.Error),
+			r.LastSeq, r.CreatedAt, r.UpdatedAt, nullTime(r.StartedAt), nullTime(r.FinishedAt), r.LeaseOwner, nullTime(r.LeaseExpiresAt))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return runstream.Errorf(runstream.CodeConflict, "create run: run %q exists", r.ID)
+		}
+		return w.send(ctx, tx)
+	})
+	if err != nil {
+		return workflow.Run{}, nil, txError(err, "create run")
+	}
+	return r, envs, nil
+}
+
+// GetRun returns the run if owner sees it.
+func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.Owner) (workflow.Run, error) {
+	if err := runstream.CheckOwner(owner); err != nil {
+		return workflow.Run{}, err
+	}
+	if err := s.checkOpen(); err != nil {
+		return workflow.Run{}, err
+	}
+	if !lookupable(id) {
+		return workflow.Run{}, errRunNotFound(id)
+	}
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflow_runs WHERE id = $1`, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return workflow.Run{}, errRunNotFound(id)
+	case err != nil:
+		return workflow.Run{}, dbError(err, "get run")
+	case !owner.Sees(r.OwnerID):
+		return workflow.Run{}, errRunNotFound(id)
+	}
+	return r, nil
+}
+
+func errRunNotFound(id string) error {
+	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %q not found", id)
+}
+
+// ListRuns returns the runs owner sees that match the filters, newest
+// first. The cursor is looked up among every run owner sees, not only the
+// matching ones: a run may have left the status filter since the previous
+// page.
+func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams) ([]workflow.Run, error) {
+	if err := checkList(p.Owner, p.Limit); err != nil {
+		return nil, err
+	}
+	if p.Status != "" && !p.Status.Valid() {
+		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list runs: unknown status %q", p.Status)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	q, ok, err := newestFirst(ctx, s.pool, "workflow_runs", p.Owner, p.BeforeID)
+	if err != nil || !ok || !lookupable(p.WorkflowID) {
+		return []workflow.Run{}, err
+	}
+	if p.WorkflowID != "" {
+		q.add("workflow_id = ?", p.WorkflowID)
+	}
+	if p.Status != "" {
+		q.add("status = ?", string(p.Status))
+	}
+	rows, err := s.pool.Query(ctx, q.page(runColumns, "workflow_runs", p.Limit), q.args...)
+	if err != nil {
+		return nil, dbError(err, "list runs")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, dbError(err, "list runs")
+	}
+	return append([]workflow.Run{}, out...), nil
+}
+
+// ListEvents returns up to limit events of the run after afterSeq, with
+// one query that also tells an unknown run from one without such events.
+func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]workflow.Envelope, error) {
+	if afterSeq < 0 {
+		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: afterSeq %d is negative", afterSeq)
+	}
+	if limit < 1 || limit > workflow.MaxEventPageLimit {
+		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: limit %d is outside 1..%d", limit, workflow.MaxEventPageLimit)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if !lookupable(runID) {
+		return nil, errRunNotFound(runID)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT r.workflow_id, r.version_id,
+			e.seq, e.event, coalesce(e.node_id, ''), coalesce(e.node_run_id, ''), e.ts, e.ts_offset, e.data
+		FROM workflow_runs r LEFT JOIN LATERAL (
+			SELECT * FROM workflow_run_events ev WHERE ev.run_id = r.id AND ev.seq > $2 ORDER BY ev.seq LIMIT $3
+		) e ON true
+		WHERE r.id = $1 ORDER BY e.seq`, runID, afterSeq, limit)
+	if err != nil {
+		return nil, dbError(err, "list events")
+	}
+	defer rows.Close()
+	found := false
+	out := []workflow.Envelope{}
+	for rows.Next() {
+		found = true
+		var (
+			e      = workflow.Envelope{SchemaVersion: workflow.SchemaVersion, RunID: runID}
+			seq    *int64
+			event  *string
+			ts     *time.Time
+			offset *int32
+			data   []byte
+		)
+		if err := rows.Scan(&e.WorkflowID, &e.VersionID, &seq, &event, &e.NodeID, &e.NodeRunID, &ts, &offset, &data); err != nil {
+			return nil, dbError(err, "list events")
+		}
+		if seq == nil { // the run has no event after afterSeq
+			continue
+		}
+		e.Seq, e.Event, e.Timestamp, e.Data = *seq, workflow.EventType(*event), inOffset(*ts, *offset), data
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "list events")
+	}
+	if !found {
+		return nil, errRunNotFound(runID)
+	}
+	return out, nil
+}
+
+// inOffset returns t in the zone of offset (seconds east of UTC): UTC for
+// 0, else a fixed zone.
+func inOffset(t time.Time, offset int32) time.Time {
+	if offset == 0 {
+		return t.UTC()
+	}
+	return t.In(time.FixedZone("", int(offset)))
+}
+
+// PendingResumeToken returns the run's unconsumed token, expired or not.
+func (s *WorkflowStore) PendingResumeToken(ctx context.Context, runID string) (workflow.ResumeToken, error) {
+	if err := s.checkOpen(); err != nil {
+		return workflow.ResumeToken{}, err
+	}
+	if !lookupable(runID) {
+		return workflow.ResumeToken{}, errRunNotFound(runID)
+	}
+	t := workflow.ResumeToken{RunID: runID}
+	var expires *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(t.node_id, ''), coalesce(t.node_run_id, ''), t.hash, t.actions, t.form_schema, t.expires_at
+		FROM workflow_runs r LEFT JOIN workflow_resume_tokens t ON t.run_id = r.id AND t.consumed_at IS NULL
+		WHERE r.id = $1`, runID).Scan(&t.NodeID, &t.NodeRunID, &t.Hash, &t.Actions, &t.FormSchema, &expires)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return workflow.ResumeToken{}, errRunNotFound(runID)
+	case err != nil:
+		return workflow.ResumeToken{}, dbError(err, "pending resume token")
+	case expires == nil:
+		return workflow.ResumeToken{}, runstream.Errorf(runstream.CodeWorkflowResumeTokenInvalid, "run %q has no pending resume token", runID)
+	}
+	t.ExpiresAt = expires.UTC()
+	return t, nil
+}
+
+// GetArtifact returns an artifact of a run, or CodeNotFound.
+func (s *WorkflowStore) GetArtifact(ctx context.Context, runID, artifactID string) (workflow.Artifact, error) {
+	if err := s.checkOpen(); err != nil {
+		return workflow.Artifact{}, err
+	}
+	notFound := runstream.Errorf(runstream.CodeNotFound, "run %q has no artifact %q", runID, artifactID)
+	if !lookupable(runID) || !lookupable(artifactID) {
+		return workflow.Artifact{}, notFound
+	}
+	a := workflow.Artifact{ID: artifactID, RunID: runID}
+	err := s.pool.QueryRow(ctx, `SELECT node_id, name, mime_type, size_bytes, sha256, created_at
+		FROM workflow_artifacts WHERE run_id = $1 AND id = $2`, runID, artifactID).
+		Scan(&a.NodeID, &a.Name, &a.MimeType, &a.SizeBytes, &a.SHA256, &a.CreatedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return workflow.Artifact{}, notFound
+	case err != nil:
+		return workflow.Artifact{}, dbError(err, "get artifact")
+	}
+	a.CreatedAt = a.CreatedAt.UTC()
+	return a, nil
+}
+
+// checkEvents is workflow.CheckEvents plus the text PostgreSQL cannot
+// hold: node ids with invalid UTF-8 or NUL, data with invalid UTF-8 (valid
+// JSON holds no raw NUL).
+func checkEvents(events []workflow.NewEvent) error {
+	if err := workflow.CheckEvents(events); err != nil {
+		return err
+	}
+	for i, e := range events {
+		if !storableText(e.NodeID) || !storableText(e.NodeRunID) || !utf8.Valid(e.Data) || bytes.IndexByte(e.Data, 0) >= 0 {
+			return runstream.Errorf(runstream.CodeInvalidArgument, "events[%d]: node ids and data must be valid UTF-8 without NUL characters", i)
+		}
+	}
+	return nil
+}
+
+func cloneRun(r workflow.Run) workflow.Run {
+	r.Input, r.Output, r.Error = cloneBytes(r.Input), cloneBytes(r.Output), cloneBytes(r.Error)
+	return r
+}

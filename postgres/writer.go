@@ -1,0 +1,288 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+const (
+	// maxGroupEvents bounds the events a committer gathers into one
+	// transaction (a larger PutBatch is still written whole).
+	maxGroupEvents = 4096
+	// queueLength is the number of writes that may wait for a committer
+	// before Put blocks.
+	queueLength = 1024
+	// writeTimeout bounds one group transaction. The committer does not use
+	// the callers' contexts: one caller giving up must not fail the others.
+	writeTimeout = 30 * time.Second
+)
+
+// appendRows appends rows to one thread in one statement: it adds their
+// number ($2) to the thread's counter, taking the counter row's lock until
+// commit (so writers of a thread, in any process, commit in seq order),
+// inserts the rows, given column by column as arrays, with the seqs that
+// follow in array order, and returns the first of them.
+const appendRows = `WITH counter AS (
+	INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
+	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
+	RETURNING last_seq
+), inserted AS (
+	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
+		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
+	SELECT $1, r.run_id, counter.last_seq - $2 + r.n, r.user_id, r.event_type, r.category,
+		r.content, r.metadata, r.task_id, r.caller_middleware, r.created_at, r.created_at_offset
+	FROM counter, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[])
+		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
+			task_id, caller_middleware, created_at, created_at_offset, n)
+)
+SELECT last_seq - $2 + 1 FROM counter`
+
+// writeRequest is one Put or PutBatch waiting for its committer: prepared
+// records of one thread, whose Seq the committer fills in.
+type writeRequest struct {
+	ctx  context.Context
+	recs []runevents.Record
+	done chan error // buffered: the committer never waits for the caller
+}
+
+// committer writes the requests of its queue, gathering those that wait
+// into one transaction: one commit (one WAL flush) for many writers.
+type committer struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration // of one group transaction
+	queue   chan *writeRequest
+	stopped chan struct{}
+}
+
+func newCommitter(pool *pgxpool.Pool) *committer {
+	c := &committer{pool: pool, timeout: writeTimeout, queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
+	go c.run()
+	return c
+}
+
+// run commits groups until the queue is closed and drained.
+func (c *committer) run() {
+	defer close(c.stopped)
+	for first := range c.queue {
+		group := []*writeRequest{first}
+		n := len(first.recs)
+	gather:
+		for n < maxGroupEvents {
+			select {
+			case r, ok := <-c.queue:
+				if !ok {
+					break gather
+				}
+				group = append(group, r)
+				n += len(r.recs)
+			default:
+				break gather
+			}
+		}
+		c.commit(group)
+	}
+}
+
+// commit writes group in one transaction and answers every request. If the
+// server refused the transaction (it rolled back), each request is retried
+// alone, so that a request cannot fail the others and every caller gets its
+// own answer. Other failures (a lost connection, a timeout) leave the
+// outcome unknown: the group may have committed, so retrying could store it
+// twice, and every request gets the error instead.
+func (c *committer) commit(group []*writeRequest) {
+	live := group[:0]
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- cancelled(err)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	err := c.write(live)
+	if err == nil || len(live) == 1 || !rolledBack(err) {
+		for _, r := range live {
+			r.done <- err
+		}
+		return
+	}
+	for _, r := range live {
+		r.done <- c.write([]*writeRequest{r})
+	}
+}
+
+// write appends the requests' records in one transaction, assigning seqs
+// in queue order. It sends one appendRows per thread, in thread id order
+// (the same in every process, so that two group transactions cannot
+// deadlock), in one pipeline: one round trip, and one implicit transaction
+// that commits at the pipeline's end, all statements or none.
+func (c *committer) write(reqs []*writeRequest) error {
+	byThread := map[string]*columns{}
+	for _, r := range reqs {
+		t := r.recs[0].ThreadID
+		if byThread[t] == nil {
+			byThread[t] = &columns{}
+		}
+		for i := range r.recs {
+			byThread[t].add(&r.recs[i])
+		}
+	}
+	threads := make([]string, 0, len(byThread))
+	for t := range byThread {
+		threads = append(threads, t)
+	}
+	slices.Sort(threads)
+
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	for _, t := range threads {
+		b.Queue(appendRows, byThread[t].args(t)...)
+	}
+	br := c.pool.SendBatch(ctx, b)
+	next := make(map[string]int64, len(threads))
+	for _, t := range threads {
+		var first int64
+		if err := br.QueryRow().Scan(&first); err != nil {
+			br.Close()
+			return dbError(err, "put events")
+		}
+		next[t] = first
+	}
+	// Close reads the end of the pipeline: the commit's outcome.
+	if err := br.Close(); err != nil {
+		return dbError(err, "put events")
+	}
+	for _, r := range reqs {
+		t := r.recs[0].ThreadID
+		for i := range r.recs {
+			r.recs[i].Seq = next[t]
+			next[t]++
+		}
+	}
+	return nil
+}
+
+// columns holds records of one thread column by column, the form
+// appendRows takes.
+type columns struct {
+	run, eventType, category, content, metadata []string
+	user                                        []*string
+	taskID                                      [][]byte
+	callerMiddleware                            []bool
+	createdAt                                   []time.Time
+	offset                                      []int32
+}
+
+func (c *columns) add(r *runevents.Record) {
+	c.run = append(c.run, r.RunID)
+	var user *string // NULL: an internal writer
+	if r.UserID != "" {
+		user = &r.UserID
+	}
+	c.user = append(c.user, user)
+	c.eventType = append(c.eventType, string(r.EventType))
+	c.category = append(c.category, string(r.Category))
+	c.content = append(c.content, string(r.Content))
+	c.metadata = append(c.metadata, string(r.Metadata))
+	task, middleware := fromMetadata(r.Metadata)
+	c.taskID = append(c.taskID, task)
+	c.callerMiddleware = append(c.callerMiddleware, middleware)
+	c.createdAt = append(c.createdAt, r.CreatedAt)
+	_, off := r.CreatedAt.Zone()
+	c.offset = append(c.offset, int32(off))
+}
+
+// args returns the arguments of appendRows for thread.
+func (c *columns) args(thread string) []any {
+	return []any{thread, int64(len(c.run)), c.run, c.user, c.eventType, c.category,
+		c.content, c.metadata, c.taskID, c.callerMiddleware, c.createdAt, c.offset}
+}
+
+// rolledBack reports whether a failed write certainly stored nothing: the
+// server reported an error, which aborts the transaction, or the request
+// never reached it.
+func rolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) || pgconn.SafeToRetry(err)
+}
+
+// fromMetadata derives the task_id and caller_middleware columns from a
+// metadata object, as runevents.Record.MetadataString reads it (decoded
+// once for both keys): task is metadata.task_id when it is a JSON string,
+// else nil (NULL); middleware reports whether metadata.caller is a string
+// starting with "middleware:".
+func fromMetadata(metadata []byte) (task []byte, middleware bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return nil, false
+	}
+	var s string
+	if raw, ok := m["task_id"]; ok && json.Unmarshal(raw, &s) == nil {
+		task = []byte(s)
+	}
+	s = ""
+	if raw, ok := m["caller"]; ok && json.Unmarshal(raw, &s) == nil {
+		middleware = strings.HasPrefix(s, runevents.MiddlewarePrefix)
+	}
+	return task, middleware
+}
+
+// shard picks the committer of a thread, so that a thread's writes are
+// queued, and committed, in the order they arrive.
+func shard(threadID string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(threadID))
+	return int(h.Sum32() % uint32(n))
+}
+
+// checkStorable refuses text PostgreSQL cannot hold: invalid UTF-8 and NUL
+// bytes. The JSON texts cannot hold a raw NUL, so only their UTF-8 is
+// checked. index < 0 means a single event.
+func checkStorable(r runevents.Record, index int) error {
+	field := ""
+	switch {
+	case !storableText(r.UserID):
+		field = "user_id"
+	case !storableText(string(r.EventType)):
+		field = "event_type"
+	case !storableText(string(r.Category)):
+		field = "category"
+	case !utf8.Valid(r.Content):
+		field = "content"
+	case !utf8.Valid(r.Metadata):
+		field = "metadata"
+	default:
+		return nil
+	}
+	if index >= 0 {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "events[%d]: %s must be valid UTF-8 without NUL characters", index, field).WithDetail("index", index)
+	}
+	return runstream.Errorf(runstream.CodeInvalidArgument, "%s must be valid UTF-8 without NUL characters", field)
+}
+
+func storableText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+// cancelled reports a caller whose context ended before its write was
+// acknowledged. The write may still have been committed.
+func cancelled(err error) *runstream.Error {
+	return runstream.Wrap(err, runstream.CodeUnavailable, "postgres: put events: cancelled before the write was acknowledged")
+}
