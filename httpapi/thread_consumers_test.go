@@ -23,9 +23,11 @@ func seqSpan(from, to int64) string {
 	return fmt.Sprint(out)
 }
 
-func TestRunMessagesPaging(t *testing.T) {
+func TestRunMessagesPaging(t *testing.T) { forEachThreadBackend(t, testRunMessagesPaging) }
+
+func testRunMessagesPaging(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 4)
 	var events []runevents.NewEvent
 	for i := range 66 {
@@ -78,8 +80,12 @@ func TestRunMessagesPaging(t *testing.T) {
 }
 
 func TestRunMessagesDurationAndEmpty(t *testing.T) {
+	forEachThreadBackend(t, testRunMessagesDurationAndEmpty)
+}
+
+func testRunMessagesDurationAndEmpty(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
 	env.putRun(t, runevents.ThreadRun{RunID: "empty"}, 1, 5)
 	env.seed(t, humanRow("r1", "h"), aiRow("r1", "first"), aiRow("r1", "last"), callerAIRow("r1", "title", "middleware:title"))
@@ -117,9 +123,11 @@ func TestRunMessagesDurationAndEmpty(t *testing.T) {
 	}
 }
 
-func TestRunEventsFilters(t *testing.T) {
+func TestRunEventsFilters(t *testing.T) { forEachThreadBackend(t, testRunEventsFilters) }
+
+func testRunEventsFilters(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	step := func(task string, i int) runevents.NewEvent {
 		return row("r1", runevents.EventSubagentStep, runevents.CategorySubagent,
 			fmt.Sprintf(`{"task_id":%q,"message_index":%d,"kind":"tool","text":"x","truncated":false,"tool_name":"t"}`, task, i),
@@ -192,9 +200,11 @@ func TestRunEventsFilters(t *testing.T) {
 	}
 }
 
-func TestRunEventsDropAuthToken(t *testing.T) {
+func TestRunEventsDropAuthToken(t *testing.T) { forEachThreadBackend(t, testRunEventsDropAuthToken) }
+
+func testRunEventsDropAuthToken(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.seed(t, row("r1", runevents.EventLLMAIResponse, runevents.CategoryMessage, `{"type":"ai","content":"x","tool_calls":[]}`,
 		`{"caller":"lead_agent","auth_token":"secret-token","token_usage":{"total_tokens":3},"nested":{"auth_token":"kept"}}`))
 	events := decodeAs[[]wireRow](t, env.get(t, "/api/threads/t1/runs/r1/events", ""))
@@ -206,9 +216,11 @@ func TestRunEventsDropAuthToken(t *testing.T) {
 	}
 }
 
-func TestWorkspaceChanges(t *testing.T) {
+func TestWorkspaceChanges(t *testing.T) { forEachThreadBackend(t, testWorkspaceChanges) }
+
+func testWorkspaceChanges(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	full := `{"version":1,"summary":{"created":1,"modified":0,"deleted":0,"symlink_created":0,"additions":1,"deletions":0,"truncated":false},` +
 		`"files":[{"path":"report.md","status":"created","diff":"+hello"},"odd"],"limits":{"max_files":200}}`
 	ws := func(run, content, meta string) runevents.NewEvent {

@@ -19,15 +19,22 @@ import (
 // testUserHeader names the caller in thread tests; the default is alice.
 const testUserHeader = "X-Test-User"
 
-// threadEnv is a server over memory thread stores with a hub, whose
-// Authenticate reads the caller from testUserHeader.
+// threadEnv is a server over the thread stores of one backend with a hub,
+// whose Authenticate reads the caller from testUserHeader.
 type threadEnv struct {
-	events *memory.RunEventStore
-	runs   *memory.RunStore
-	idem   *memory.IdempotencyStore
+	events threadEventStore
+	runs   runevents.RunStore
+	idem   runevents.IdempotencyStore
 	hub    *live.Hub
 	log    *eventlog.ThreadLog
 	api    *Server
+}
+
+// threadEventStore is a run-event store that also reads whole threads, as
+// every backend's is.
+type threadEventStore interface {
+	runevents.Store
+	runevents.ThreadReader
 }
 
 func testAuthenticate(r *http.Request) (string, error) {
@@ -37,9 +44,17 @@ func testAuthenticate(r *http.Request) (string, error) {
 	return "alice", nil
 }
 
+// newThreadEnv is newThreadEnvOn the memory backend.
 func newThreadEnv(t *testing.T, mutate ...func(*Config)) *threadEnv {
 	t.Helper()
-	env := &threadEnv{events: memory.NewRunEventStore(), runs: memory.NewRunStore(), idem: memory.NewIdempotencyStore(), hub: live.New(live.Config{})}
+	return newThreadEnvOn(t, memoryBackend, mutate...)
+}
+
+// newThreadEnvOn returns a server over new, empty stores of backend b.
+func newThreadEnvOn(t *testing.T, b threadBackend, mutate ...func(*Config)) *threadEnv {
+	t.Helper()
+	env := &threadEnv{hub: live.New(live.Config{})}
+	env.events, env.runs, env.idem = b.open(t)
 	env.log = eventlog.NewThreadLog(env.events, testValidator, env.hub, eventlog.ThreadLimits{})
 	cfg := Config{
 		Authenticate: testAuthenticate, Hub: env.hub, Workflows: memory.NewWorkflowStore(),

@@ -37,9 +37,11 @@ func ids(rows []wireRow) []string {
 	return out
 }
 
-func TestPageBackwardAcrossRuns(t *testing.T) {
+func TestPageBackwardAcrossRuns(t *testing.T) { forEachThreadBackend(t, testPageBackwardAcrossRuns) }
+
+func testPageBackwardAcrossRuns(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.seed(t, humanRow("r1", "h1"), aiRow("r1", "a1"), humanRow("r2", "h2"), aiRow("r2", "a2"), humanRow("r3", "h3"), aiRow("r3", "a3"))
 	p := env.page(t, "?limit=3")
 	if fmt.Sprint(wireSeqs(p.Data)) != "[4 5 6]" || !p.HasMore || p.NextBeforeSeq == nil || *p.NextBeforeSeq != 4 {
@@ -58,8 +60,12 @@ func TestPageBackwardAcrossRuns(t *testing.T) {
 }
 
 func TestPageOfAThreadWithoutMessages(t *testing.T) {
+	forEachThreadBackend(t, testPageOfAThreadWithoutMessages)
+}
+
+func testPageOfAThreadWithoutMessages(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1", Status: runevents.RunRunning}, 0, 0)
 	env.seed(t, traceRow("r1"))
 	got := strings.TrimSpace(env.get(t, "/api/threads/t1/messages/page", "").Body.String())
@@ -71,9 +77,11 @@ func TestPageOfAThreadWithoutMessages(t *testing.T) {
 	}
 }
 
-func TestPageHidesInternalRows(t *testing.T) {
+func TestPageHidesInternalRows(t *testing.T) { forEachThreadBackend(t, testPageHidesInternalRows) }
+
+func testPageHidesInternalRows(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.seed(t,
 		humanRow("r1", "h1"),
 		aiRow("r1", "lead-task-call"),
@@ -137,7 +145,9 @@ func (s *countingStore) ListMessages(ctx context.Context, p runevents.ListMessag
 	return s.RunEventStore.ListMessages(ctx, p)
 }
 
-func TestHiddenRuns(t *testing.T) {
+func TestHiddenRuns(t *testing.T) { forEachThreadBackend(t, testHiddenRuns) }
+
+func testHiddenRuns(t *testing.T, b threadBackend) {
 	t.Parallel()
 	regen := func(run, source string, status runevents.RunStatus, edit bool) runevents.ThreadRun {
 		meta := fmt.Sprintf(`{"regenerate_from_run_id":%q}`, source)
@@ -172,7 +182,7 @@ func TestHiddenRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := newThreadEnv(t)
+			env := newThreadEnvOn(t, b)
 			for i, r := range tc.runs {
 				env.putRun(t, r, i, 1)
 			}
@@ -193,8 +203,12 @@ func TestHiddenRuns(t *testing.T) {
 }
 
 func TestPageFeedbackOnTheThreadsLastVisibleAIRow(t *testing.T) {
+	forEachThreadBackend(t, testPageFeedbackOnTheThreadsLastVisibleAIRow)
+}
+
+func testPageFeedbackOnTheThreadsLastVisibleAIRow(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 3)
 	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 3)
 	env.seed(t, aiRow("r1", "draft"), humanRow("r1", "h"), aiRow("r1", "final"), callerAIRow("r1", "title", "middleware:title"),
@@ -226,9 +240,11 @@ func TestPageFeedbackOnTheThreadsLastVisibleAIRow(t *testing.T) {
 	}
 }
 
-func TestLegacyFeedback(t *testing.T) {
+func TestLegacyFeedback(t *testing.T) { forEachThreadBackend(t, testLegacyFeedback) }
+
+func testLegacyFeedback(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 3)
 	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 3)
 	env.seed(t, humanRow("r1", "h1"), aiRow("r1", "a1"), callerAIRow("r1", "mw", "middleware:title"),
@@ -251,9 +267,11 @@ func TestLegacyFeedback(t *testing.T) {
 	}
 }
 
-func TestLegacyCursors(t *testing.T) {
+func TestLegacyCursors(t *testing.T) { forEachThreadBackend(t, testLegacyCursors) }
+
+func testLegacyCursors(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "hidden-by", Metadata: json.RawMessage(`{"regenerate_from_run_id":"gone"}`)}, 0, 1)
 	var events []runevents.NewEvent
 	for i := range 30 {
@@ -299,9 +317,11 @@ func TestLegacyCursors(t *testing.T) {
 	}
 }
 
-func TestTurnDuration(t *testing.T) {
+func TestTurnDuration(t *testing.T) { forEachThreadBackend(t, testTurnDuration) }
+
+func testTurnDuration(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 7)
 	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 5)
 	kwargsNull := row("r2", runevents.EventLLMAIResponse, runevents.CategoryMessage, `{"type":"ai","id":"r2-last","additional_kwargs":null,"content":"<b>&</b>"}`, `{"caller":"lead_agent"}`)
@@ -343,9 +363,11 @@ func TestTurnDuration(t *testing.T) {
 	}
 }
 
-func TestHistoryParameters(t *testing.T) {
+func TestHistoryParameters(t *testing.T) { forEachThreadBackend(t, testHistoryParameters) }
+
+func testHistoryParameters(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.seed(t, aiRow("r1", "a"))
 	for _, q := range []string{"after_seq=1", "after_seq=", "limit=0", "limit=201", "limit=-1", "limit=x", "before_seq=0", "before_seq=-1", "limit=1&limit=2"} {
 		wantError(t, env.do(t, "GET", "/api/threads/t1/messages/page?"+q, ""), 422, runstream.CodeValidationFailed)
@@ -366,8 +388,12 @@ func TestHistoryParameters(t *testing.T) {
 // AI rows, rows of superseded runs, rows of other categories): every
 // visible row comes back exactly once, in order.
 func TestPageThroughAThousandVisibleRows(t *testing.T) {
+	forEachThreadBackend(t, testPageThroughAThousandVisibleRows)
+}
+
+func testPageThroughAThousandVisibleRows(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	for k := range 5 {
 		env.putRun(t, runevents.ThreadRun{RunID: fmt.Sprint("regen-", k), Metadata: json.RawMessage(fmt.Sprintf(`{"regenerate_from_run_id":"old-%d"}`, k))}, k, 1)
 	}

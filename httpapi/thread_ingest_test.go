@@ -26,8 +26,12 @@ const (
 func batch(events ...string) string { return `{"events":[` + strings.Join(events, ",") + `]}` }
 
 func TestIngestStoresAndPublishes(t *testing.T) {
+	forEachThreadBackend(t, testIngestStoresAndPublishes)
+}
+
+func testIngestStoresAndPublishes(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
 	defer sub.Close()
 	rec := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON))
@@ -61,7 +65,9 @@ func TestIngestStoresAndPublishes(t *testing.T) {
 	}
 }
 
-func TestIngestRefusals(t *testing.T) {
+func TestIngestRefusals(t *testing.T) { forEachThreadBackend(t, testIngestRefusals) }
+
+func testIngestRefusals(t *testing.T, b threadBackend) {
 	t.Parallel()
 	huge := `"` + strings.Repeat("x", 256<<10) + `"`
 	many := make([]string, 101)
@@ -102,7 +108,7 @@ func TestIngestRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := newThreadEnv(t)
+			env := newThreadEnvOn(t, b)
 			sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
 			defer sub.Close()
 			rec := env.do(t, "POST", tc.path, tc.body, tc.header...)
@@ -134,8 +140,12 @@ func problemAt(problems []any, i int) (string, bool) {
 }
 
 func TestIngestIfAbsentUnder50Callers(t *testing.T) {
+	forEachThreadBackend(t, testIngestIfAbsentUnder50Callers)
+}
+
+func testIngestIfAbsentUnder50Callers(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
 	defer sub.Close()
 	type answer struct {
@@ -185,9 +195,11 @@ func TestIngestIfAbsentUnder50Callers(t *testing.T) {
 	}
 }
 
-func TestIngestIdempotencyKey(t *testing.T) {
+func TestIngestIdempotencyKey(t *testing.T) { forEachThreadBackend(t, testIngestIdempotencyKey) }
+
+func testIngestIdempotencyKey(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	key := []string{IdempotencyKeyHeader, "retry-1"}
 	first := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON), key...)
 	if first.Code != 201 {
@@ -253,9 +265,11 @@ func TestIngestRetryWhileInProgressConflicts(t *testing.T) {
 	}
 }
 
-func TestIngestConcurrentSameKey(t *testing.T) {
+func TestIngestConcurrentSameKey(t *testing.T) { forEachThreadBackend(t, testIngestConcurrentSameKey) }
+
+func testIngestConcurrentSameKey(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	bodies := make([]string, 50)
 	codes := make([]int, 50)
 	var wg sync.WaitGroup
@@ -285,8 +299,12 @@ func TestIngestConcurrentSameKey(t *testing.T) {
 }
 
 func TestIngestIntoAnotherUsersThread(t *testing.T) {
+	forEachThreadBackend(t, testIngestIntoAnotherUsersThread)
+}
+
+func testIngestIntoAnotherUsersThread(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	if rec := env.do(t, "POST", eventsPath, batch(startJSON)); rec.Code != 201 {
 		t.Fatalf("alice: %d %s", rec.Code, rec.Body)
 	}
@@ -329,9 +347,11 @@ func TestIngestUnavailable(t *testing.T) {
 	}
 }
 
-func TestIngestRedacts(t *testing.T) {
+func TestIngestRedacts(t *testing.T) { forEachThreadBackend(t, testIngestRedacts) }
+
+func testIngestRedacts(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	secret := "sk-" + strings.Repeat("Zx7", 16)
 	rec := env.do(t, "POST", eventsPath, batch(`{"event_type":"llm.tool.result","content":{"type":"tool","content":"`+secret+`"},"metadata":{"api_key":"abc123"}}`))
 	if rec.Code != 201 {

@@ -11,8 +11,12 @@ import (
 )
 
 func TestPutThreadRunCreatesAndUpdates(t *testing.T) {
+	forEachThreadBackend(t, testPutThreadRunCreatesAndUpdates)
+}
+
+func testPutThreadRunCreatesAndUpdates(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	create := `{"status":"running","created_at":"2026-05-01T09:00:00Z","updated_at":"2026-05-01T09:00:01Z","model_name":"gpt-x",
 		"metadata":{"regenerate_from_run_id":"r0","replay_kind":"edit"},"total_input_tokens":10,"total_output_tokens":5,"total_tokens":15,
 		"llm_call_count":2,"lead_agent_tokens":12,"subagent_tokens":3,"middleware_tokens":0,
@@ -47,7 +51,9 @@ func TestPutThreadRunCreatesAndUpdates(t *testing.T) {
 	}
 }
 
-func TestPutThreadRunRefusals(t *testing.T) {
+func TestPutThreadRunRefusals(t *testing.T) { forEachThreadBackend(t, testPutThreadRunRefusals) }
+
+func testPutThreadRunRefusals(t *testing.T, b threadBackend) {
 	t.Parallel()
 	for _, tc := range []struct{ name, path, body string }{
 		{"missing status", "/api/threads/t1/runs/r1", `{}`},
@@ -66,7 +72,7 @@ func TestPutThreadRunRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := newThreadEnv(t)
+			env := newThreadEnvOn(t, b)
 			wantError(t, env.do(t, "PUT", tc.path, tc.body), 422, runstream.CodeValidationFailed)
 			if runs, _ := env.runs.ListRuns(t.Context(), "t1", runevents.AnyOwner); len(runs) != 0 {
 				t.Errorf("a refused PUT stored %d rows", len(runs))
@@ -75,9 +81,11 @@ func TestPutThreadRunRefusals(t *testing.T) {
 	}
 }
 
-func TestThreadRunOwners(t *testing.T) {
+func TestThreadRunOwners(t *testing.T) { forEachThreadBackend(t, testThreadRunOwners) }
+
+func testThreadRunOwners(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
 	env.putRun(t, runevents.ThreadRun{ThreadID: "tb", RunID: "rb", OwnerID: "bob"}, 0, 5)
 	bob := []string{testUserHeader, "bob"}
@@ -94,9 +102,11 @@ func TestThreadRunOwners(t *testing.T) {
 	wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1}`, bob...), 404, runstream.CodeNotFound)
 }
 
-func TestThreadRunFeedback(t *testing.T) {
+func TestThreadRunFeedback(t *testing.T) { forEachThreadBackend(t, testThreadRunFeedback) }
+
+func testThreadRunFeedback(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
 	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":"up","comment":"nice"}`)
 	first := decodeAs[map[string]any](t, rec)
@@ -123,9 +133,11 @@ func TestThreadRunFeedback(t *testing.T) {
 	}
 }
 
-func TestThreadTokenUsage(t *testing.T) {
+func TestThreadTokenUsage(t *testing.T) { forEachThreadBackend(t, testThreadTokenUsage) }
+
+func testThreadTokenUsage(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	usage := func(total int64, byModel map[string]int64) runevents.Usage {
 		u := runevents.Usage{TotalTokens: total, TotalInputTokens: total / 2, TotalOutputTokens: total - total/2,
 			LeadAgentTokens: total - 2, SubagentTokens: 1, MiddlewareTokens: 1}
@@ -206,9 +218,11 @@ var threadRouteSamples = []struct{ method, path, body string }{
 
 // TestThreadOwnerIsolation checks every thread endpoint: another user's
 // thread or run answers exactly like an unknown one, and changes nothing.
-func TestThreadOwnerIsolation(t *testing.T) {
+func TestThreadOwnerIsolation(t *testing.T) { forEachThreadBackend(t, testThreadOwnerIsolation) }
+
+func testThreadOwnerIsolation(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	if rec := env.do(t, "POST", "/api/threads/t1/runs/r1/events", batch(startJSON, aiJSON)); rec.Code != 201 {
 		t.Fatal(rec.Body)
 	}
@@ -250,9 +264,11 @@ func TestThreadOwnerIsolation(t *testing.T) {
 	}
 }
 
-func TestDeleteThreadEvents(t *testing.T) {
+func TestDeleteThreadEvents(t *testing.T) { forEachThreadBackend(t, testDeleteThreadEvents) }
+
+func testDeleteThreadEvents(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.seed(t, humanRow("r1", "h1"), aiRow("r1", "a1"), traceRow("r2"), aiRow("r2", "a2"))
 	env.seed(t, runevents.NewEvent{ThreadID: "t1", RunID: "r2", UserID: "bob", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace})
 	rec := env.do(t, "DELETE", "/api/threads/t1/runs/r2/events", "")

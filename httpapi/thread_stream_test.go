@@ -70,9 +70,9 @@ func (c *threadStreamConn) seqs(t *testing.T, n int) []int64 {
 	return out
 }
 
-func newStreamEnv(t *testing.T, stream StreamConfig) (*threadEnv, *httptest.Server) {
+func newStreamEnv(t *testing.T, b threadBackend, stream StreamConfig) (*threadEnv, *httptest.Server) {
 	t.Helper()
-	env := newThreadEnv(t, func(c *Config) { c.Stream = stream })
+	env := newThreadEnvOn(t, b, func(c *Config) { c.Stream = stream })
 	srv := httptest.NewServer(env.api)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
@@ -104,8 +104,12 @@ func validAI(run string) runevents.NewEvent {
 }
 
 func TestThreadStreamReplayThenLive(t *testing.T) {
+	forEachThreadBackend(t, testThreadStreamReplayThenLive)
+}
+
+func testThreadStreamReplayThenLive(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env, srv := newStreamEnv(t, StreamConfig{ReplayPage: 3})
+	env, srv := newStreamEnv(t, b, StreamConfig{ReplayPage: 3})
 	env.appendAs(t, "alice", validStart("r1"), validAI("r1"), validStart("r2"))
 	env.appendAs(t, "bob", validStart("r1")) // seq 4: not alice's
 	env.appendAs(t, "alice", validAI("r2"), validStart("r3"), validAI("r3"), validStart("r4"))
@@ -143,7 +147,9 @@ func TestThreadStreamReplayThenLive(t *testing.T) {
 	}
 }
 
-func TestThreadStreamFilters(t *testing.T) {
+func TestThreadStreamFilters(t *testing.T) { forEachThreadBackend(t, testThreadStreamFilters) }
+
+func testThreadStreamFilters(t *testing.T, b threadBackend) {
 	t.Parallel()
 	for _, tc := range []struct {
 		query  string
@@ -156,7 +162,7 @@ func TestThreadStreamFilters(t *testing.T) {
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			t.Parallel()
-			env, srv := newStreamEnv(t, StreamConfig{ReplayPage: 2})
+			env, srv := newStreamEnv(t, b, StreamConfig{ReplayPage: 2})
 			env.appendAs(t, "alice", validStart("r1"), validAI("r1"), validStart("r2"), validAI("r2"), validAI("r1"))
 			c := env.openStream(t, srv, tc.query)
 			if got := c.seqs(t, len(tc.replay)); fmt.Sprint(got) != fmt.Sprint(tc.replay) {
@@ -196,9 +202,11 @@ func TestThreadStreamFilters(t *testing.T) {
 	}
 }
 
-func TestThreadStreamRefusals(t *testing.T) {
+func TestThreadStreamRefusals(t *testing.T) { forEachThreadBackend(t, testThreadStreamRefusals) }
+
+func testThreadStreamRefusals(t *testing.T, b threadBackend) {
 	t.Parallel()
-	env := newThreadEnv(t)
+	env := newThreadEnvOn(t, b)
 	env.appendAs(t, "alice", validStart("r1"))
 	for _, tc := range []struct {
 		name, target string
@@ -223,7 +231,7 @@ func TestThreadStreamRefusals(t *testing.T) {
 			}
 		})
 	}
-	env = newThreadEnv(t, func(c *Config) { c.Hub = nil })
+	env = newThreadEnvOn(t, b, func(c *Config) { c.Hub = nil })
 	wantError(t, env.do(t, "GET", "/api/threads/t1/stream", ""), 503, runstream.CodeUnavailable)
 }
 

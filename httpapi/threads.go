@@ -142,17 +142,19 @@ func (s *Server) requireThread(r *http.Request, threadID string) error {
 // requireWritableThread answers NOT_FOUND when the thread exists only for
 // other users, so that nobody writes into, or learns of, another user's
 // thread. A thread that does not exist yet is writable: the write creates
-// it.
+// it. It asks "does anyone have rows" before "does the caller": rows only
+// appear, so a concurrent first write of the caller's own cannot make the
+// thread look foreign, as the other order would.
 func (s *Server) requireWritableThread(r *http.Request, threadID string) error {
-	mine, err := s.threadExists(r.Context(), threadID, ownerOf(r))
-	if err != nil || mine {
+	anyone, err := s.threadExists(r.Context(), threadID, runstream.AnyOwner)
+	if err != nil || !anyone {
 		return err
 	}
-	others, err := s.threadExists(r.Context(), threadID, runstream.AnyOwner)
+	mine, err := s.threadExists(r.Context(), threadID, ownerOf(r))
 	if err != nil {
 		return err
 	}
-	if others {
+	if !mine {
 		return threadNotFound(threadID)
 	}
 	return nil
