@@ -3,6 +3,7 @@ package runevents
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/jsonenc"
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -140,7 +142,16 @@ func truncateTrace(rec *Record, max int) error {
 	return nil
 }
 
+// compact returns a compact copy of the JSON value raw, or an error when it
+// is not one valid JSON value. Input that is compact already, as producers
+// usually send it, is validated and copied without re-encoding.
 func compact(raw []byte) ([]byte, error) {
+	if jsonenc.IsCompact(raw) {
+		if !json.Valid(raw) {
+			return nil, errors.New("invalid JSON")
+		}
+		return bytes.Clone(raw), nil
+	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, err

@@ -59,7 +59,7 @@ func (e Envelope) AppendJSON(b []byte) ([]byte, error) {
 	b = appendNullable(b, "nodeRunId", e.NodeRunID)
 	b = appendField(b, "timestamp", e.Timestamp.Format(TimestampLayout))
 	b = append(b, `,"data":`...)
-	if !isCompact(data) {
+	if !jsonenc.IsCompact(data) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, data); err != nil {
 			return nil, fmt.Errorf("envelope seq %d: compact data: %w", e.Seq, err)
@@ -124,23 +124,4 @@ func appendNullable(b []byte, key, value string) []byte {
 		return append(b, `":null`...)
 	}
 	return appendField(b, key, value)
-}
-
-// isCompact reports whether data has no insignificant white space outside
-// strings, so it can be copied into the one-line envelope as it is.
-func isCompact(data []byte) bool {
-	inString, escaped := false, false
-	for _, c := range data {
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			return false
-		}
-	}
-	return true
 }

@@ -20,3 +20,23 @@ func AppendString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// IsCompact reports whether data has no insignificant white space outside
+// strings, so that it can be copied as it is where compact JSON is wanted.
+// It does not check that data is valid JSON.
+func IsCompact(data []byte) bool {
+	inString, escaped := false, false
+	for _, c := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
+}

@@ -25,3 +25,15 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+func TestIsCompact(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]bool{
+		`{"a":1}`: true, `{"a b":"c\" d"}`: true, `[1,2]`: true, `"x"`: true,
+		`{ "a":1}`: false, "{\"a\":\n1}": false, `[1, 2]`: false, `{"a":"\\" }`: false,
+	} {
+		if got := IsCompact([]byte(in)); got != want {
+			t.Errorf("IsCompact(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
