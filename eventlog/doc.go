@@ -7,4 +7,9 @@
 // the commit publishes the stored events to the live hub. An event that
 // failed validation or failed to commit is never stored in part and never
 // published.
+//
+// WorkflowLog serves workflow runs (stream key "workflow:<run id>");
+// ThreadLog serves thread run events, publishing each record under the
+// thread's key and the keys of the filtered views that show it. Poller and
+// StreamPoller read a stream's stored events for the hub's shared poll.
 package eventlog

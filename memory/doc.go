@@ -19,4 +19,13 @@
 // the run's or thread's rows, then k rows scanned, k being the page plus
 // the rows its filters skip (other owners' rows, other event types or
 // tasks). Deletes cost O(n) in the thread's message rows and the run's rows.
+//
+// # Workflows, thread runs, idempotency
+//
+// WorkflowStore implements workflow.Store, workflow.Queue and
+// workflow.NodeOutputStore; RunStore implements runevents.RunStore;
+// IdempotencyStore implements runevents.IdempotencyStore; RunEventStore is
+// also a runevents.ThreadReader. Same durability (none); each store has one
+// mutex that serialises its writes; listings sort the visible rows
+// (O(n log n)).
 package memory

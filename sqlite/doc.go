@@ -1,7 +1,8 @@
 // Package sqlite stores runstream's data in one SQLite file through
 // modernc.org/sqlite (pure Go, no cgo). Open returns a DB whose stores
-// share the file: RunEvents (a runevents.Store) and the stores of the later
-// migrations.
+// share the file: RunEvents (runevents.Store and ThreadReader), Workflows
+// (workflow.Store, Queue and NodeOutputStore), Runs (runevents.RunStore)
+// and Idempotency (runevents.IdempotencyStore).
 //
 // # Durability
 //
@@ -46,7 +47,9 @@
 // schema_migrations; Open refuses a file whose schema is newer than the
 // binary. run_events keeps, besides the record, the metadata values that
 // reads filter on (task_id, a middleware caller flag), so that every
-// filter runs in SQL before LIMIT through an index.
+// filter runs in SQL before LIMIT through an index. The engine's queue
+// claims the oldest claimable run through the partial index
+// workflow_runs_claimable; node outputs live in workflow_node_outputs.
 //
 // # Limits
 //
