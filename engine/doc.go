@@ -7,8 +7,13 @@
 //   - definition.go: the Definition (JSON, or YAML converted to JSON) and
 //     the rules it is checked against; registry.go compiles it into a
 //     Plan with the registered NodeTypes (llm, human_input, transform,
-//     delay here; other node types and llm providers register the same
-//     way).
+//     delay and http here; sql in engine/sqlnode, the openai llm provider
+//     in engine/openaillm, engine/nodeset assembles them all). Built-in
+//     tools (tools.go: http_get here, sql_query in sqlnode) are what llm
+//     providers let a model call.
+//   - artifacts.go: a node that declares an artifact stores its output's
+//     bytes in ArtifactBlobs (files or memory) and its metadata with
+//     artifact.created, atomically with node.completed.
 //   - engine.go: Engine claims runs (workflow.Queue) up to Workers at a
 //     time, renews their leases, and stops gracefully (Stop) or abandons
 //     them as a crash would (cancelling Start's context).

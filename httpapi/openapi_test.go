@@ -659,6 +659,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	cf.call(t, "POST", "/api/workflows/runs/"+runID+"/cancel", "", "", 409)
 	cf.call(t, "GET", "/api/workflows/runs/"+runID+"/stream", "", "", 200, "Last-Event-ID", "1")
 	cf.call(t, "GET", "/api/workflows/runs/"+runID+"/stream?after=-1", "", "", 400)
+	cf.call(t, "GET", "/api/workflows/runs/"+runID+"/artifacts/art_x", "", "", 503)
 
 	fixture := func(name string) string {
 		raw, err := fs.ReadFile(contracts.FS(), "fixtures/run_events/"+name+".json")

@@ -68,6 +68,9 @@ type Config struct {
 	// asked to cancel (engine.Engine.Notify), so that an engine of this
 	// process reacts before its next poll.
 	Notify func(runID string)
+	// Artifacts holds the bytes of run artifacts, the same blobs the
+	// engine writes; nil: the artifact endpoint answers UNAVAILABLE.
+	Artifacts engine.ArtifactBlobs
 
 	// RunEvents stores thread run events. Nil: the thread endpoints answer
 	// UNAVAILABLE.
@@ -157,6 +160,7 @@ func (s *Server) routes() {
 	s.handleAPI("GET /api/workflows/runs/{run_id}", s.getWorkflowRun)
 	s.handleAPI("GET /api/workflows/runs/{run_id}/events", s.listWorkflowRunEvents)
 	s.handleAPI("GET /api/workflows/runs/{run_id}/stream", s.streamWorkflowRun)
+	s.handleAPI("GET /api/workflows/runs/{run_id}/artifacts/{artifact_id}", s.getWorkflowRunArtifact)
 
 	s.threadRoutes()
 }

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/engine/nodeset"
+	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/live"
@@ -26,6 +30,8 @@ type app struct {
 	engine          *engine.Engine
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
+	// sqlDatabases are the databases of the sql nodes, closed last.
+	sqlDatabases *sqlnode.Databases
 }
 
 // newApp opens the store and starts the hub's poll loop. Close it with
@@ -52,11 +58,16 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if backend.runEvents != nil {
 		threadLog = eventlog.NewThreadLog(backend.runEvents, validator, hub, eventlog.ThreadLimits{})
 	}
-	// One registry of node types for publishing and for running.
-	registry := engine.DefaultRegistry()
+	// One registry of node types for publishing and for running, and one
+	// artifact storage for the engine that writes and the API that reads.
+	registry, blobs, err := a.nodeTypes(cfg, backend.name)
+	if err != nil {
+		a.close()
+		return nil, err
+	}
 	var notify func(runID string)
 	if cfg.workers > 0 {
-		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, Logger: logger})
+		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, Logger: logger, Artifacts: blobs})
 		if err != nil {
 			logger.Warn("workflow engine disabled", "error", err)
 		} else {
@@ -79,6 +90,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Log:           a.log,
 		Definitions:   registry,
 		Notify:        notify,
+		Artifacts:     blobs,
 		RunEvents:     backend.runEvents,
 		Threads:       backend.threads,
 		Runs:          backend.runs,
@@ -104,5 +116,32 @@ func (a *app) close() error {
 		cancel()
 	}
 	a.stop()
-	return a.backend.close()
+	return errors.Join(a.backend.close(), a.sqlDatabases.Close())
+}
+
+// nodeTypes opens the sql nodes' databases and the artifact storage (in
+// memory for a memory store or without a data directory, else files
+// under DATA_DIR/artifacts) and returns the registry of every node type.
+func (a *app) nodeTypes(cfg serveConfig, storeName string) (*engine.Registry, engine.ArtifactBlobs, error) {
+	var blobs engine.ArtifactBlobs = engine.NewMemoryBlobs()
+	if storeName != "memory" && cfg.dataDir != "" {
+		files, err := engine.NewFileBlobs(filepath.Join(cfg.dataDir, "artifacts"))
+		if err != nil {
+			return nil, nil, err
+		}
+		blobs = files
+	}
+	dbs, err := sqlnode.Open(cfg.sqlDatabases...)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.sqlDatabases = dbs
+	if names := dbs.Names(); len(names) > 0 {
+		a.logger.Info("sql databases", "names", names)
+	}
+	registry, err := nodeset.Registry(nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey})
+	if err != nil {
+		return nil, nil, err
+	}
+	return registry, blobs, nil
 }

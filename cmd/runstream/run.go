@@ -19,6 +19,9 @@ var version = "dev"
 type Main struct {
 	// Getenv reads the environment. Defaults to os.Getenv.
 	Getenv func(string) string
+	// Stdin answers interactive questions ("runstream run" at an input
+	// request). Defaults to os.Stdin.
+	Stdin io.Reader
 	// onListen, if set, is called with the server's address once it
 	// listens (tests use it to find a port chosen by the kernel).
 	onListen func(addr string)
@@ -39,6 +42,9 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if m.Getenv == nil {
 		m.Getenv = os.Getenv
 	}
+	if m.Stdin == nil {
+		m.Stdin = os.Stdin
+	}
 	if len(args) == 0 {
 		printUsage(stderr)
 		return fmt.Errorf("%w: no command given", errUsage)
@@ -50,6 +56,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return m.bench(ctx, rest, stdout, stderr)
 	case "tail":
 		return m.tail(ctx, rest, stdout, stderr)
+	case "run":
+		return m.runWorkflow(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -68,6 +76,7 @@ func printUsage(w io.Writer) {
 Usage:
   runstream serve [flags]     run the HTTP server
   runstream tail [flags] RUN  print a workflow run's events as they happen
+  runstream run [flags] FILE  publish a workflow (YAML or JSON), run it and follow it
   runstream bench [flags]     measure the SSE path under load (see docs/BENCHMARKS.md)
   runstream version           print the version
 

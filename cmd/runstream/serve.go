@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/engine/openaillm"
+	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/httpapi"
 )
 
@@ -30,6 +32,14 @@ type serveConfig struct {
 	shutdownTimeout   time.Duration
 	workers           int
 	workerID          string
+	// dataDir holds the server's files: artifacts under dataDir/artifacts.
+	// Empty, or a memory: store, keeps artifacts in memory.
+	dataDir string
+	// sqlDatabases are the databases sql nodes may query, by name.
+	sqlDatabases []sqlnode.Spec
+	// openAIAPIKey is the openai llm provider's key, read from the
+	// environment only (a flag would show in the process list).
+	openAIAPIKey string
 }
 
 func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -48,6 +58,15 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
 	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
+	fs.StringVar(&cfg.dataDir, "data-dir", "./runstream-data", "directory of the server's files: workflow artifacts go under DIR/artifacts (a memory: store keeps them in memory)")
+	fs.Func("sql-database", "a database that sql nodes may query, NAME=sqlite:PATH (opened read-only) or NAME=postgres://…; repeat the flag for several", func(s string) error {
+		spec, err := sqlnode.ParseSpec(s)
+		if err != nil {
+			return err
+		}
+		cfg.sqlDatabases = append(cfg.sqlDatabases, spec)
+		return nil
+	})
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -59,6 +78,11 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.workers < 0 {
 		return fmt.Errorf("%w: --workers must not be negative", errUsage)
+	}
+	for _, name := range openaillm.APIKeyEnv {
+		if cfg.openAIAPIKey = m.Getenv(name); cfg.openAIAPIKey != "" {
+			break
+		}
 	}
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 

@@ -1,0 +1,162 @@
+// Package enginetest runs workflow definitions on an engine over a memory
+// store, for the tests of node types and llm providers that live in their
+// own packages.
+package enginetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflow"
+)
+
+// Env is a memory store, its event log (which validates every event
+// against the contract) and a running engine.
+type Env struct {
+	Store  *memory.WorkflowStore
+	Log    *eventlog.WorkflowLog
+	Engine *engine.Engine
+}
+
+var ids atomic.Int64
+
+// Start starts an engine with reg over a new memory store; edit, when not
+// nil, changes its config. Everything stops when the test ends.
+func Start(t testing.TB, reg *engine.Registry, edit func(*engine.Config)) *Env {
+	t.Helper()
+	v, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Store: memory.NewWorkflowStore()}
+	t.Cleanup(func() { e.Store.Close() })
+	e.Log = eventlog.NewWorkflowLog(e.Store, v, nil, nil)
+	cfg := engine.Config{Store: e.Store, Log: e.Log, Registry: reg, PollInterval: 10 * time.Millisecond}
+	if edit != nil {
+		edit(&cfg)
+	}
+	if e.Engine, err = engine.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Engine.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Engine.Stop(context.Background()) })
+	return e
+}
+
+// Run stores the definition (which must compile), queues a run with input
+// as the API does, and returns the run and its events once it ended (at
+// most a minute later).
+func (e *Env) Run(t testing.TB, def, input string) (workflow.Run, []workflow.Envelope) {
+	t.Helper()
+	ctx := context.Background()
+	n := ids.Add(1)
+	w, v, err := e.Store.CreateWorkflow(ctx, workflow.Workflow{ID: fmt.Sprintf("wf_%d", n), OwnerID: "alice", Name: "test"},
+		workflow.Version{ID: fmt.Sprintf("wv_%d", n), Definition: json.RawMessage(def)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := e.Log.CreateRun(ctx, workflow.Run{ID: fmt.Sprintf("run_%d", n), WorkflowID: w.ID, VersionID: v.ID, OwnerID: "alice", Input: json.RawMessage(input)},
+		[]workflow.NewEvent{
+			{Event: workflow.EventRunCreated, Data: engine.RunCreatedData(v, json.RawMessage(input))},
+			{Event: workflow.EventRunQueued, Data: engine.RunQueuedData()},
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Engine.Notify(run.ID)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := e.Store.GetRun(ctx, run.ID, runstream.AnyOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Terminal() {
+			return got, e.Events(t, run.ID)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after a minute; events:\n%s", run.ID, got.Status, strings.Join(Sequence(e.Events(t, run.ID)), "\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Events returns every stored event of a run.
+func (e *Env) Events(t testing.TB, runID string) []workflow.Envelope {
+	t.Helper()
+	var out []workflow.Envelope
+	for {
+		page, err := e.Store.ListEvents(context.Background(), runID, int64(len(out)), workflow.MaxEventPageLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if len(page) < workflow.MaxEventPageLimit {
+			return out
+		}
+	}
+}
+
+// Sequence names each event "type" or "type:node", merging consecutive
+// node.output.delta events of one node into one entry.
+func Sequence(events []workflow.Envelope) []string {
+	var out []string
+	for _, e := range events {
+		s := string(e.Event)
+		if e.NodeID != "" {
+			s += ":" + e.NodeID
+		}
+		if e.Event == workflow.EventNodeOutputDelta && len(out) > 0 && out[len(out)-1] == s {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Data decodes the data of the i-th event of type typ (and node, when not
+// empty) into v, failing the test when there is none.
+func Data(t testing.TB, events []workflow.Envelope, typ workflow.EventType, node string, i int, v any) workflow.Envelope {
+	t.Helper()
+	n := 0
+	for _, e := range events {
+		if e.Event != typ || (node != "" && e.NodeID != node) {
+			continue
+		}
+		if n == i {
+			if err := json.Unmarshal(e.Data, v); err != nil {
+				t.Fatalf("seq %d: %v", e.Seq, err)
+			}
+			return e
+		}
+		n++
+	}
+	t.Fatalf("no %s event #%d of node %q in:\n%s", typ, i, node, strings.Join(Sequence(events), "\n"))
+	return workflow.Envelope{}
+}
+
+// Text concatenates the node.output.delta text of node on channel.
+func Text(events []workflow.Envelope, node, channel string) string {
+	var b strings.Builder
+	for _, e := range events {
+		if e.Event != workflow.EventNodeOutputDelta || e.NodeID != node {
+			continue
+		}
+		var d struct{ Channel, Delta string }
+		if json.Unmarshal(e.Data, &d) == nil && d.Channel == channel {
+			b.WriteString(d.Delta)
+		}
+	}
+	return b.String()
+}

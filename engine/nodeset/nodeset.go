@@ -1,0 +1,54 @@
+// Package nodeset assembles every node type, llm provider and built-in
+// tool of runstream into the one registry a server publishes and runs
+// definitions with.
+package nodeset
+
+import (
+	"net/http"
+
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/engine/openaillm"
+	"github.com/runstream/runstream/engine/sqlnode"
+)
+
+// Config is a server's configuration of its node types.
+type Config struct {
+	// SQL are the databases sql nodes and the sql_query tool may query;
+	// nil allows none.
+	SQL *sqlnode.Databases
+	// HTTP are the policies of the http node and the http_get tool.
+	HTTP engine.HTTPOptions
+	// OpenAIAPIKey is the key of the openai llm provider, from the
+	// server's environment or configuration; empty sends none.
+	OpenAIAPIKey string
+	// OpenAIClient sends the openai provider's requests. Defaults to
+	// http.DefaultClient.
+	OpenAIClient *http.Client
+}
+
+// Tools returns the built-in tools: http_get and sql_query.
+func Tools(cfg Config) []engine.Tool {
+	return []engine.Tool{engine.HTTPGetTool(cfg.HTTP), sqlnode.QueryTool(cfg.SQL)}
+}
+
+// Types returns every node type: llm (providers scripted and openai, both
+// with the built-in tools), human_input, transform, delay, http and sql.
+func Types(cfg Config) []engine.NodeType {
+	tools := Tools(cfg)
+	return []engine.NodeType{
+		engine.LLM(
+			engine.ScriptedProvider(tools...),
+			openaillm.Provider(openaillm.Options{APIKey: cfg.OpenAIAPIKey, HTTPClient: cfg.OpenAIClient, Tools: tools}),
+		),
+		engine.HumanInput(),
+		engine.Transform(),
+		engine.Delay(),
+		engine.HTTP(cfg.HTTP),
+		sqlnode.NodeType(cfg.SQL),
+	}
+}
+
+// Registry returns a registry of Types(cfg).
+func Registry(cfg Config) (*engine.Registry, error) {
+	return engine.NewRegistry(Types(cfg)...)
+}

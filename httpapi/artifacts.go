@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/runstream/runstream"
+)
+
+// getWorkflowRunArtifact serves GET
+// /api/workflows/runs/{run_id}/artifacts/{artifact_id}: the artifact's
+// bytes, to the run's owner only (another user's run is not found), as an
+// attachment of its MIME type that browsers must not sniff or render in
+// the API's origin.
+func (s *Server) getWorkflowRunArtifact(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Artifacts == nil {
+		return runstream.Errorf(runstream.CodeUnavailable, "artifact storage is not configured on this server")
+	}
+	ctx := r.Context()
+	run, err := s.cfg.Workflows.GetRun(ctx, r.PathValue("run_id"), ownerOf(r))
+	if err != nil {
+		return err
+	}
+	artifactID := r.PathValue("artifact_id")
+	a, err := s.cfg.Workflows.GetArtifact(ctx, run.ID, artifactID)
+	if err != nil {
+		if runstream.ErrorCodeOf(err) == runstream.CodeNotFound {
+			return runstream.Errorf(runstream.CodeNotFound, "run %s has no artifact %q", run.ID, artifactID)
+		}
+		return err
+	}
+	body, err := s.cfg.Artifacts.Open(ctx, run.ID, a.ID)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	h := w.Header()
+	h.Set("Content-Type", a.MimeType)
+	h.Set("Content-Length", strconv.FormatInt(a.SizeBytes, 10))
+	disposition := mime.FormatMediaType("attachment", map[string]string{"filename": a.Name})
+	if disposition == "" {
+		disposition = "attachment"
+	}
+	h.Set("Content-Disposition", disposition)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	h.Set("Cache-Control", "private, max-age=0")
+	h.Set("ETag", `"sha256-`+a.SHA256+`"`)
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	if _, err := io.Copy(w, body); err != nil {
+		s.logger.Warn("artifact body", "run_id", run.ID, "artifact_id", a.ID, "error", err)
+	}
+	return nil
+}
