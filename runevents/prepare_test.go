@@ -2,6 +2,7 @@ package runevents_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +65,24 @@ func TestPrepareNormalises(t *testing.T) {
 	if rec, _ := runevents.Prepare(e, now, 0); string(rec.Content) != `""` {
 		t.Errorf("nil content stored as %s, want \"\"", rec.Content)
 	}
+}
+
+func TestValidateIDMatchesItsPattern(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	for _, id := range []string{"", "a", "A-z_09", strings.Repeat("x", 64), strings.Repeat("x", 65), "a.b", "a b", "é", "../x", "a\x00", "-", "_"} {
+		if got, want := runevents.ValidateID("id", id) == nil, pattern.MatchString(id); got != want {
+			t.Errorf("ValidateID(%q) accepts=%v, the pattern says %v", id, got, want)
+		}
+	}
+}
+
+func FuzzValidateID(f *testing.F) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	f.Add("thread-1")
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := runevents.ValidateID("id", id) == nil, pattern.MatchString(id); got != want {
+			t.Fatalf("ValidateID(%q) accepts=%v, the pattern says %v", id, got, want)
+		}
+	})
 }

@@ -92,6 +92,8 @@ type DB struct {
 	workflows   *WorkflowStore
 	runs        *RunStore
 	idempotency *IdempotencyStore
+	// checkpointer copies the WAL into the file off the writer's path.
+	checkpointer *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,8 +117,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// journal_mode is a property of the file, set once by checkPragmas.
 	// temp_store=MEMORY keeps the statement journal of multi-row inserts
 	// off the disk.
+	// wal_autocheckpoint(0): the checkpointer, not the writer, checkpoints.
 	writer, err := sql.Open("sqlite", uri+"?"+common+
-		"&_pragma=synchronous("+cfg.Synchronous+")&_pragma=temp_store(MEMORY)&_txlock=immediate")
+		"&_pragma=synchronous("+cfg.Synchronous+")&_pragma=temp_store(MEMORY)&_pragma=wal_autocheckpoint(0)&_txlock=immediate")
 	if err != nil {
 		return nil, sqlError("sqlite: open", err)
 	}
@@ -170,6 +173,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, err
 	}
 	db.runs, db.idempotency = newRunStore(db), newIdempotencyStore(db)
+	ckpt, err := sql.Open("sqlite", uri+"?"+common+"&_pragma=synchronous("+cfg.Synchronous+")")
+	if err != nil {
+		db.runEvents.closeStatements()
+		db.workflows.closeStatements()
+		readers.Close()
+		writer.Close()
+		return nil, sqlError("sqlite: open checkpointer", err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	db.checkpointer = startCheckpointer(ckpt)
 	go db.writeLoop()
 	return db, nil
 }
@@ -219,7 +232,7 @@ func (db *DB) Close() error {
 		<-db.loopDone
 		var errs []error
 		errs = append(errs, db.runEvents.closeStatements(), db.workflows.closeStatements())
-		errs = append(errs, db.readers.Close(), db.writer.Close())
+		errs = append(errs, db.checkpointer.close(), db.readers.Close(), db.writer.Close())
 		if err := errors.Join(errs...); err != nil {
 			db.closeErr = sqlError("sqlite: close", err)
 		}
