@@ -63,8 +63,9 @@ func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Register with the hub before replaying, so a row committed during
-	// the replay is either read by it or delivered live.
-	sub := s.cfg.Hub.Subscribe(view.Key(), cursor)
+	// the replay is either read by it or delivered live. A caller's view of
+	// a thread skips other users' rows: its seqs have gaps.
+	sub := s.cfg.Hub.SubscribeView(view.Key(), cursor)
 	defer sub.Close()
 	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)

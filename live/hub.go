@@ -1,8 +1,10 @@
 package live
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -57,10 +59,18 @@ type Hub struct {
 
 type stream struct {
 	subs map[*Subscription]struct{}
-	// lastSeq is the newest seq published or polled for the stream.
+	// lastSeq is the newest seq delivered to the subscriptions. For a dense
+	// stream every seq up to it was delivered or is in the store from
+	// before the subscriptions.
 	lastSeq int64
-	// polling is true while a poll of the stream is in flight.
-	polling bool
+	// view marks a filtered view, whose seqs have gaps (SubscribeView).
+	view bool
+	// pending holds events of a dense stream that arrived ahead of a
+	// missing seq, until the missing ones arrive or a poll brings them.
+	pending map[int64]Event
+	// polling is true while a poll of the stream is in flight; again asks
+	// for one more poll after it.
+	polling, again bool
 }
 
 // New returns a hub.
@@ -80,61 +90,136 @@ func New(cfg Config) *Hub {
 	return &Hub{cfg: cfg, streams: map[string]*stream{}, wake: make(chan string, 1024)}
 }
 
-// Subscribe registers a follower of stream key whose cursor is afterSeq.
-// Register before replaying from the store, so that nothing committed during
-// the replay is missed. Close the subscription when done.
+// Subscribe registers a follower of stream key, a dense stream (seqs 1, 2,
+// 3, … without gaps, as a workflow run's or a thread's), whose cursor is
+// afterSeq. Register before replaying from the store, so that nothing
+// committed during the replay is missed. Close the subscription when done.
+//
+// afterSeq may be any seq the follower knows to be stored (its cursor, or
+// the stream's newest seq read before subscribing). When the stream has no
+// other follower, the hub delivers from the seq after it; otherwise the
+// stream goes on where it is, for the followers it already has, and the new
+// follower drops what it has already.
 func (h *Hub) Subscribe(key string, afterSeq int64) *Subscription {
+	return h.subscribe(key, afterSeq, false)
+}
+
+// SubscribeView registers a follower of a filtered view of a stream, whose
+// seqs have gaps: its events are delivered in the order they come, without
+// waiting for missing seqs.
+func (h *Hub) SubscribeView(key string, afterSeq int64) *Subscription {
+	return h.subscribe(key, afterSeq, true)
+}
+
+func (h *Hub) subscribe(key string, afterSeq int64, view bool) *Subscription {
 	sub := &Subscription{hub: h, key: key, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.streams[key]
 	if st == nil {
-		st = &stream{subs: map[*Subscription]struct{}{}}
+		// Raising lastSeq of a stream that has followers could make the hub
+		// drop, as already delivered, events they have not received yet.
+		st = &stream{subs: map[*Subscription]struct{}{}, view: view, lastSeq: afterSeq}
 		h.streams[key] = st
 	}
 	st.subs[sub] = struct{}{}
-	st.lastSeq = max(st.lastSeq, afterSeq)
 	return sub
 }
 
 // Publish hands committed events of stream key, ascending by seq, to its
 // subscriptions. It never blocks on a follower.
+//
+// Commit order is seq order, but two appends may publish in the other
+// order. For a dense stream the hub therefore holds events that arrive
+// ahead of a missing seq and asks the poll loop to read the store once,
+// instead of letting every follower see the gap and read the store
+// itself; the missing events, from their publisher or from that poll,
+// release the held ones in order. Without a poll function, or when too many
+// events are held, they are delivered at once and followers fill the gap
+// from the store.
 func (h *Hub) Publish(key string, events []Event) {
 	if len(events) == 0 {
 		return
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	st := h.streams[key]
 	if st == nil {
-		h.mu.Unlock()
 		return
 	}
-	if events[0].Seq <= st.lastSeq {
-		// Some of these were published already (a poll raced a publish, or
-		// two appends published out of order); followers would drop them.
-		fresh := make([]Event, 0, len(events))
+	var out []Event
+	if st.view {
 		for _, e := range events {
 			if e.Seq > st.lastSeq {
-				fresh = append(fresh, e)
+				out = append(out, e)
+				st.lastSeq = e.Seq
 			}
 		}
-		events = fresh
-		if len(events) == 0 {
-			h.mu.Unlock()
-			return
+	} else {
+		out = st.release(events, h.cfg.Poll != nil, h.cfg.BufferEvents)
+		if len(st.pending) > 0 {
+			h.wakeLocked(key)
 		}
 	}
-	st.lastSeq = events[len(events)-1].Seq
-	for sub := range st.subs {
-		sub.push(events, h.cfg.BufferEvents, h.cfg.BufferBytes)
+	if len(out) == 0 {
+		return
 	}
-	h.mu.Unlock()
+	for sub := range st.subs {
+		sub.push(out, h.cfg.BufferEvents, h.cfg.BufferBytes)
+	}
+}
+
+// release adds events to the held ones and returns, in order, those that
+// follow lastSeq without a gap. When it may not wait (no poll to fill the
+// gap) or more than limit events are held, it returns all of them.
+func (st *stream) release(events []Event, mayWait bool, limit int) []Event {
+	for _, e := range events {
+		if e.Seq > st.lastSeq {
+			if st.pending == nil {
+				st.pending = map[int64]Event{}
+			}
+			st.pending[e.Seq] = e
+		}
+	}
+	var out []Event
+	for {
+		e, ok := st.pending[st.lastSeq+1]
+		if !ok {
+			break
+		}
+		out = append(out, e)
+		delete(st.pending, e.Seq)
+		st.lastSeq = e.Seq
+	}
+	if len(st.pending) > 0 && (!mayWait || len(st.pending) > limit) {
+		held := make([]Event, 0, len(st.pending))
+		for _, e := range st.pending {
+			held = append(held, e)
+		}
+		slices.SortFunc(held, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+		out = append(out, held...)
+		st.lastSeq = held[len(held)-1].Seq
+		clear(st.pending)
+	}
+	return out
 }
 
 // Wake asks the poll loop to read stream key now, for example because a
 // PostgreSQL notification said another instance appended to it. It never
 // blocks; a wake-up lost to a full queue is covered by the periodic poll.
 func (h *Hub) Wake(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.wakeLocked(key)
+}
+
+// wakeLocked queues a poll of key, or, when one is in flight, asks for
+// another after it. h.mu must be held.
+func (h *Hub) wakeLocked(key string) {
+	if st := h.streams[key]; st != nil && st.polling {
+		st.again = true
+		return
+	}
 	select {
 	case h.wake <- key:
 	default:
@@ -198,16 +283,20 @@ func (h *Hub) poll(ctx context.Context, key string) {
 
 	events, err := h.cfg.Poll(ctx, key, after)
 
+	if err != nil && ctx.Err() == nil {
+		h.cfg.Logger.Warn("live: poll failed", "stream", key, "error", err)
+	}
+	if err == nil {
+		h.Publish(key, events)
+	}
 	h.mu.Lock()
 	st.polling = false
+	again := st.again
+	st.again = false
 	h.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			h.cfg.Logger.Warn("live: poll failed", "stream", key, "error", err)
-		}
-		return
+	if again && ctx.Err() == nil {
+		h.poll(ctx, key)
 	}
-	h.Publish(key, events)
 }
 
 func (h *Hub) unsubscribe(sub *Subscription) {

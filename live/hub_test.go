@@ -187,3 +187,88 @@ func TestWakePollsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestLateSubscriberDoesNotStarveOthers: a follower that joins with a
+// cursor ahead of what the hub delivered must not make the hub drop the
+// in-flight events the other followers still need.
+func TestLateSubscriberDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	early := h.Subscribe("s", 10)
+	late := h.Subscribe("s", 12) // it read seqs 11 and 12 from the store
+	h.Publish("s", events(11, 13))
+	if got, _ := early.Take(); fmt.Sprint(seqsOf(got)) != "[11 12 13]" {
+		t.Errorf("early follower got %v, want [11 12 13]", seqsOf(got))
+	}
+	if got, _ := late.Take(); fmt.Sprint(seqsOf(got)) != "[11 12 13]" {
+		t.Errorf("late follower got %v (it drops what it has itself)", seqsOf(got))
+	}
+}
+
+// TestOutOfOrderPublishesAreReordered: when a later append publishes
+// before an earlier one, the hub holds it and asks the store once, rather
+// than handing every follower a gap.
+func TestOutOfOrderPublishesAreReordered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPoll{stored: map[string]int64{"s": 0}, queries: map[string]int{}}
+		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		subs := []*Subscription{h.Subscribe("s", 0), h.Subscribe("s", 0)}
+		h.Publish("s", events(1, 1))
+		h.Publish("s", events(3, 3)) // seq 2's publisher is late
+		synctest.Wait()
+		for _, sub := range subs {
+			if got, cut := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1]" || cut {
+				t.Fatalf("before seq 2: %v cut=%v, want [1]", seqsOf(got), cut)
+			}
+		}
+		if n := p.count("s"); n != 1 {
+			t.Errorf("the gap made %d store reads, want 1 for all followers", n)
+		}
+		h.Publish("s", events(2, 2)) // the late publisher
+		for _, sub := range subs {
+			if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[2 3]" {
+				t.Errorf("after seq 2: %v, want [2 3]", seqsOf(got))
+			}
+		}
+	})
+}
+
+func TestGapFilledByThePoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPoll{stored: map[string]int64{"s": 3}, queries: map[string]int{}}
+		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		sub := h.Subscribe("s", 0)
+		h.Publish("s", events(3, 3)) // 1 and 2 were appended by another instance
+		synctest.Wait()
+		if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1 2 3]" {
+			t.Errorf("got %v, want the poll to fill 1 and 2 before 3", seqsOf(got))
+		}
+	})
+}
+
+func TestViewsDeliverWithGaps(t *testing.T) {
+	t.Parallel()
+	h := New(Config{Poll: func(context.Context, string, int64) ([]Event, error) { return nil, nil }})
+	sub := h.SubscribeView("s?user=a", 0)
+	h.Publish("s?user=a", events(3, 3))
+	h.Publish("s?user=a", events(7, 7))
+	if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[3 7]" {
+		t.Errorf("view got %v, want [3 7] at once", seqsOf(got))
+	}
+}
+
+func TestWithoutPollGapsAreDeliveredAtOnce(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	sub := h.Subscribe("s", 0)
+	h.Publish("s", events(2, 2))
+	if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[2]" {
+		t.Errorf("got %v, want [2]: without a poll nothing can fill the gap", seqsOf(got))
+	}
+}
