@@ -30,6 +30,7 @@ type benchConfig struct {
 	eventBytes  int
 	batch       int
 	concurrency int
+	settle      time.Duration
 	jsonOut     bool
 }
 
@@ -55,6 +56,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.eventBytes, "event-bytes", 200, "size of each event's data in bytes")
 	fs.IntVar(&cfg.batch, "batch", 100, "events per append (saturation, replay)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 16, "appends in flight at once in the server's producer (latency)")
+	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "how long the idle followers stay connected before the server's memory is read (idle)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
 	if err := m.parseFlags(fs, args, stderr, "runstream bench [flags]  |  runstream bench serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -117,6 +119,9 @@ type benchResult struct {
 	PerSecond     float64 `json:"per_second,omitempty"`
 	RSSMiB        float64 `json:"rss_mib,omitempty"`
 	BaselineMiB   float64 `json:"baseline_rss_mib,omitempty"`
+	HeapMiB       float64 `json:"heap_inuse_mib,omitempty"`
+	StackMiB      float64 `json:"stack_inuse_mib,omitempty"`
+	Goroutines    int     `json:"goroutines,omitempty"`
 	AppendSeconds float64 `json:"append_seconds,omitempty"`
 }
 
@@ -130,7 +135,8 @@ func (r benchResult) String() string {
 		fmt.Fprintf(&b, "\n  throughput: %.0f per second", r.PerSecond)
 	}
 	if r.RSSMiB > 0 {
-		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers)", r.RSSMiB, r.BaselineMiB)
+		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
+			r.RSSMiB, r.BaselineMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
 	}
 	return b.String()
 }
@@ -183,6 +189,19 @@ func (s *benchServer) post(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("POST %s: %s: %s", path, resp.Status, body)
 	}
 	return body, err
+}
+
+func (s *benchServer) getJSON(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 func (s *benchServer) createRun(ctx context.Context) (string, error) {
@@ -399,9 +418,17 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	}
 	start := time.Now()
 	wait := startFollowers(ctx, srv, runID, cfg.followers, nil)
-	time.Sleep(2 * time.Second) // let every stream settle into its idle wait
+	time.Sleep(cfg.settle) // let every stream settle into its idle wait
 	rss, err := srv.rssMiB()
 	if err != nil {
+		return benchResult{}, err
+	}
+	var ms struct {
+		HeapInuse  float64 `json:"heap_inuse"`
+		StackInuse float64 `json:"stack_inuse"`
+		Goroutines int     `json:"goroutines"`
+	}
+	if err := srv.getJSON(ctx, "/bench/memstats", &ms); err != nil {
 		return benchResult{}, err
 	}
 	if err := srv.produce(ctx, runID, 0, 0, 1, 0, 1); err != nil { // completes the run, closing every stream
@@ -411,5 +438,6 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	if err != nil {
 		return benchResult{}, err
 	}
-	return benchResult{Delivered: delivered, Seconds: time.Since(start).Seconds(), RSSMiB: rss, BaselineMiB: baseline}, nil
+	return benchResult{Delivered: delivered, Seconds: time.Since(start).Seconds(), RSSMiB: rss, BaselineMiB: baseline,
+		HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	mux.HandleFunc("POST /bench/runs", p.createRun)
 	mux.HandleFunc("POST /bench/runs/{run_id}/produce", p.produce)
 	mux.HandleFunc("GET /bench/memstats", memStats)
+	mux.HandleFunc("GET /bench/heap", func(w http.ResponseWriter, r *http.Request) { pprof.Lookup("heap").WriteTo(w, 0) })
 	mux.Handle("/", a.api)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
