@@ -75,6 +75,9 @@ type follower struct {
 
 	cursor int64
 	buf    []byte
+	// spare is a second page buffer, filled by the read of the next page
+	// while buf is written.
+	spare []byte
 	// heartbeat fires after Heartbeat of silence; every write resets it.
 	heartbeat *time.Timer
 }
@@ -151,33 +154,63 @@ func (f *follower) deliverLive(ctx context.Context) error {
 
 // catchUp reads the store after the cursor, page by page, writing each page
 // in one write, until the store has no more; then asks the source whether
-// the stream is over.
+// the stream is over. The next page is read while the current one is
+// written, so the store's latency and the writing overlap.
 func (f *follower) catchUp(ctx context.Context) error {
+	pages := make(chan storePage, 1)
+	f.readPage(ctx, pages, f.cursor, f.buf[:0])
+	spare := f.spare
 	for {
-		var (
-			n        int
-			last     int64
-			terminal bool
-			err      error
-		)
-		f.buf, n, last, terminal, err = f.src.readAfter(ctx, f.buf, f.cursor, f.cfg.ReplayPage)
+		p := <-pages
+		if p.err != nil {
+			return p.err
+		}
+		full := p.n == f.cfg.ReplayPage && !p.terminal
+		if full {
+			f.readPage(ctx, pages, p.last, spare[:0])
+		}
+		if p.n > 0 {
+			f.cursor = p.last
+		}
+		f.buf = p.buf
+		err := f.flush()
+		// f.buf, emptied by flush, is the page buffer to reuse next.
+		spare, f.spare = f.buf, nil
+		if full && err != nil {
+			<-pages // let the read in flight finish before returning
+		}
 		if err != nil {
 			return err
 		}
-		if n > 0 {
-			f.cursor = last
-		}
-		if err := f.flush(); err != nil {
-			return err
-		}
-		if terminal {
+		if p.terminal {
 			return errStreamDone
 		}
-		if n < f.cfg.ReplayPage {
+		if !full {
 			break
 		}
 	}
+	f.spare = spare
 	return f.checkEnd(ctx)
+}
+
+// storePage is one page of frames read from the store.
+type storePage struct {
+	buf      []byte
+	n        int
+	last     int64
+	terminal bool
+	err      error
+}
+
+// readPage reads the page after cursor into buf on its own goroutine and
+// sends it on pages. The store's calls thereby also run on a short-lived
+// stack, so an idle stream's goroutine keeps a small one.
+func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after int64, buf []byte) {
+	go func() {
+		var p storePage
+		p.buf, p.n, p.last, p.terminal, p.err = f.src.readAfter(ctx, buf, after, f.cfg.ReplayPage)
+		pages <- p
+	}()
 }
 
 // checkEnd asks the source whether the stream is over.

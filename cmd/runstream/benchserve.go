@@ -54,6 +54,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	mux.HandleFunc("POST /bench/runs/{run_id}/produce", p.produce)
 	mux.HandleFunc("GET /bench/memstats", memStats)
 	mux.HandleFunc("GET /bench/heap", func(w http.ResponseWriter, r *http.Request) { pprof.Lookup("heap").WriteTo(w, 0) })
+	mux.HandleFunc("GET /bench/cpu", cpuProfile)
 	mux.Handle("/", a.api)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -163,4 +164,18 @@ func memStats(w http.ResponseWriter, r *http.Request) {
 	runtime.ReadMemStats(&ms)
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"heap_inuse":%d,"stack_inuse":%d,"sys":%d,"goroutines":%d}`, ms.HeapInuse, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
+}
+
+// cpuProfile writes a CPU profile of the next ?seconds= seconds (default 5).
+func cpuProfile(w http.ResponseWriter, r *http.Request) {
+	d, err := time.ParseDuration(r.URL.Query().Get("seconds") + "s")
+	if err != nil || d <= 0 {
+		d = 5 * time.Second
+	}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	time.Sleep(d)
+	pprof.StopCPUProfile()
 }
