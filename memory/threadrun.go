@@ -48,7 +48,7 @@ func NewRunStore(opts ...Option) *RunStore {
 
 // PutRun creates or updates the run row.
 func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
-	r, err := normalizeRun(r, s.cfg.now())
+	r, err := runevents.PrepareRun(r, s.cfg.now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
@@ -63,40 +63,6 @@ func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.T
 	}
 	s.runs[key] = r
 	return cloneThreadRun(r), nil
-}
-
-// normalizeRun checks r and fills its defaults: operation kind "run",
-// metadata {}, timestamps now, all truncated to microseconds.
-func normalizeRun(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, error) {
-	if err := firstError(runevents.ValidateID("thread_id", r.ThreadID), runevents.ValidateID("run_id", r.RunID)); err != nil {
-		return r, err
-	}
-	if !r.Status.Valid() {
-		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status %q", r.Status)
-	}
-	if r.OperationKind == "" {
-		r.OperationKind = "run"
-	}
-	if len(r.Metadata) == 0 {
-		r.Metadata = json.RawMessage(`{}`)
-	} else {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, r.Metadata); err != nil || buf.Bytes()[0] != '{' {
-			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run metadata must be a JSON object")
-		}
-		r.Metadata = buf.Bytes()
-	}
-	now = now.UTC()
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now
-	}
-	if r.UpdatedAt.IsZero() {
-		r.UpdatedAt = now
-	}
-	r.CreatedAt = r.CreatedAt.Truncate(time.Microsecond)
-	r.UpdatedAt = r.UpdatedAt.Truncate(time.Microsecond)
-	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
-	return r, nil
 }
 
 func cloneThreadRun(r runevents.ThreadRun) runevents.ThreadRun {

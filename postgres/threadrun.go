@@ -1,14 +1,11 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,7 +63,7 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 
 // PutRun creates or updates the run row.
 func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
-	r, err := normalizeThreadRun(r, time.Now())
+	r, err := runevents.PrepareRun(r, time.Now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
@@ -95,48 +92,6 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 		return runevents.ThreadRun{}, dbError(err, "put run")
 	}
 	r.CreatedAt = inOffset(created, offset)
-	return r, nil
-}
-
-// normalizeThreadRun checks r and fills its defaults: operation kind
-// "run", metadata {} (else compacted), timestamps now in UTC, all
-// truncated to microseconds. The result shares no memory with r.
-func normalizeThreadRun(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, error) {
-	if err := firstError(runevents.ValidateID("thread_id", r.ThreadID), runevents.ValidateID("run_id", r.RunID)); err != nil {
-		return r, err
-	}
-	if !r.Status.Valid() {
-		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status %q", r.Status)
-	}
-	if err := firstError(checkText("run owner", r.OwnerID), checkText("run operation kind", r.OperationKind),
-		checkText("run model name", r.ModelName)); err != nil {
-		return r, err
-	}
-	if r.OperationKind == "" {
-		r.OperationKind = "run"
-	}
-	if len(r.Metadata) == 0 {
-		r.Metadata = json.RawMessage(`{}`)
-	} else {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, r.Metadata); err != nil || buf.Bytes()[0] != '{' {
-			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run metadata must be a JSON object")
-		}
-		if !utf8.Valid(buf.Bytes()) {
-			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run metadata must be valid UTF-8")
-		}
-		r.Metadata = buf.Bytes()
-	}
-	now = now.UTC()
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now
-	}
-	if r.UpdatedAt.IsZero() {
-		r.UpdatedAt = now
-	}
-	r.CreatedAt = r.CreatedAt.Truncate(time.Microsecond)
-	r.UpdatedAt = r.UpdatedAt.Truncate(time.Microsecond)
-	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
 	return r, nil
 }
 

@@ -59,8 +59,12 @@ func appendCancelled(err error) *runstream.Error {
 	return runstream.Wrap(err, runstream.CodeUnavailable, "postgres: append: cancelled before the append was acknowledged")
 }
 
-// checkAppend rejects arguments that are wrong whatever the run's state.
+// checkAppend rejects arguments that are wrong whatever the run's state:
+// those of workflow.AppendParams.Validate, and text PostgreSQL cannot hold.
 func checkAppend(p workflow.AppendParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	if err := checkEvents(p.Events); err != nil {
 		return err
 	}
@@ -68,34 +72,13 @@ func checkAppend(p workflow.AppendParams) error {
 		return err
 	}
 	if t := p.ResumeToken; t != nil {
-		switch {
-		case t.RunID != "" && t.RunID != p.RunID:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token of run %q given for run %q", t.RunID, p.RunID)
-		case len(t.Hash) == 0:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token has no hash")
-		case t.ExpiresAt.IsZero():
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token has no expiry")
-		}
 		texts := append([]string{t.NodeID, t.NodeRunID, string(t.FormSchema)}, t.Actions...)
 		if !allStorable(texts) {
 			return runstream.Errorf(runstream.CodeInvalidArgument, "append: resume token text must be valid UTF-8 without NUL characters")
 		}
 	}
-	seen := map[string]bool{}
 	for i, a := range p.Artifacts {
-		switch {
-		case a.ID == "":
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id is required", i)
-		case a.RunID != "" && a.RunID != p.RunID:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: of run %q given for run %q", i, a.RunID, p.RunID)
-		case seen[a.ID]:
-			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: id %q given twice", i, a.ID)
-		}
-		seen[a.ID] = true
-		if err := checkID("append: artifact id", a.ID); err != nil {
-			return err
-		}
-		if !allStorable([]string{a.NodeID, a.Name, a.MimeType, a.SHA256}) {
+		if !allStorable([]string{a.ID, a.NodeID, a.Name, a.MimeType, a.SHA256}) {
 			return runstream.Errorf(runstream.CodeInvalidArgument, "append: artifacts[%d]: text must be valid UTF-8 without NUL characters", i)
 		}
 	}

@@ -1,13 +1,11 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -71,7 +69,7 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 	if err := checkDBOpen(s.db); err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	r, err := normalizeThreadRun(r, time.Now())
+	r, err := runevents.PrepareRun(r, time.Now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
@@ -108,41 +106,6 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 		return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
 	}
 	r.CreatedAt = inOffsetZone(time.UnixMicro(created), createdOffset)
-	return r, nil
-}
-
-// normalizeThreadRun checks r and fills its defaults: operation kind
-// "run", metadata {} (else compacted), timestamps now in UTC, all
-// truncated to microseconds. The result shares no memory with r.
-func normalizeThreadRun(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, error) {
-	if err := firstError(runevents.ValidateID("thread_id", r.ThreadID), runevents.ValidateID("run_id", r.RunID)); err != nil {
-		return r, err
-	}
-	if !r.Status.Valid() {
-		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status %q", r.Status)
-	}
-	if r.OperationKind == "" {
-		r.OperationKind = "run"
-	}
-	if len(r.Metadata) == 0 {
-		r.Metadata = json.RawMessage(`{}`)
-	} else {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, r.Metadata); err != nil || buf.Bytes()[0] != '{' {
-			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run metadata must be a JSON object")
-		}
-		r.Metadata = buf.Bytes()
-	}
-	now = now.UTC()
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now
-	}
-	if r.UpdatedAt.IsZero() {
-		r.UpdatedAt = now
-	}
-	r.CreatedAt = r.CreatedAt.Truncate(time.Microsecond)
-	r.UpdatedAt = r.UpdatedAt.Truncate(time.Microsecond)
-	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
 	return r, nil
 }
 
