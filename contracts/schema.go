@@ -1,0 +1,88 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/runstream/runstream"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Schema is a JSON Schema (draft 2020-12 unless it says otherwise) given
+// by a user: a workflow's inputSchema or a human_input node's formSchema.
+// It is safe for concurrent use.
+type Schema struct {
+	s *jsonschema.Schema
+}
+
+// userSchemaURL names a user's schema inside the compiler; nothing is
+// fetched from it.
+const userSchemaURL = "https://schemas.runstream.invalid/schema.json"
+
+// noLoader refuses every external $ref: the library's default loader would
+// read local files or URLs named by a user's schema.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external schema references are not allowed (%s)", url)
+}
+
+// CompileSchema compiles a user's schema. Its error is safe to show to the
+// user: it never names the compiler's internal URL.
+func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, errors.New("the schema is not valid JSON")
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		if _, ok := doc.(bool); !ok {
+			return nil, errors.New("a schema must be an object or a boolean")
+		}
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	if err := c.AddResource(userSchemaURL, doc); err != nil {
+		return nil, fmt.Errorf("invalid schema: %s", shorten(err.Error()))
+	}
+	s, err := c.Compile(userSchemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("invalid schema: %s", shorten(strings.ReplaceAll(err.Error(), userSchemaURL, "")))
+	}
+	return &Schema{s: s}, nil
+}
+
+// Validate returns the problems of value against the schema, sorted by
+// path, or nil when it matches.
+func (s *Schema) Validate(value json.RawMessage) []Problem {
+	v, err := decode(value)
+	if err != nil {
+		return []Problem{{Path: "", Message: "not a valid JSON value"}}
+	}
+	if err := s.s.Validate(v); err != nil {
+		return newValidationError(schemaProblems(nil, "", err)).Problems
+	}
+	return nil
+}
+
+// ValidationError returns nil when value matches the schema, else an error
+// with the given code that names the failing paths and carries them in
+// details.problems; what names the value in the message.
+func (s *Schema) ValidationError(value json.RawMessage, code runstream.ErrorCode, what string) error {
+	problems := s.Validate(value)
+	if len(problems) == 0 {
+		return nil
+	}
+	paths := make([]string, len(problems))
+	for i, p := range problems {
+		paths[i] = p.Path
+		if paths[i] == "" {
+			paths[i] = "/"
+		}
+	}
+	return runstream.Errorf(code, "%s does not match its schema at %s", what, strings.Join(paths, ", ")).
+		WithDetail("problems", problems)
+}
