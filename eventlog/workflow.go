@@ -11,6 +11,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/internal/jsonenc"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/workflow"
@@ -111,7 +112,9 @@ func (l *WorkflowLog) prepare(events []workflow.NewEvent) ([]workflow.NewEvent, 
 		if err != nil {
 			return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "events[%d]: redact data", i)
 		}
-		e.Data = redacted
+		if e.Data, err = compactJSON(redacted); err != nil {
+			return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "events[%d]: data", i)
+		}
 		if e.Timestamp.IsZero() {
 			e.Timestamp = now
 		}
@@ -180,10 +183,9 @@ func AppendWorkflowFrame(dst []byte, env workflow.Envelope) ([]byte, error) {
 	dst = append(dst, env.Event...)
 	dst = append(dst, "\ndata: "...)
 	data := len(dst)
-	dst, err := env.AppendJSON(dst)
-	if err != nil {
-		return dst[:start], fmt.Errorf("frame seq %d: %w", env.Seq, err)
-	}
+	// Stored data is compact (prepare compacts it); a line break, the one
+	// thing that would break the frame, is checked below.
+	dst = env.AppendStoredJSON(dst)
 	if bytes.IndexByte(dst[data:], '\n') >= 0 || bytes.IndexByte(dst[data:], '\r') >= 0 {
 		return dst[:start], fmt.Errorf("frame seq %d: data holds a line break", env.Seq)
 	}
@@ -199,4 +201,17 @@ func validationError(err error, what string) error {
 			WithDetail("problems", ve.Problems)
 	}
 	return runstream.Wrap(err, runstream.CodeInvalidArgument, "%s: invalid", what)
+}
+
+// compactJSON returns raw compact: as it is when it already is, else
+// re-encoded. Stored event data is compact, so replays copy it unchecked.
+func compactJSON(raw []byte) ([]byte, error) {
+	if jsonenc.IsCompact(raw) {
+		return raw, nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

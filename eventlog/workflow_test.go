@@ -188,3 +188,21 @@ func TestEventsAreRedactedButTheResumeTokenStays(t *testing.T) {
 		}
 	}
 }
+
+func TestStoredDataIsCompact(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	stored, err := s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventRunQueued, Data: json.RawMessage("{ \"queue\" :\n \"a b\" }")},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(stored[0].Data); got != `{"queue":"a b"}` {
+		t.Errorf("stored data %q, want it compact", got)
+	}
+	ev, err := eventlog.WorkflowFrame(stored[0])
+	if err != nil || strings.Count(string(ev.Frame), "\n") != 4 {
+		t.Errorf("frame %q (%v): want id, event, data lines and the blank line", ev.Frame, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/workflow"
 )
@@ -180,8 +181,12 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 	if !lookupable(runID) {
 		return nil, errRunNotFound(runID)
 	}
+	// The columns of a missing event are COALESCEd so that rows scan into
+	// plain values; the run's ids and the event name are read without a
+	// copy: this is the hot path of every replay.
 	rows, err := s.pool.Query(ctx, `SELECT r.workflow_id, r.version_id,
-			e.seq, e.event, coalesce(e.node_id, ''), coalesce(e.node_run_id, ''), e.ts, e.ts_offset, e.data
+			coalesce(e.seq, 0), coalesce(e.event, ''), coalesce(e.node_id, ''), coalesce(e.node_run_id, ''),
+			coalesce(e.ts, 'epoch'), coalesce(e.ts_offset, 0), coalesce(e.data, '')
 		FROM workflow_runs r LEFT JOIN LATERAL (
 			SELECT * FROM workflow_run_events ev WHERE ev.run_id = r.id AND ev.seq > $2 ORDER BY ev.seq LIMIT $3
 		) e ON true
@@ -191,24 +196,29 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 	}
 	defer rows.Close()
 	found := false
-	out := []workflow.Envelope{}
+	out := make([]workflow.Envelope, 0, min(limit, 64))
+	var (
+		workflowID, versionID string
+		wf, ver, event        pgtype.DriverBytes
+		seq                   int64
+		ts                    time.Time
+		offset                int32
+	)
 	for rows.Next() {
-		found = true
-		var (
-			e      = workflow.Envelope{SchemaVersion: workflow.SchemaVersion, RunID: runID}
-			seq    *int64
-			event  *string
-			ts     *time.Time
-			offset *int32
-			data   []byte
-		)
-		if err := rows.Scan(&e.WorkflowID, &e.VersionID, &seq, &event, &e.NodeID, &e.NodeRunID, &ts, &offset, &data); err != nil {
+		e := workflow.Envelope{SchemaVersion: workflow.SchemaVersion, RunID: runID}
+		var data []byte
+		if err := rows.Scan(&wf, &ver, &seq, &event, &e.NodeID, &e.NodeRunID, &ts, &offset, &data); err != nil {
 			return nil, dbError(err, "list events")
 		}
-		if seq == nil { // the run has no event after afterSeq
+		if !found {
+			workflowID, versionID = string(wf), string(ver)
+			found = true
+		}
+		if seq == 0 { // the run has no event after afterSeq
 			continue
 		}
-		e.Seq, e.Event, e.Timestamp, e.Data = *seq, workflow.EventType(*event), inOffset(*ts, *offset), data
+		e.WorkflowID, e.VersionID = workflowID, versionID
+		e.Seq, e.Event, e.Timestamp, e.Data = seq, eventType(event), inOffset(ts, offset), data
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -295,4 +305,21 @@ func checkEvents(events []workflow.NewEvent) error {
 func cloneRun(r workflow.Run) workflow.Run {
 	r.Input, r.Output, r.Error = cloneBytes(r.Input), cloneBytes(r.Output), cloneBytes(r.Error)
 	return r
+}
+
+// eventNames maps a stored event name to its constant, so reading one
+// allocates nothing.
+var eventNames = func() map[string]workflow.EventType {
+	m := map[string]workflow.EventType{}
+	for _, t := range workflow.Events() {
+		m[string(t)] = t
+	}
+	return m
+}()
+
+func eventType(name []byte) workflow.EventType {
+	if t, ok := eventNames[string(name)]; ok {
+		return t
+	}
+	return workflow.EventType(name)
 }

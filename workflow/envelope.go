@@ -44,6 +44,25 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 // encoding/json.
 func (e Envelope) AppendJSON(b []byte) ([]byte, error) {
 	data := e.Data
+	if len(data) > 0 && !jsonenc.IsCompact(data) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, data); err != nil {
+			return nil, fmt.Errorf("envelope seq %d: compact data: %w", e.Seq, err)
+		}
+		data = buf.Bytes()
+	}
+	return e.appendJSON(b, data), nil
+}
+
+// AppendStoredJSON appends the envelope's JSON with Data copied as it is,
+// without the compaction check of AppendJSON: for envelopes read from a
+// store, whose Data the event log stored compact. It is the replay's hot
+// path. Data must be one valid JSON value.
+func (e Envelope) AppendStoredJSON(b []byte) []byte {
+	return e.appendJSON(b, e.Data)
+}
+
+func (e Envelope) appendJSON(b []byte, data []byte) []byte {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
@@ -57,17 +76,12 @@ func (e Envelope) AppendJSON(b []byte) ([]byte, error) {
 	b = appendField(b, "event", string(e.Event))
 	b = appendNullable(b, "nodeId", e.NodeID)
 	b = appendNullable(b, "nodeRunId", e.NodeRunID)
-	b = appendField(b, "timestamp", e.Timestamp.Format(TimestampLayout))
-	b = append(b, `,"data":`...)
-	if !jsonenc.IsCompact(data) {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, data); err != nil {
-			return nil, fmt.Errorf("envelope seq %d: compact data: %w", e.Seq, err)
-		}
-		data = buf.Bytes()
-	}
+	// A formatted timestamp has no character JSON escapes.
+	b = append(b, `,"timestamp":"`...)
+	b = e.Timestamp.AppendFormat(b, TimestampLayout)
+	b = append(b, `","data":`...)
 	b = append(b, data...)
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // UnmarshalJSON decodes an envelope; nodeId and nodeRunId may be null.
