@@ -280,8 +280,12 @@ func (e *Engine) claimRuns() {
 		if full || e.hardCtx.Err() != nil {
 			return
 		}
+		// Every claim has an owner of its own, so that a runner of this
+		// engine whose lease expired is fenced off from the runner of its
+		// next claim of the same run, as another instance's would be.
+		owner := e.cfg.WorkerID + "/" + NewID("lease")
 		now := e.now()
-		run, ok, err := e.queue.Claim(e.hardCtx, e.cfg.WorkerID, now, now.Add(e.cfg.LeaseDuration))
+		run, ok, err := e.queue.Claim(e.hardCtx, owner, now, now.Add(e.cfg.LeaseDuration))
 		if err != nil {
 			if e.hardCtx.Err() == nil {
 				e.logger.Error("claim runs", "error", err)
@@ -291,20 +295,22 @@ func (e *Engine) claimRuns() {
 		if !ok {
 			return
 		}
-		e.start(run)
+		e.start(run, owner)
 	}
 }
 
-// start executes a claimed run in its own goroutine.
-func (e *Engine) start(run workflow.Run) {
-	r := newRunner(e, run)
+// start executes a run claimed with lease owner in its own goroutine.
+func (e *Engine) start(run workflow.Run, owner string) {
+	r := newRunner(e, run, owner)
 	e.mu.Lock()
 	e.runs[run.ID] = r
 	e.mu.Unlock()
 	e.runners.Go(func() {
 		defer func() {
 			e.mu.Lock()
-			delete(e.runs, run.ID)
+			if e.runs[run.ID] == r { // a later claim of the run may have replaced r
+				delete(e.runs, run.ID)
+			}
 			e.mu.Unlock()
 			e.Wake() // a slot is free, and a parked or released run may be claimable
 		}()
@@ -313,8 +319,8 @@ func (e *Engine) start(run workflow.Run) {
 }
 
 // releaseLease gives a run's lease back, logging a failure.
-func (e *Engine) releaseLease(ctx context.Context, runID string) {
-	if err := e.queue.ReleaseLease(ctx, runID, e.cfg.WorkerID); err != nil && runstream.ErrorCodeOf(err) != runstream.CodeConflict {
+func (e *Engine) releaseLease(ctx context.Context, runID, owner string) {
+	if err := e.queue.ReleaseLease(ctx, runID, owner); err != nil && runstream.ErrorCodeOf(err) != runstream.CodeConflict {
 		e.logger.Warn("release lease", "run_id", runID, "error", err)
 	}
 }

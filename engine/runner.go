@@ -44,6 +44,8 @@ var (
 type runner struct {
 	e   *Engine
 	run workflow.Run
+	// owner is the lease owner of this runner's claim.
+	owner string
 
 	// ctx is the run's writing context, cancelled (with its cause) when
 	// the run must not be written any more.
@@ -68,12 +70,12 @@ type runner struct {
 	artifacts []artifactRef
 }
 
-func newRunner(e *Engine, run workflow.Run) *runner {
-	r := &runner{e: e, run: run, poke: make(chan struct{}, 1), cancelReq: make(chan struct{}), outputs: map[string]json.RawMessage{}}
+func newRunner(e *Engine, run workflow.Run, owner string) *runner {
+	r := &runner{e: e, run: run, owner: owner, poke: make(chan struct{}, 1), cancelReq: make(chan struct{}), outputs: map[string]json.RawMessage{}}
 	r.ctx, r.stopWriting = context.WithCancelCause(e.hardCtx)
 	r.nodesCtx, r.stopNodes = context.WithCancelCause(r.ctx)
 	r.em = &emitter{
-		log: e.cfg.Log, runID: run.ID, owner: e.cfg.WorkerID,
+		log: e.cfg.Log, runID: run.ID, owner: owner,
 		window: e.cfg.DeltaWindow, maxBytes: e.cfg.DeltaMaxBytes,
 		flushCtx: r.ctx,
 		onHalt:   func(err error) { r.stopWriting(fmt.Errorf("write failed: %w", err)) },
@@ -96,7 +98,7 @@ func (r *runner) execute() {
 	case yielded:
 		if r.em.emit(r.ctx, workflow.AppendParams{}) == nil { // pending deltas first
 			r.em.halt(errRunnerDone)
-			r.e.releaseLease(r.ctx, r.run.ID)
+			r.e.releaseLease(r.ctx, r.run.ID, r.owner)
 		}
 	case lost:
 		if cause := context.Cause(r.ctx); cause != nil && r.e.hardCtx.Err() == nil {
@@ -447,7 +449,7 @@ func (r *runner) supervise(done <-chan struct{}) {
 		}
 		now := r.e.now()
 		if now.Sub(renewed) >= lease/3 {
-			err := r.e.queue.RenewLease(r.ctx, r.run.ID, r.e.cfg.WorkerID, now.Add(lease))
+			err := r.e.queue.RenewLease(r.ctx, r.run.ID, r.owner, now.Add(lease))
 			switch code := runstream.ErrorCodeOf(err); {
 			case err == nil:
 				renewed = now
@@ -466,7 +468,7 @@ func (r *runner) supervise(done <-chan struct{}) {
 			continue
 		}
 		switch {
-		case run.Status.Terminal() || run.LeaseOwner != r.e.cfg.WorkerID:
+		case run.Status.Terminal() || run.LeaseOwner != r.owner:
 			r.stopWriting(fmt.Errorf("run %s is %s and leased to %q", run.ID, run.Status, run.LeaseOwner))
 			return
 		case run.Status == workflow.StatusCancelling:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -96,7 +97,7 @@ func TestTakeover(t *testing.T) {
 					t.Fatalf("stopping a: %v", err)
 				}
 				stored, _ := e.store.GetRun(t.Context(), run.ID, runstream.AnyOwner)
-				if stored.Status != workflow.StatusRunning || stored.LeaseOwner != "a" {
+				if stored.Status != workflow.StatusRunning || !strings.HasPrefix(stored.LeaseOwner, "a/") {
 					t.Fatalf("after a died: run %s leased to %q, want running and still leased to a", stored.Status, stored.LeaseOwner)
 				}
 				// b's clock is past a's lease.
@@ -248,6 +249,53 @@ func TestLeaseLostStopsWriting(t *testing.T) {
 		}
 		if n := a.Running(); n != 0 {
 			t.Errorf("a still runs %d runs", n)
+		}
+	})
+}
+
+// flakyRenewals fails every lease renewal until failUntil, as a store that
+// is briefly unreachable does.
+type flakyRenewals struct {
+	*memory.WorkflowStore
+	failUntil time.Time
+}
+
+func (s *flakyRenewals) RenewLease(ctx context.Context, runID, owner string, until time.Time) error {
+	if time.Now().Before(s.failUntil) {
+		return runstream.Errorf(runstream.CodeUnavailable, "store unreachable")
+	}
+	return s.WorkflowStore.RenewLease(ctx, runID, owner, until)
+}
+
+// TestOwnReclaimIsFenced: when an engine cannot renew its lease, the lease
+// expires and the same engine claims the run again. The new claim has an
+// owner of its own, so the first runner, which still runs its node, is
+// fenced off: no event of the interrupted attempt lands after its
+// node.failed, and the node's retry completes the run.
+func TestOwnReclaimIsFenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		flaky := &flakyRenewals{WorkflowStore: e.store, failUntil: time.Now().Add(3500 * time.Millisecond)}
+		e.start(t, func(c *engine.Config) { c.Store = flaky; c.WorkerID = "a" })
+		run := e.createRun(t, chain(`"retry":{"maxAttempts":3,"backoffMs":100},`), `{}`)
+		got, events := e.waitTerminal(t, run.ID)
+		if got.Status != workflow.StatusCompleted {
+			t.Fatalf("run %s:\n%s", got.Status, strings.Join(sequence(events), "\n"))
+		}
+		seq := sequence(events)
+		failedAt := slices.Index(seq, "node.failed:slow")
+		if failedAt < 0 {
+			t.Fatalf("the interrupted attempt was not failed:\n%s", strings.Join(seq, "\n"))
+		}
+		if n := strings.Count(strings.Join(seq, "\n"), "node.completed:slow"); n != 1 {
+			t.Errorf("slow completed %d times:\n%s", n, strings.Join(seq, "\n"))
+		}
+		var completed struct {
+			Attempt int `json:"attempt"`
+		}
+		data(t, events, workflow.EventNodeCompleted, "slow", 0, &completed)
+		if completed.Attempt != 2 {
+			t.Errorf("slow completed by attempt %d, want the retry, 2", completed.Attempt)
 		}
 	})
 }
