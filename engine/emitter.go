@@ -65,6 +65,9 @@ func (em *emitter) delta(ctx context.Context, nodeID, nodeRunID, channel, text s
 	if em.err != nil {
 		return em.err
 	}
+	if err := ctx.Err(); err != nil {
+		return err // the caller's attempt ended; the run's writing goes on
+	}
 	for text != "" {
 		chunk := text
 		if len(chunk) > maxDeltaChunk {
@@ -78,7 +81,7 @@ func (em *emitter) delta(ctx context.Context, nodeID, nodeRunID, channel, text s
 		p := em.pendingFor(nodeID, nodeRunID, channel)
 		p.text = append(p.text, chunk...)
 		if len(p.text) >= em.maxBytes {
-			if err := em.flushLocked(ctx, nil, workflow.AppendParams{}); err != nil {
+			if err := em.flushLocked(nil, workflow.AppendParams{}); err != nil {
 				return err
 			}
 		}
@@ -107,23 +110,32 @@ func (em *emitter) timerFlush(gen uint64) {
 	if em.gen != gen || em.err != nil {
 		return
 	}
-	em.flushLocked(em.flushCtx, nil, workflow.AppendParams{})
+	em.flushLocked(nil, workflow.AppendParams{})
 }
 
 // emit appends events, after the pending deltas, in one batch. p carries
 // what the batch stores besides events (resume token, node outputs);
 // its RunID, Events and LeaseOwner are set here.
+//
+// ctx is the caller's: when it is done the batch is not written and its
+// error returned, without stopping the run's writing (a node's attempt may
+// end, by its timeout or a cancel, while the run goes on). The append
+// itself runs under the run's writing context, so a node's context that
+// ends during the append cannot make a committed write look failed.
 func (em *emitter) emit(ctx context.Context, p workflow.AppendParams, events ...workflow.NewEvent) error {
 	em.mu.Lock()
 	defer em.mu.Unlock()
 	if em.err != nil {
 		return em.err
 	}
-	return em.flushLocked(ctx, events, p)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return em.flushLocked(events, p)
 }
 
 // flushLocked appends the pending deltas followed by events.
-func (em *emitter) flushLocked(ctx context.Context, events []workflow.NewEvent, p workflow.AppendParams) error {
+func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendParams) error {
 	em.gen++
 	if em.timer != nil {
 		em.timer.Stop()
@@ -149,7 +161,7 @@ func (em *emitter) flushLocked(ctx context.Context, events []workflow.NewEvent, 
 	if em.flushCtx.Err() != nil {
 		return em.failLocked(context.Cause(em.flushCtx))
 	}
-	if _, err := em.log.Append(ctx, p); err != nil {
+	if _, err := em.log.Append(em.flushCtx, p); err != nil {
 		return em.failLocked(err)
 	}
 	return nil

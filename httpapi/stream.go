@@ -75,9 +75,6 @@ type follower struct {
 
 	cursor int64
 	buf    []byte
-	// spare is a second page buffer, filled by the read of the next page
-	// while buf is written.
-	spare []byte
 	// heartbeat fires after Heartbeat of silence; every write resets it.
 	heartbeat *time.Timer
 }
@@ -158,8 +155,10 @@ func (f *follower) deliverLive(ctx context.Context) error {
 // written, so the store's latency and the writing overlap.
 func (f *follower) catchUp(ctx context.Context) error {
 	pages := make(chan storePage, 1)
+	// Two buffers alternate: the page just read is written from one while
+	// the next page is read into the other. free is the one not in use.
+	var free []byte
 	f.readPage(ctx, pages, f.cursor, f.buf[:0])
-	spare := f.spare
 	for {
 		p := <-pages
 		if p.err != nil {
@@ -167,15 +166,14 @@ func (f *follower) catchUp(ctx context.Context) error {
 		}
 		full := p.n == f.cfg.ReplayPage && !p.terminal
 		if full {
-			f.readPage(ctx, pages, p.last, spare[:0])
+			f.readPage(ctx, pages, p.last, free[:0])
 		}
 		if p.n > 0 {
 			f.cursor = p.last
 		}
 		f.buf = p.buf
 		err := f.flush()
-		// f.buf, emptied by flush, is the page buffer to reuse next.
-		spare, f.spare = f.buf, nil
+		free = f.buf // written and emptied: the next page's buffer
 		if full && err != nil {
 			<-pages // let the read in flight finish before returning
 		}
@@ -189,7 +187,6 @@ func (f *follower) catchUp(ctx context.Context) error {
 			break
 		}
 	}
-	f.spare = spare
 	return f.checkEnd(ctx)
 }
 

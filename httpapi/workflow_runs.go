@@ -110,8 +110,8 @@ func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error
 	}
 	// Register with the hub before replaying, so an event committed during
 	// the replay is either read by it or delivered live. Every event up to
-	// run.LastSeq is stored, so the hub need not hold later ones for them.
-	sub := s.cfg.Hub.Subscribe(eventlog.WorkflowStreamKey(run.ID), max(cursor, run.LastSeq))
+	// run.LastSeq is stored (a cursor may point past it).
+	sub := s.cfg.Hub.Subscribe(eventlog.WorkflowStreamKey(run.ID), run.LastSeq)
 	defer sub.Close()
 	setStreamHeaders(w.Header())
 	w.Header().Set("X-Workflow-Run-Status", string(run.Status))

@@ -479,3 +479,32 @@ func TestRunViewNeverContainsTheResumeToken(t *testing.T) {
 		t.Errorf("run.awaiting_input lost its resume token: %s", e.Data)
 	}
 }
+
+// TestRepeatedCatchUpsKeepFramesIntact: a follower that catches up from the
+// store a second time (here after being cut) reads pages into one buffer
+// while it writes the previous page from another; the frames must arrive
+// whole and in order.
+func TestRepeatedCatchUpsKeepFramesIntact(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{ReplayPage: 4})
+	env.progress(t, 10) // seqs 3..12: the first catch-up reads pages of 4
+	c := env.open(t, "")
+	if got := c.seqs(t, 12); !equalSeqs(got, seqRange(1, 12)) {
+		t.Fatalf("first catch-up: %v", got)
+	}
+	// 300 events the hub never saw, then one it sees: its poll brings the
+	// 300 at once, more than the subscription holds, so the follower is
+	// cut and catches up from the store again, page by page.
+	for i := 0; i < 300; i++ {
+		if _, err := env.store.Append(t.Context(), workflow.AppendParams{RunID: env.run.ID, Events: []workflow.NewEvent{{
+			Event: workflow.EventNodeProgress, NodeID: "n1", NodeRunID: "nr1", Data: json.RawMessage(`{"phase":"p","message":"unpublished"}`),
+		}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := env.complete(t)
+	if got := c.seqs(t, int(last-12)); !equalSeqs(got, seqRange(13, last)) {
+		t.Fatalf("second catch-up: %d events, want 13..%d", len(got), last)
+	}
+	c.expectEOF(t)
+}

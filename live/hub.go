@@ -95,11 +95,12 @@ func New(cfg Config) *Hub {
 // afterSeq. Register before replaying from the store, so that nothing
 // committed during the replay is missed. Close the subscription when done.
 //
-// afterSeq may be any seq the follower knows to be stored (its cursor, or
-// the stream's newest seq read before subscribing). When the stream has no
-// other follower, the hub delivers from the seq after it; otherwise the
-// stream goes on where it is, for the followers it already has, and the new
-// follower drops what it has already.
+// afterSeq must be a seq the follower knows to be stored: the stream's
+// newest seq read before subscribing, or the follower's cursor when it is
+// not past that. The hub delivers what follows the lowest such seq of its
+// followers (each follower drops what it has already); a seq past the
+// stored end would make the hub drop the events that follow it, as
+// already delivered, for every follower of the stream.
 func (h *Hub) Subscribe(key string, afterSeq int64) *Subscription {
 	return h.subscribe(key, afterSeq, false)
 }
@@ -117,11 +118,13 @@ func (h *Hub) subscribe(key string, afterSeq int64, view bool) *Subscription {
 	defer h.mu.Unlock()
 	st := h.streams[key]
 	if st == nil {
-		// Raising lastSeq of a stream that has followers could make the hub
-		// drop, as already delivered, events they have not received yet.
 		st = &stream{subs: map[*Subscription]struct{}{}, view: view, lastSeq: afterSeq}
 		h.streams[key] = st
 	}
+	// Never raise lastSeq of a stream that has followers: the hub would drop,
+	// as already delivered, events they have not received. Lowering it only
+	// re-delivers events the followers drop.
+	st.lastSeq = min(st.lastSeq, afterSeq)
 	st.subs[sub] = struct{}{}
 	return sub
 }

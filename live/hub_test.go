@@ -272,3 +272,18 @@ func TestWithoutPollGapsAreDeliveredAtOnce(t *testing.T) {
 		t.Errorf("got %v, want [2]: without a poll nothing can fill the gap", seqsOf(got))
 	}
 }
+
+// TestSubscriberPastTheEndDoesNotStarveLaterOnes: a first follower whose
+// seq is past the stored end must not make the hub drop what later
+// followers need.
+func TestSubscriberPastTheEndDoesNotStarveLaterOnes(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	bogus := h.Subscribe("s", 1_000_000)
+	defer bogus.Close()
+	later := h.Subscribe("s", 5)
+	h.Publish("s", events(6, 7))
+	if got, _ := later.Take(); fmt.Sprint(seqsOf(got)) != "[6 7]" {
+		t.Errorf("later follower got %v, want [6 7]", seqsOf(got))
+	}
+}
