@@ -80,6 +80,7 @@ const (
 	RuleInvalidSchema   = "invalid_schema"
 	RuleInvalidOutput   = "invalid_output"
 	RuleInvalidArtifact = "invalid_artifact"
+	RuleParallelInput   = "parallel_human_input"
 )
 
 var nodeIDPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)

@@ -54,6 +54,7 @@ func TestCompileRules(t *testing.T) {
 		{"unknown need", definition("", node("a", "delay", delay10), node("b", "delay", delay10, "a", "ghost")), engine.RuleUnknownNeed, "b"},
 		{"cycle", definition("", node("a", "delay", delay10), node("b", "delay", delay10, "a", "d"), node("c", "delay", delay10, "b"), node("d", "delay", delay10, "c")), engine.RuleCycle, "b"},
 		{"self need", definition("", node("a", "delay", delay10, "a")), engine.RuleCycle, "a"},
+		{"parallel human inputs", definition("", node("a", "delay", delay10), node("h1", "human_input", `{"actions":["ok"]}`, "a"), node("h2", "human_input", `{"actions":["ok"]}`, "a")), engine.RuleParallelInput, "h2"},
 		{"invalid config delay", definition("", node("a", "delay", `{"ms":-1}`)), engine.RuleInvalidConfig, "a"},
 		{"invalid config unknown field", definition("", node("a", "delay", `{"ms":1,"sleep":2}`)), engine.RuleInvalidConfig, "a"},
 		{"invalid config transform", definition("", node("a", "transform", `{"expression":"1 +"}`)), engine.RuleInvalidConfig, "a"},
@@ -225,5 +226,14 @@ func TestSummary(t *testing.T) {
 	var s string
 	if err := json.Unmarshal(got, &s); err != nil || len(got) > 1200 || !strings.HasSuffix(s, "…") {
 		t.Errorf("big value summarised as %d bytes (%v)", len(got), err)
+	}
+}
+
+func TestOrderedHumanInputsCompile(t *testing.T) {
+	t.Parallel()
+	def := definition("", node("h1", "human_input", `{"actions":["ok"]}`), node("d", "delay", delay10, "h1"),
+		node("h2", "human_input", `{"actions":["ok"]}`, "d"), node("side", "delay", delay10))
+	if _, err := engine.DefaultRegistry().CompileJSON([]byte(def)); err != nil {
+		t.Errorf("human inputs ordered through a delay were refused: %v", err)
 	}
 }

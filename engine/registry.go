@@ -175,6 +175,9 @@ func (r *Registry) Compile(d *Definition) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkInputsOrdered(d.Nodes, order); err != nil {
+		return nil, err
+	}
 	p.order = order
 	for _, n := range d.Nodes {
 		if err := r.compileNode(p.nodes[n.ID]); err != nil {
@@ -330,4 +333,45 @@ func upstreamOf(p *Plan, id string) []string {
 		}
 	}
 	return out
+}
+
+// checkInputsOrdered refuses two human_input nodes that could await input
+// at the same time: a run holds one pending resume token, so every pair of
+// human_input nodes must be ordered by needs (one an ancestor of the
+// other). order is a topological order of nodes.
+func checkInputsOrdered(nodes []NodeSpec, order []string) error {
+	needs := make(map[string][]string, len(nodes))
+	var inputs []string
+	for _, n := range nodes {
+		needs[n.ID] = n.Needs
+	}
+	for _, id := range order {
+		for _, n := range nodes {
+			if n.ID == id && n.Type == "human_input" {
+				inputs = append(inputs, id)
+			}
+		}
+	}
+	ancestors := func(id string) map[string]bool {
+		seen := map[string]bool{}
+		stack := slices.Clone(needs[id])
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if !seen[n] {
+				seen[n] = true
+				stack = append(stack, needs[n]...)
+			}
+		}
+		return seen
+	}
+	for i := 1; i < len(inputs); i++ {
+		// In topological order, inputs[i-1] must be an ancestor of
+		// inputs[i]; then every earlier one is, transitively.
+		if !ancestors(inputs[i])[inputs[i-1]] {
+			return invalid(inputs[i], RuleParallelInput,
+				"human_input nodes %s and %s could await input at the same time; make one need the other", inputs[i-1], inputs[i])
+		}
+	}
+	return nil
 }
