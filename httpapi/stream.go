@@ -187,8 +187,15 @@ func (f *follower) catchUp(ctx context.Context) error {
 			break
 		}
 	}
+	if cap(f.buf) > maxIdleBuffer {
+		f.buf = nil // an idle stream does not keep a replay-sized buffer
+	}
 	return f.checkEnd(ctx)
 }
+
+// maxIdleBuffer is the largest write buffer a follower keeps between
+// catch-ups.
+const maxIdleBuffer = 64 << 10
 
 // storePage is one page of frames read from the store.
 type storePage struct {
@@ -244,11 +251,7 @@ func (f *follower) flush() error {
 	if err := f.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
-	if len(f.buf) > 64<<10 {
-		f.buf = nil // do not keep a large replay buffer for an idle stream
-	} else {
-		f.buf = f.buf[:0]
-	}
+	f.buf = f.buf[:0]
 	f.heartbeat.Reset(f.cfg.Heartbeat)
 	return nil
 }
