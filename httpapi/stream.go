@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -212,8 +213,15 @@ type storePage struct {
 func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after int64, buf []byte) {
 	go func() {
 		var p storePage
+		defer func() {
+			// net/http recovers a handler's panics, not those of goroutines
+			// it starts: turn one into this stream's error.
+			if v := recover(); v != nil {
+				p = storePage{err: fmt.Errorf("read page after seq %d: panic: %v", after, v)}
+			}
+			pages <- p
+		}()
 		p.buf, p.n, p.last, p.terminal, p.err = f.src.readAfter(ctx, buf, after, f.cfg.ReplayPage)
-		pages <- p
 	}()
 }
 

@@ -14,6 +14,7 @@ const (
 	DefaultBufferEvents = 256
 	DefaultBufferBytes  = 1 << 20
 	DefaultPollInterval = 800 * time.Millisecond
+	DefaultPollTimeout  = 5 * time.Second
 )
 
 // Event is one committed event of a stream, ready to send.
@@ -43,6 +44,8 @@ type Config struct {
 	PollInterval time.Duration
 	// Poll reads the store for the poll loop and Wake. Nil disables polling.
 	Poll PollFunc
+	// PollTimeout bounds one poll. Defaults to DefaultPollTimeout.
+	PollTimeout time.Duration
 	// Logger receives poll errors. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -83,6 +86,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = DefaultPollTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -274,31 +280,36 @@ func (h *Hub) followedKeys() []string {
 // poll reads stream key after the newest seq the hub has seen and publishes
 // the result. Streams without followers are skipped.
 func (h *Hub) poll(ctx context.Context, key string) {
-	h.mu.Lock()
-	st := h.streams[key]
-	if st == nil || st.polling {
+	for {
+		h.mu.Lock()
+		st := h.streams[key]
+		if st == nil || st.polling {
+			h.mu.Unlock()
+			return
+		}
+		after := st.lastSeq
+		st.polling = true
 		h.mu.Unlock()
-		return
-	}
-	after := st.lastSeq
-	st.polling = true
-	h.mu.Unlock()
 
-	events, err := h.cfg.Poll(ctx, key, after)
-
-	if err != nil && ctx.Err() == nil {
-		h.cfg.Logger.Warn("live: poll failed", "stream", key, "error", err)
-	}
-	if err == nil {
-		h.Publish(key, events)
-	}
-	h.mu.Lock()
-	st.polling = false
-	again := st.again
-	st.again = false
-	h.mu.Unlock()
-	if again && ctx.Err() == nil {
-		h.poll(ctx, key)
+		// One slow query must not stall the polls and wake-ups of every
+		// other stream: the loop runs them one after another.
+		pollCtx, cancel := context.WithTimeout(ctx, h.cfg.PollTimeout)
+		events, err := h.cfg.Poll(pollCtx, key, after)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			h.cfg.Logger.Warn("live: poll failed", "stream", key, "error", err)
+		}
+		if err == nil {
+			h.Publish(key, events)
+		}
+		h.mu.Lock()
+		st.polling = false
+		again := st.again
+		st.again = false
+		h.mu.Unlock()
+		if !again || ctx.Err() != nil {
+			return
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -286,4 +287,35 @@ func TestSubscriberPastTheEndDoesNotStarveLaterOnes(t *testing.T) {
 	if got, _ := later.Take(); fmt.Sprint(seqsOf(got)) != "[6 7]" {
 		t.Errorf("later follower got %v, want [6 7]", seqsOf(got))
 	}
+}
+
+// TestSlowPollTimesOut: one stream's hung store read gives up after
+// PollTimeout, so the loop goes on to the other streams.
+func TestSlowPollTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fastPolls atomic.Int64
+		poll := func(ctx context.Context, key string, after int64) ([]Event, error) {
+			if key == "hung" {
+				<-ctx.Done() // a query that never answers
+				return nil, ctx.Err()
+			}
+			fastPolls.Add(1)
+			return nil, nil
+		}
+		h := New(Config{Poll: poll, PollInterval: time.Hour, PollTimeout: time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		hung, fast := h.Subscribe("hung", 0), h.Subscribe("fast", 0)
+		defer hung.Close()
+		defer fast.Close()
+		h.Wake("hung")
+		synctest.Wait()
+		h.Wake("fast")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := fastPolls.Load(); n != 1 {
+			t.Errorf("the other stream was polled %d times after the hung poll's timeout, want 1", n)
+		}
+	})
 }
