@@ -225,7 +225,11 @@ func (h *Hub) Wake(key string) {
 // wakeLocked queues a poll of key, or, when one is in flight, asks for
 // another after it. h.mu must be held.
 func (h *Hub) wakeLocked(key string) {
-	if st := h.streams[key]; st != nil && st.polling {
+	st := h.streams[key]
+	switch {
+	case st == nil:
+		return // nobody follows it (PostgreSQL wakes every instance)
+	case st.polling:
 		st.again = true
 		return
 	}
