@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/runstream/runstream/engine/enginetest"
 	"io"
 	"os"
 	"path/filepath"
@@ -60,7 +61,7 @@ func TestArtifacts(t *testing.T) {
 		{"id":"facts","type":"transform","needs":["report"],"artifact":{"name":"facts.json","mimeType":"application/json"},
 		 "config":{"expression":"{'who': input.who, 'n': 2}"}}],"output":"facts"}`, `{"who":"Ada"}`)
 	got, events := e.waitTerminal(t, run.ID)
-	checkSequence(t, events, "run.created", "run.queued", "run.started",
+	enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 		"node.queued:report", "node.started:report", "artifact.created:report", "node.completed:report",
 		"node.queued:facts", "node.started:facts", "artifact.created:facts", "node.completed:facts",
 		"run.completed")
@@ -71,8 +72,8 @@ func TestArtifacts(t *testing.T) {
 	var created []artifactData
 	for i, node := range []string{"report", "facts"} {
 		var a artifactData
-		env := data(t, events, workflow.EventArtifactCreated, node, 0, &a)
-		if done := data(t, events, workflow.EventNodeCompleted, node, 0, &struct{}{}); done.NodeRunID != env.NodeRunID {
+		env := enginetest.Data(t, events, workflow.EventArtifactCreated, node, 0, &a)
+		if done := enginetest.Data(t, events, workflow.EventNodeCompleted, node, 0, &struct{}{}); done.NodeRunID != env.NodeRunID {
 			t.Errorf("artifact.created of %s has node run %s, node.completed %s", node, env.NodeRunID, done.NodeRunID)
 		}
 		if a.SizeBytes != int64(len(wantContent[i])) || a.SHA256 != sha(wantContent[i]) {
@@ -92,7 +93,7 @@ func TestArtifacts(t *testing.T) {
 		t.Errorf("created %+v", created)
 	}
 	var completed struct{ Artifacts []artifactData }
-	data(t, events, workflow.EventRunCompleted, "", 0, &completed)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &completed)
 	if !slices.Equal(completed.Artifacts, created) {
 		t.Errorf("run.completed artifacts %+v, want %+v", completed.Artifacts, created)
 	}
@@ -115,7 +116,7 @@ func TestArtifactsAcrossTakeover(t *testing.T) {
 			{"id":"note","type":"transform","artifact":{"name":"note.txt","mimeType":"text/plain"},"config":{"expression":"'kept'"}},
 			{"id":"slow","type":"delay","needs":["note"],"retry":{"maxAttempts":2},"config":{"ms":10000,"progressEveryMs":5000}}]}`, `{}`)
 		e.wait(t, run.ID, "slow's progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
-			return slices.Contains(sequence(envs), "node.progress:slow")
+			return slices.Contains(enginetest.Sequence(envs), "node.progress:slow")
 		})
 		killA()
 		a.Stop(context.Background())
@@ -125,10 +126,10 @@ func TestArtifactsAcrossTakeover(t *testing.T) {
 		})
 		_, events := e.waitTerminal(t, run.ID)
 		var created artifactData
-		data(t, events, workflow.EventArtifactCreated, "note", 0, &created)
+		enginetest.Data(t, events, workflow.EventArtifactCreated, "note", 0, &created)
 		created.NodeID = "note"
 		var completed struct{ Artifacts []artifactData }
-		data(t, events, workflow.EventRunCompleted, "", 0, &completed)
+		enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &completed)
 		if !slices.Equal(completed.Artifacts, []artifactData{created}) {
 			t.Errorf("run.completed artifacts %+v, want %+v", completed.Artifacts, created)
 		}

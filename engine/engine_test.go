@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
+	"github.com/runstream/runstream/engine/enginetest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -97,7 +97,7 @@ func (e *env) wait(t *testing.T, runID string, what string, ok func(workflow.Run
 			return run, events
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s: gave up waiting for %s; status %s, events:\n%s", runID, what, run.Status, strings.Join(sequence(events), "\n"))
+			t.Fatalf("run %s: gave up waiting for %s; status %s, events:\n%s", runID, what, run.Status, strings.Join(enginetest.Sequence(events), "\n"))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -117,61 +117,6 @@ func (e *env) events(t *testing.T, runID string) []workflow.Envelope {
 	return envs
 }
 
-// sequence names each event "type" or "type:node", merging consecutive
-// node.output.delta events of one node into one entry.
-func sequence(envs []workflow.Envelope) []string {
-	var out []string
-	for _, e := range envs {
-		s := string(e.Event)
-		if e.NodeID != "" {
-			s += ":" + e.NodeID
-		}
-		if e.Event == workflow.EventNodeOutputDelta && len(out) > 0 && out[len(out)-1] == s {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// checkSequence fails unless the events are want (see sequence), with
-// seqs 1..N and no synthesised flag.
-func checkSequence(t *testing.T, envs []workflow.Envelope, want ...string) {
-	t.Helper()
-	for i, e := range envs {
-		if e.Seq != int64(i+1) {
-			t.Errorf("event %d has seq %d", i, e.Seq)
-		}
-		if strings.Contains(string(e.Data), "synthesised") {
-			t.Errorf("seq %d carries synthesised: %s", e.Seq, e.Data)
-		}
-	}
-	if got := sequence(envs); !slices.Equal(got, want) {
-		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
-}
-
-// data decodes the data of the i-th event of type typ (and node, when
-// not empty) into v, failing when there is none.
-func data(t *testing.T, envs []workflow.Envelope, typ workflow.EventType, node string, i int, v any) workflow.Envelope {
-	t.Helper()
-	n := 0
-	for _, e := range envs {
-		if e.Event != typ || (node != "" && e.NodeID != node) {
-			continue
-		}
-		if n == i {
-			if err := json.Unmarshal(e.Data, v); err != nil {
-				t.Fatalf("seq %d: %v", e.Seq, err)
-			}
-			return e
-		}
-		n++
-	}
-	t.Fatalf("no %s event #%d of node %q in:\n%s", typ, i, node, strings.Join(sequence(envs), "\n"))
-	return workflow.Envelope{}
-}
-
 type failedData struct {
 	Error struct {
 		Code      runstream.ErrorCode `json:"code"`
@@ -181,17 +126,4 @@ type failedData struct {
 	Attempt   int     `json:"attempt"`
 	WillRetry bool    `json:"willRetry"`
 	Failed    *string `json:"failedNodeId"`
-}
-
-func attempts(t *testing.T, envs []workflow.Envelope, node string) []int {
-	t.Helper()
-	var out []int
-	for _, e := range envs {
-		if e.Event == workflow.EventNodeStarted && e.NodeID == node {
-			var d struct{ Attempt int }
-			json.Unmarshal(e.Data, &d)
-			out = append(out, d.Attempt)
-		}
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"github.com/runstream/runstream/engine/enginetest"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestLinearFlow(t *testing.T) {
 			{"id":"shout","type":"transform","needs":["draft"],"config":{"expression":"upper(nodes.draft.output.text)"}}],
 			"output":"shout"}`, `{"who":"Ada"}`)
 		got, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events,
+		enginetest.CheckSequence(t, events,
 			"run.created", "run.queued", "run.started",
 			"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.completed:draft",
 			"node.queued:shout", "node.started:shout", "node.completed:shout",
@@ -52,7 +53,7 @@ func TestLinearFlow(t *testing.T) {
 			Attempt       int
 			OutputSummary json.RawMessage
 		}
-		data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
+		enginetest.Data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
 		if completed.Attempt != 1 || string(completed.OutputSummary) != `{"text":"Hello Ada, welcome."}` {
 			t.Errorf("node.completed of draft: %+v", completed)
 		}
@@ -60,7 +61,7 @@ func TestLinearFlow(t *testing.T) {
 			NodeType string
 			Needs    []string
 		}
-		data(t, events, workflow.EventNodeQueued, "shout", 0, &queued)
+		enginetest.Data(t, events, workflow.EventNodeQueued, "shout", 0, &queued)
 		if queued.NodeType != "transform" || !slices.Equal(queued.Needs, []string{"draft"}) {
 			t.Errorf("node.queued of shout: %+v", queued)
 		}
@@ -83,7 +84,7 @@ func TestParallelBranches(t *testing.T) {
 		}
 		// Both branches start before either completes, and they take one
 		// delay together, not two.
-		seq := sequence(events)
+		seq := enginetest.Sequence(events)
 		lastStart := max(slices.Index(seq, "node.started:left"), slices.Index(seq, "node.started:right"))
 		firstDone := min(slices.Index(seq, "node.completed:left"), slices.Index(seq, "node.completed:right"))
 		if lastStart < 0 || firstDone < 0 || lastStart > firstDone {
@@ -100,7 +101,7 @@ func TestParallelBranches(t *testing.T) {
 			Message string
 			Percent *float64
 		}
-		data(t, events, workflow.EventNodeProgress, "left", 1, &progress)
+		enginetest.Data(t, events, workflow.EventNodeProgress, "left", 1, &progress)
 		if progress.Phase != "waiting" || progress.Percent == nil || *progress.Percent != 50 || progress.Message != "waited 500 of 1000 ms" {
 			t.Errorf("second progress of left: %+v", progress)
 		}
@@ -116,25 +117,25 @@ func TestRetryAfterTransientFailure(t *testing.T) {
 			 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":2}}],
 			"output":"draft"}`, `{}`)
 		got, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events,
+		enginetest.CheckSequence(t, events,
 			"run.created", "run.queued", "run.started",
 			"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.failed:draft",
 			"node.started:draft", "node.output.delta:draft", "node.completed:draft",
 			"run.completed")
-		if got := attempts(t, events, "draft"); !slices.Equal(got, []int{1, 2}) {
+		if got := enginetest.Attempts(t, events, "draft"); !slices.Equal(got, []int{1, 2}) {
 			t.Errorf("attempts %v, want [1 2]", got)
 		}
 		var failed failedData
-		failedAt := data(t, events, workflow.EventNodeFailed, "draft", 0, &failed)
+		failedAt := enginetest.Data(t, events, workflow.EventNodeFailed, "draft", 0, &failed)
 		if failed.Error.Code != runstream.CodeWorkflowLLMProviderError || !failed.Error.Retryable || failed.Attempt != 1 || !failed.WillRetry || failed.Error.NodeID != "draft" {
 			t.Errorf("node.failed: %+v", failed)
 		}
-		retriedAt := data(t, events, workflow.EventNodeStarted, "draft", 1, &struct{}{})
+		retriedAt := enginetest.Data(t, events, workflow.EventNodeStarted, "draft", 1, &struct{}{})
 		if gap := retriedAt.Timestamp.Sub(failedAt.Timestamp); gap < time.Second {
 			t.Errorf("attempt 2 started %s after the failure, want the 1 s backoff", gap)
 		}
 		var completed struct{ Attempt int }
-		data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
+		enginetest.Data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
 		if completed.Attempt != 2 || string(got.Output) != `{"text":"one two three"}` {
 			t.Errorf("completed attempt %d with output %s", completed.Attempt, got.Output)
 		}
@@ -151,18 +152,18 @@ func TestNodeTimeout(t *testing.T) {
 		if got.Status != workflow.StatusFailed {
 			t.Fatalf("run %s, want failed", got.Status)
 		}
-		if a := attempts(t, events, "wait"); !slices.Equal(a, []int{1, 2}) {
+		if a := enginetest.Attempts(t, events, "wait"); !slices.Equal(a, []int{1, 2}) {
 			t.Errorf("attempts %v, want [1 2]", a)
 		}
 		for i, willRetry := range []bool{true, false} {
 			var failed failedData
-			data(t, events, workflow.EventNodeFailed, "wait", i, &failed)
+			enginetest.Data(t, events, workflow.EventNodeFailed, "wait", i, &failed)
 			if failed.Error.Code != runstream.CodeWorkflowNodeTimeout || !failed.Error.Retryable || failed.Attempt != i+1 || failed.WillRetry != willRetry {
 				t.Errorf("node.failed #%d: %+v", i, failed)
 			}
 		}
 		var runFailed failedData
-		data(t, events, workflow.EventRunFailed, "", 0, &runFailed)
+		enginetest.Data(t, events, workflow.EventRunFailed, "", 0, &runFailed)
 		if runFailed.Error.Code != runstream.CodeWorkflowNodeTimeout || runFailed.Failed == nil || *runFailed.Failed != "wait" {
 			t.Errorf("run.failed: %+v", runFailed)
 		}
@@ -177,7 +178,7 @@ func TestCancelMidStream(t *testing.T) {
 			{"id":"talk","type":"llm","config":{"provider":"scripted","text":"`+strings.Repeat("word ", 1000)+`","tokensPerSecond":10}},
 			{"id":"after","type":"transform","needs":["talk"],"config":{"expression":"1"}}]}`, `{}`)
 		e.wait(t, run.ID, "some deltas", func(_ workflow.Run, envs []workflow.Envelope) bool {
-			return slices.Contains(sequence(envs), "node.output.delta:talk")
+			return slices.Contains(enginetest.Sequence(envs), "node.output.delta:talk")
 		})
 		if _, err := e.log.Append(t.Context(), workflow.AppendParams{RunID: run.ID, Events: []workflow.NewEvent{
 			{Event: workflow.EventRunCancelRequested, Data: engine.CancelRequestedData("alice")},
@@ -186,7 +187,7 @@ func TestCancelMidStream(t *testing.T) {
 		}
 		eng.Notify(run.ID)
 		got, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events,
+		enginetest.CheckSequence(t, events,
 			"run.created", "run.queued", "run.started",
 			"node.queued:talk", "node.started:talk", "node.output.delta:talk",
 			"run.cancel_requested", "run.cancelled")
@@ -194,7 +195,7 @@ func TestCancelMidStream(t *testing.T) {
 			t.Errorf("run %s, want cancelled", got.Status)
 		}
 		var cancelled struct{ FinishedAt string }
-		data(t, events, workflow.EventRunCancelled, "", 0, &cancelled)
+		enginetest.Data(t, events, workflow.EventRunCancelled, "", 0, &cancelled)
 		if _, err := time.Parse(time.RFC3339Nano, cancelled.FinishedAt); err != nil {
 			t.Errorf("finishedAt %q: %v", cancelled.FinishedAt, err)
 		}
@@ -214,7 +215,7 @@ func TestCancelRequestedBeforeClaim(t *testing.T) {
 		}
 		e.start(t, nil)
 		_, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events, "run.created", "run.queued", "run.cancel_requested", "run.cancelled")
+		enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.cancel_requested", "run.cancelled")
 	})
 }
 
@@ -233,7 +234,7 @@ func TestPauseResume(t *testing.T) {
 			ResumeToken string
 			ExpiresAt   string
 		}
-		env := data(t, events, workflow.EventRunAwaitingInput, "ask", 0, &awaiting)
+		env := enginetest.Data(t, events, workflow.EventRunAwaitingInput, "ask", 0, &awaiting)
 		if len(awaiting.ResumeToken) != 43 || !slices.Equal(awaiting.Actions, []string{"approve", "reject"}) || !strings.Contains(string(awaiting.FormSchema), `"note"`) {
 			t.Errorf("run.awaiting_input: %+v", awaiting)
 		}
@@ -263,7 +264,7 @@ func TestPauseResume(t *testing.T) {
 		}
 		eng.Notify(run.ID)
 		got, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events,
+		enginetest.CheckSequence(t, events,
 			"run.created", "run.queued", "run.started",
 			"node.queued:ask", "node.started:ask", "run.awaiting_input:ask", "run.resumed:ask", "node.completed:ask",
 			"node.queued:decide", "node.started:decide", "node.completed:decide",
@@ -275,7 +276,7 @@ func TestPauseResume(t *testing.T) {
 			Attempt       int
 			OutputSummary json.RawMessage
 		}
-		done := data(t, events, workflow.EventNodeCompleted, "ask", 0, &completed)
+		done := enginetest.Data(t, events, workflow.EventNodeCompleted, "ask", 0, &completed)
 		if completed.Attempt != 1 || string(completed.OutputSummary) != `{"action":"approve","values":{"note":"fine"}}` || done.NodeRunID != env.NodeRunID {
 			t.Errorf("node.completed of ask: %+v (node run %s)", completed, done.NodeRunID)
 		}

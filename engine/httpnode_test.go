@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/runstream/runstream/engine/enginetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -69,7 +70,7 @@ func TestHTTPNode(t *testing.T) {
 		def := `{"name":"h","nodes":[{"id":"call","type":"http","config":{
 			"url":"` + srv.URL + `/echo?q={{ input.q }}","headers":{"authorization":"{{ input.auth }}"}}}],"output":"call"}`
 		run, events := runFlow(t, def, `{"q":"hello","auth":"`+secret+`"}`, nil)
-		checkSequence(t, events, "run.created", "run.queued", "run.started",
+		enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 			"node.queued:call", "node.started:call", "node.completed:call", "run.completed")
 		var out struct {
 			Status      int
@@ -109,7 +110,7 @@ func TestHTTPNode(t *testing.T) {
 		t.Parallel()
 		def := `{"name":"h","nodes":[{"id":"call","type":"http","retry":{"maxAttempts":3,"backoffMs":10},"config":{"url":"` + srv.URL + `/flaky"}}],"output":"call"}`
 		run, events := runFlow(t, def, `{}`, nil)
-		checkSequence(t, events, "run.created", "run.queued", "run.started",
+		enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 			"node.queued:call", "node.started:call", "node.failed:call", "node.started:call", "node.completed:call", "run.completed")
 		var failed struct {
 			Error struct {
@@ -119,7 +120,7 @@ func TestHTTPNode(t *testing.T) {
 			}
 			WillRetry bool
 		}
-		data(t, events, workflow.EventNodeFailed, "call", 0, &failed)
+		enginetest.Data(t, events, workflow.EventNodeFailed, "call", 0, &failed)
 		if failed.Error.Code != runstream.CodeWorkflowHTTPNodeError || !failed.Error.Retryable || !failed.WillRetry || failed.Error.Details.Status != 503 {
 			t.Errorf("node.failed: %+v", failed)
 		}
@@ -151,7 +152,7 @@ func TestHTTPNode(t *testing.T) {
 			if tc.retryable {
 				want = append(want, "node.started:call", "node.failed:call")
 			}
-			checkSequence(t, events, append(want, "run.failed")...)
+			enginetest.CheckSequence(t, events, append(want, "run.failed")...)
 			var failed struct {
 				Error struct {
 					Code      runstream.ErrorCode
@@ -161,7 +162,7 @@ func TestHTTPNode(t *testing.T) {
 					Details   struct{ Status int }
 				}
 			}
-			data(t, events, workflow.EventRunFailed, "", 0, &failed)
+			enginetest.Data(t, events, workflow.EventRunFailed, "", 0, &failed)
 			e := failed.Error
 			if e.Code != runstream.CodeWorkflowHTTPNodeError || e.Retryable != tc.retryable || e.Details.Status != tc.status || e.NodeID != "call" || !strings.Contains(e.Message, tc.message) {
 				t.Errorf("run.failed error: %+v", e)
@@ -225,11 +226,11 @@ func TestScriptedRealToolCall(t *testing.T) {
 		{"id":"c1","name":"http_get","input":{"url":"{{ input.base }}/a"}},
 		{"id":"c2","name":"http_get","input":{"url":"{{ input.base }}/gone"}}]}}],"output":"ask"}`
 	run, events := runFlow(t, def, `{"base":"`+srv.URL+`"}`, nil)
-	checkSequence(t, events, "run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask",
+	enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask",
 		"node.tool.started:ask", "node.tool.finished:ask", "node.tool.started:ask", "node.tool.finished:ask",
 		"node.output.delta:ask", "node.completed:ask", "run.completed")
 	var started struct{ InputSummary struct{ URL string } }
-	data(t, events, workflow.EventNodeToolStarted, "ask", 0, &started)
+	enginetest.Data(t, events, workflow.EventNodeToolStarted, "ask", 0, &started)
 	if started.InputSummary.URL != srv.URL+"/a" {
 		t.Errorf("inputSummary %+v", started.InputSummary)
 	}
@@ -238,8 +239,8 @@ func TestScriptedRealToolCall(t *testing.T) {
 		OutputSummary struct{ Status int }
 		Error         struct{ Code runstream.ErrorCode }
 	}
-	data(t, events, workflow.EventNodeToolFinished, "ask", 0, &ok)
-	data(t, events, workflow.EventNodeToolFinished, "ask", 1, &failed)
+	enginetest.Data(t, events, workflow.EventNodeToolFinished, "ask", 0, &ok)
+	enginetest.Data(t, events, workflow.EventNodeToolFinished, "ask", 1, &failed)
 	if ok.Status != "ok" || ok.OutputSummary.Status != 200 || failed.Status != "error" || failed.Error.Code != runstream.CodeWorkflowHTTPNodeError {
 		t.Errorf("tool.finished: %+v then %+v", ok, failed)
 	}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/runstream/runstream/engine/enginetest"
 	"slices"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestTakeover(t *testing.T) {
 				a.Start(ctxA)
 				run := e.createRun(t, chain(tc.retry), `{}`)
 				e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
-					return slices.Contains(sequence(envs), "node.progress:slow")
+					return slices.Contains(enginetest.Sequence(envs), "node.progress:slow")
 				})
 				if err := tc.kill(killA, a); err != nil {
 					t.Fatalf("stopping a: %v", err)
@@ -106,25 +107,25 @@ func TestTakeover(t *testing.T) {
 					c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 				})
 				got, events := e.waitTerminal(t, run.ID)
-				checkSequence(t, events, append(slices.Clone(chainStart), tc.tail...)...)
-				if n := len(attempts(t, events, "first")); n != 1 {
+				enginetest.CheckSequence(t, events, append(slices.Clone(chainStart), tc.tail...)...)
+				if n := len(enginetest.Attempts(t, events, "first")); n != 1 {
 					t.Errorf("first ran %d times", n)
 				}
 				var lostErr failedData
-				data(t, events, workflow.EventNodeFailed, "slow", 0, &lostErr)
+				enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 0, &lostErr)
 				willRetry := tc.tail[len(tc.tail)-1] == "run.completed"
 				if lostErr.Error.Code != runstream.CodeWorkflowWorkerLost || !lostErr.Error.Retryable || lostErr.Attempt != 1 || lostErr.WillRetry != willRetry {
 					t.Errorf("node.failed of slow: %+v", lostErr)
 				}
 				if !willRetry {
 					var failed failedData
-					data(t, events, workflow.EventRunFailed, "", 0, &failed)
+					enginetest.Data(t, events, workflow.EventRunFailed, "", 0, &failed)
 					if failed.Error.Code != runstream.CodeWorkflowWorkerLost || !failed.Error.Retryable || failed.Failed == nil || *failed.Failed != "slow" {
 						t.Errorf("run.failed: %+v", failed)
 					}
 					return
 				}
-				if a := attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
+				if a := enginetest.Attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
 					t.Errorf("slow attempts %v, want [1 2]", a)
 				}
 				if got.Status != workflow.StatusCompleted || string(got.Output) != "10000" {
@@ -148,7 +149,7 @@ func TestGracefulStop(t *testing.T) {
 		a.Start(context.Background())
 		run := e.createRun(t, chain(""), `{}`)
 		e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
-			return slices.Contains(sequence(envs), "node.progress:slow")
+			return slices.Contains(enginetest.Sequence(envs), "node.progress:slow")
 		})
 		if err := a.Stop(context.Background()); err != nil {
 			t.Fatalf("Stop: %v", err)
@@ -157,12 +158,12 @@ func TestGracefulStop(t *testing.T) {
 		if stored.Status != workflow.StatusRunning || stored.LeaseOwner != "" {
 			t.Errorf("after a graceful stop: run %s leased to %q, want running and released", stored.Status, stored.LeaseOwner)
 		}
-		if seq := sequence(events); seq[len(seq)-1] != "node.completed:slow" {
+		if seq := enginetest.Sequence(events); seq[len(seq)-1] != "node.completed:slow" {
 			t.Errorf("a stopped without finishing slow:\n%s", strings.Join(seq, "\n"))
 		}
 		e.start(t, func(c *engine.Config) { c.WorkerID = "b" })
 		got, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events, append(slices.Clone(chainStart),
+		enginetest.CheckSequence(t, events, append(slices.Clone(chainStart),
 			"node.progress:slow", "node.progress:slow", "node.completed:slow",
 			"node.queued:last", "node.started:last", "node.completed:last", "run.completed")...)
 		if got.Status != workflow.StatusCompleted {
@@ -183,7 +184,7 @@ func TestWorkersBound(t *testing.T) {
 		var starts []time.Time
 		for _, r := range runs {
 			_, events := e.waitTerminal(t, r.ID)
-			starts = append(starts, data(t, events, workflow.EventRunStarted, "", 0, &struct{}{}).Timestamp)
+			starts = append(starts, enginetest.Data(t, events, workflow.EventRunStarted, "", 0, &struct{}{}).Timestamp)
 		}
 		slices.SortFunc(starts, time.Time.Compare)
 		if starts[1].Sub(starts[0]) >= time.Second || starts[2].Sub(starts[0]) < time.Second {
@@ -200,11 +201,11 @@ func TestLeaseRenewed(t *testing.T) {
 		e.start(t, func(c *engine.Config) { c.WorkerID = "a" })
 		run := e.createRun(t, chain(`"retry":{"maxAttempts":3},`), `{}`)
 		e.wait(t, run.ID, "slow started", func(_ workflow.Run, envs []workflow.Envelope) bool {
-			return slices.Contains(sequence(envs), "node.started:slow")
+			return slices.Contains(enginetest.Sequence(envs), "node.started:slow")
 		})
 		e.start(t, func(c *engine.Config) { c.WorkerID = "b" })
 		got, events := e.waitTerminal(t, run.ID)
-		checkSequence(t, events, append(slices.Clone(chainStart),
+		enginetest.CheckSequence(t, events, append(slices.Clone(chainStart),
 			"node.progress:slow", "node.progress:slow", "node.completed:slow",
 			"node.queued:last", "node.started:last", "node.completed:last", "run.completed")...)
 		if got.Status != workflow.StatusCompleted {
@@ -227,7 +228,7 @@ func TestLeaseLostStopsWriting(t *testing.T) {
 			{"id":"slow","type":"delay","retry":{"maxAttempts":2},"config":{"ms":2000,"progressEveryMs":100}}],"output":"slow"}`, `{}`)
 		a.Notify(run.ID) // a polls hourly
 		e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
-			return slices.Contains(sequence(envs), "node.progress:slow")
+			return slices.Contains(enginetest.Sequence(envs), "node.progress:slow")
 		})
 		e.start(t, func(c *engine.Config) {
 			c.WorkerID = "b"
@@ -237,11 +238,11 @@ func TestLeaseLostStopsWriting(t *testing.T) {
 		if got.Status != workflow.StatusCompleted {
 			t.Fatalf("run %s", got.Status)
 		}
-		if a := attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
+		if a := enginetest.Attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
 			t.Fatalf("attempts %v, want [1 2]", a)
 		}
-		lost := data(t, events, workflow.EventNodeFailed, "slow", 0, &struct{}{})
-		second := data(t, events, workflow.EventNodeStarted, "slow", 1, &struct{}{})
+		lost := enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 0, &struct{}{})
+		second := enginetest.Data(t, events, workflow.EventNodeStarted, "slow", 1, &struct{}{})
 		for _, env := range events[lost.Seq:] {
 			if env.NodeID == "slow" && env.NodeRunID != second.NodeRunID {
 				t.Errorf("seq %d: %s of the lost attempt after the takeover", env.Seq, env.Event)
@@ -280,9 +281,9 @@ func TestOwnReclaimIsFenced(t *testing.T) {
 		run := e.createRun(t, chain(`"retry":{"maxAttempts":3,"backoffMs":100},`), `{}`)
 		got, events := e.waitTerminal(t, run.ID)
 		if got.Status != workflow.StatusCompleted {
-			t.Fatalf("run %s:\n%s", got.Status, strings.Join(sequence(events), "\n"))
+			t.Fatalf("run %s:\n%s", got.Status, strings.Join(enginetest.Sequence(events), "\n"))
 		}
-		seq := sequence(events)
+		seq := enginetest.Sequence(events)
 		failedAt := slices.Index(seq, "node.failed:slow")
 		if failedAt < 0 {
 			t.Fatalf("the interrupted attempt was not failed:\n%s", strings.Join(seq, "\n"))
@@ -293,7 +294,7 @@ func TestOwnReclaimIsFenced(t *testing.T) {
 		var completed struct {
 			Attempt int `json:"attempt"`
 		}
-		data(t, events, workflow.EventNodeCompleted, "slow", 0, &completed)
+		enginetest.Data(t, events, workflow.EventNodeCompleted, "slow", 0, &completed)
 		if completed.Attempt != 2 {
 			t.Errorf("slow completed by attempt %d, want the retry, 2", completed.Attempt)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/runstream/runstream/engine/enginetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -83,18 +84,18 @@ func TestArtifactDownload(t *testing.T) {
 		 "config":{"expression":"'# Report for ' + input.who"}}],"output":"report"}`)
 	run := s.startRun(t, wf, `{"who":"Ada"}`)
 	events := s.follow(t, run).rest(t)
-	checkSequence(t, events, "run.created", "run.queued", "run.started",
+	enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 		"node.queued:report", "node.started:report", "artifact.created:report", "node.completed:report", "run.completed")
 	var created struct {
 		ArtifactID string
 		SizeBytes  int64
 		SHA256     string
 	}
-	data(t, events, workflow.EventArtifactCreated, "report", 0, &created)
+	enginetest.Data(t, events, workflow.EventArtifactCreated, "report", 0, &created)
 	var completed struct {
 		Artifacts []struct{ ArtifactID, NodeID string }
 	}
-	data(t, events, workflow.EventRunCompleted, "", 0, &completed)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &completed)
 	if len(completed.Artifacts) != 1 || completed.Artifacts[0].ArtifactID != created.ArtifactID || completed.Artifacts[0].NodeID != "report" {
 		t.Errorf("run.completed artifacts %+v", completed.Artifacts)
 	}

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/runstream/runstream/engine/enginetest"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ func TestFlowLinearWithToolCall(t *testing.T) {
 		"output":"shout"}`)
 	run := s.startRun(t, wf, `{"who":"Ada"}`)
 	events := s.follow(t, run).rest(t)
-	checkSequence(t, events,
+	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.tool.started:draft", "node.tool.finished:draft",
 		"node.output.delta:draft", "node.completed:draft",
@@ -40,7 +41,7 @@ func TestFlowLinearWithToolCall(t *testing.T) {
 		ToolCallID, Name, Status string
 		OutputSummary            json.RawMessage
 	}
-	data(t, events, workflow.EventNodeToolFinished, "draft", 0, &tool)
+	enginetest.Data(t, events, workflow.EventNodeToolFinished, "draft", 0, &tool)
 	if tool.ToolCallID != "call_1" || tool.Name != "http_get" || tool.Status != "ok" || string(tool.OutputSummary) != `{"status":200}` {
 		t.Errorf("node.tool.finished: %+v", tool)
 	}
@@ -48,7 +49,7 @@ func TestFlowLinearWithToolCall(t *testing.T) {
 		Output    string
 		Artifacts []any
 	}
-	data(t, events, workflow.EventRunCompleted, "", 0, &completed)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &completed)
 	if completed.Output != "HELLO ADA, THE PAGE SAID OK." || completed.Artifacts == nil {
 		t.Errorf("run.completed: %+v", completed)
 	}
@@ -68,7 +69,7 @@ func TestFlowParallelBranches(t *testing.T) {
 		{"id":"join","type":"transform","needs":["left","right"],"config":{"expression":"[nodes.left.output.waitedMs, nodes.right.output.waitedMs]"}}],
 		"output":"join"}`)
 	events := s.follow(t, s.startRun(t, wf, `{}`)).rest(t)
-	seq := sequence(events)
+	seq := enginetest.Sequence(events)
 	want := []string{"node.queued:left", "node.queued:right", "node.started:left", "node.started:right", "node.progress:left", "node.progress:right"}
 	for _, w := range want {
 		if !slices.Contains(seq, w) {
@@ -84,9 +85,9 @@ func TestFlowParallelBranches(t *testing.T) {
 	if len(seq) != 3+2*5+4 || !slices.Equal(seq[len(seq)-4:], wantTail) {
 		t.Errorf("events:\n%s", strings.Join(seq, "\n"))
 	}
-	checkSequence(t, events, seq...) // seqs, terminal, no synthesised frame
+	enginetest.CheckSequence(t, events, seq...) // seqs, terminal, no synthesised frame
 	var completed struct{ Output []int }
-	data(t, events, workflow.EventRunCompleted, "", 0, &completed)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &completed)
 	if !slices.Equal(completed.Output, []int{200, 200}) {
 		t.Errorf("output %v", completed.Output)
 	}
@@ -143,16 +144,16 @@ func TestFlowPauseResume(t *testing.T) {
 	}
 	wantError(t, "used token", 409, runstream.CodeWorkflowResumeTokenUsed)(s.post(t, path, resumeBody(d.ResumeToken, "approve", `{"note":"x"}`)))
 	events := st.rest(t)
-	checkSequence(t, events,
+	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.completed:draft",
 		"node.queued:ask", "node.started:ask", "run.awaiting_input:ask", "run.resumed:ask", "node.completed:ask",
 		"node.queued:final", "node.started:final", "node.completed:final",
 		"run.completed")
 	var r struct{ Action string }
-	data(t, events, workflow.EventRunResumed, "ask", 0, &r)
+	enginetest.Data(t, events, workflow.EventRunResumed, "ask", 0, &r)
 	var completed struct{ Output string }
-	data(t, events, workflow.EventRunCompleted, "", 0, &completed)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &completed)
 	if r.Action != "approve" || completed.Output != "approve: looks good" {
 		t.Errorf("resumed with %q, output %q", r.Action, completed.Output)
 	}
@@ -190,7 +191,7 @@ func TestResumeExpiredAndNotAwaiting(t *testing.T) {
 		t.Errorf("cancelled parked run: %v", body)
 	}
 	wantError(t, "not awaiting", 409, runstream.CodeWorkflowRunNotAwaitingInput)(s.post(t, "/api/workflows/runs/"+run+"/resume", resumeBody(d.ResumeToken, "submit", `{}`)))
-	checkSequence(t, st.rest(t),
+	enginetest.CheckSequence(t, st.rest(t),
 		"run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask", "run.awaiting_input:ask",
 		"run.cancel_requested", "run.cancelled")
 }
@@ -261,7 +262,7 @@ func TestFlowCancelMidStream(t *testing.T) {
 	path := "/api/workflows/runs/" + run + "/cancel"
 	must(t, http.StatusAccepted)(s.post(t, path, ""))
 	events := st.rest(t)
-	seq := sequence(events)
+	seq := enginetest.Sequence(events)
 	requested := slices.Index(seq, "run.cancel_requested")
 	if requested < 0 || slices.Index(seq[requested+1:], "run.cancel_requested") >= 0 {
 		t.Fatalf("want one run.cancel_requested:\n%s", strings.Join(seq, "\n"))
@@ -275,9 +276,9 @@ func TestFlowCancelMidStream(t *testing.T) {
 			t.Errorf("unexpected %s before the cancellation", e)
 		}
 	}
-	checkSequence(t, events, seq...)
+	enginetest.CheckSequence(t, events, seq...)
 	var req struct{ RequestedBy string }
-	data(t, events, workflow.EventRunCancelRequested, "", 0, &req)
+	enginetest.Data(t, events, workflow.EventRunCancelRequested, "", 0, &req)
 	if req.RequestedBy != "local" {
 		t.Errorf("requestedBy %q", req.RequestedBy)
 	}
@@ -292,21 +293,21 @@ func TestFlowRetryAfterTransientFailure(t *testing.T) {
 		{"id":"draft","type":"llm","retry":{"maxAttempts":2,"backoffMs":20},
 		 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":1}}],"output":"draft"}`)
 	events := s.follow(t, s.startRun(t, wf, `{}`)).rest(t)
-	checkSequence(t, events,
+	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.failed:draft",
 		"node.started:draft", "node.output.delta:draft", "node.completed:draft",
 		"run.completed")
-	if a := attempts(t, events, "draft"); !slices.Equal(a, []int{1, 2}) {
+	if a := enginetest.Attempts(t, events, "draft"); !slices.Equal(a, []int{1, 2}) {
 		t.Errorf("attempts %v", a)
 	}
 	var failed errorData
-	data(t, events, workflow.EventNodeFailed, "draft", 0, &failed)
+	enginetest.Data(t, events, workflow.EventNodeFailed, "draft", 0, &failed)
 	if failed.Error.Code != runstream.CodeWorkflowLLMProviderError || !failed.WillRetry || failed.Attempt != 1 {
 		t.Errorf("node.failed: %+v", failed)
 	}
 	var completed struct{ Attempt int }
-	data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
+	enginetest.Data(t, events, workflow.EventNodeCompleted, "draft", 0, &completed)
 	if completed.Attempt != 2 {
 		t.Errorf("completed attempt %d", completed.Attempt)
 	}
@@ -318,12 +319,12 @@ func TestFlowNodeTimeout(t *testing.T) {
 	s.startEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"slow","nodes":[{"id":"wait","type":"delay","timeoutMs":50,"config":{"ms":600000,"progressEveryMs":600000}}]}`)
 	events := s.follow(t, s.startRun(t, wf, `{}`)).rest(t)
-	checkSequence(t, events,
+	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:wait", "node.started:wait", "node.progress:wait", "node.failed:wait",
 		"run.failed")
 	var failed errorData
-	data(t, events, workflow.EventRunFailed, "", 0, &failed)
+	enginetest.Data(t, events, workflow.EventRunFailed, "", 0, &failed)
 	if failed.Error.Code != runstream.CodeWorkflowNodeTimeout || !failed.Error.Retryable || failed.FailedNodeID == nil || *failed.FailedNodeID != "wait" {
 		t.Errorf("run.failed: %+v", failed)
 	}
@@ -357,23 +358,23 @@ func TestFlowTakeover(t *testing.T) {
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
 	events := st.rest(t)
-	checkSequence(t, events,
+	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:first", "node.started:first", "node.completed:first",
 		"node.queued:slow", "node.started:slow", "node.progress:slow",
 		"node.failed:slow", "node.started:slow", "node.progress:slow", "node.progress:slow", "node.completed:slow",
 		"node.queued:last", "node.started:last", "node.completed:last",
 		"run.completed")
-	if a := attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
+	if a := enginetest.Attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
 		t.Errorf("slow attempts %v", a)
 	}
 	var lost errorData
-	data(t, events, workflow.EventNodeFailed, "slow", 0, &lost)
+	enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 0, &lost)
 	if lost.Error.Code != runstream.CodeWorkflowWorkerLost || !lost.Error.Retryable || !lost.WillRetry || lost.Attempt != 1 {
 		t.Errorf("node.failed: %+v", lost)
 	}
 	var started struct{ WorkerID string }
-	data(t, events, workflow.EventRunStarted, "", 0, &started)
+	enginetest.Data(t, events, workflow.EventRunStarted, "", 0, &started)
 	if started.WorkerID != "a" {
 		t.Errorf("run.started by %q", started.WorkerID)
 	}
@@ -404,7 +405,7 @@ func TestCancelWhileCancelling(t *testing.T) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
-	checkSequence(t, st.rest(t),
+	enginetest.CheckSequence(t, st.rest(t),
 		"run.created", "run.queued", "run.started",
 		"node.queued:wait", "node.started:wait", "node.progress:wait",
 		"run.cancel_requested", "run.cancelled")

@@ -1,14 +1,13 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"github.com/runstream/runstream/engine/enginetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,7 +246,7 @@ func (st *stream) until(t *testing.T, typ workflow.EventType, node string) workf
 		select {
 		case ev, ok := <-st.events:
 			if !ok {
-				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(sequence(st.got), "\n"))
+				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
 			}
 			if ev.err != nil {
 				t.Fatalf("stream: %v", ev.err)
@@ -257,7 +256,7 @@ func (st *stream) until(t *testing.T, typ workflow.EventType, node string) workf
 				return ev.env
 			}
 		case <-timeout:
-			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(sequence(st.got), "\n"))
+			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
 		}
 	}
 }
@@ -278,81 +277,9 @@ func (st *stream) rest(t *testing.T) []workflow.Envelope {
 			}
 			st.got = append(st.got, ev.env)
 		case <-timeout:
-			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(sequence(st.got), "\n"))
+			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(enginetest.Sequence(st.got), "\n"))
 		}
 	}
-}
-
-// sequence names each event "type" or "type:node", merging consecutive
-// node.output.delta events of one node into one entry.
-func sequence(envs []workflow.Envelope) []string {
-	var out []string
-	for _, e := range envs {
-		s := string(e.Event)
-		if e.NodeID != "" {
-			s += ":" + e.NodeID
-		}
-		if e.Event == workflow.EventNodeOutputDelta && len(out) > 0 && out[len(out)-1] == s {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// checkSequence fails unless the events are want (see sequence), with
-// seqs 1..N, the last one terminal, and no synthesised frame.
-func checkSequence(t *testing.T, envs []workflow.Envelope, want ...string) {
-	t.Helper()
-	for i, e := range envs {
-		if e.Seq != int64(i+1) {
-			t.Errorf("event %d has seq %d", i, e.Seq)
-		}
-		if bytes.Contains(e.Data, []byte("synthesised")) {
-			t.Errorf("seq %d is synthesised: %s", e.Seq, e.Data)
-		}
-	}
-	if len(envs) == 0 || !envs[len(envs)-1].Event.Terminal() {
-		t.Errorf("the stream did not end with a terminal event")
-	}
-	if got := sequence(envs); !slices.Equal(got, want) {
-		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-	}
-}
-
-// data decodes the data of the i-th event of type typ (and node) into v.
-func data(t *testing.T, envs []workflow.Envelope, typ workflow.EventType, node string, i int, v any) workflow.Envelope {
-	t.Helper()
-	n := 0
-	for _, e := range envs {
-		if e.Event == typ && (node == "" || e.NodeID == node) {
-			if n == i {
-				if err := json.Unmarshal(e.Data, v); err != nil {
-					t.Fatalf("seq %d: %v", e.Seq, err)
-				}
-				return e
-			}
-			n++
-		}
-	}
-	t.Fatalf("no %s event #%d of node %q", typ, i, node)
-	return workflow.Envelope{}
-}
-
-// attempts returns the attempt of each node.started of node.
-func attempts(t *testing.T, envs []workflow.Envelope, node string) []int {
-	t.Helper()
-	var out []int
-	for _, e := range envs {
-		if e.Event == workflow.EventNodeStarted && e.NodeID == node {
-			var d struct{ Attempt int }
-			if err := json.Unmarshal(e.Data, &d); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, d.Attempt)
-		}
-	}
-	return out
 }
 
 type errorData struct {

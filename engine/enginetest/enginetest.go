@@ -4,9 +4,11 @@
 package enginetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -159,4 +161,74 @@ func Text(events []workflow.Envelope, node, channel string) string {
 		}
 	}
 	return b.String()
+}
+
+// CheckSequence fails the test unless events is a whole run (CheckRun)
+// whose events, named by Sequence, are want. It reports whether every
+// check passed.
+func CheckSequence(t testing.TB, events []workflow.Envelope, want ...string) bool {
+	t.Helper()
+	ok := CheckRun(t, events)
+	return SameSequence(t, Sequence(events), want) && ok
+}
+
+// CheckRun fails the test unless events is a whole run as the protocol
+// streams it: seqs 1..N, no synthesised frame, node.started attempts
+// counting 1, 2, … per node, and a terminal event last. It reports whether
+// every check passed.
+func CheckRun(t testing.TB, events []workflow.Envelope) bool {
+	t.Helper()
+	ok := true
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf(format, args...)
+		ok = false
+	}
+	started := map[string]int{}
+	for i, e := range events {
+		if e.Seq != int64(i+1) {
+			fail("event %d has seq %d", i, e.Seq)
+		}
+		if bytes.Contains(e.Data, []byte("synthesised")) {
+			fail("seq %d is synthesised: %s", e.Seq, e.Data)
+		}
+		if e.Event == workflow.EventNodeStarted {
+			var d struct{ Attempt int }
+			json.Unmarshal(e.Data, &d)
+			if started[e.NodeID]++; d.Attempt != started[e.NodeID] {
+				fail("seq %d: node.started of %s with attempt %d, want %d", e.Seq, e.NodeID, d.Attempt, started[e.NodeID])
+			}
+		}
+	}
+	if len(events) == 0 || !events[len(events)-1].Event.Terminal() {
+		fail("the events do not end with a terminal event")
+	}
+	return ok
+}
+
+// SameSequence fails the test unless got equals want, and says whether it
+// does.
+func SameSequence(t testing.TB, got, want []string) bool {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		return false
+	}
+	return true
+}
+
+// Attempts returns the attempt numbers of a node's node.started events.
+func Attempts(t testing.TB, events []workflow.Envelope, node string) []int {
+	t.Helper()
+	var out []int
+	for _, e := range events {
+		if e.Event == workflow.EventNodeStarted && e.NodeID == node {
+			var d struct{ Attempt int }
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatalf("seq %d: %v", e.Seq, err)
+			}
+			out = append(out, d.Attempt)
+		}
+	}
+	return out
 }

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/runstream/runstream/engine/enginetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,7 +217,7 @@ func (st *stream) until(t *testing.T, typ workflow.EventType, node string) workf
 		select {
 		case ev, ok := <-st.events:
 			if !ok {
-				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(sequence(st.got), "\n"))
+				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
 			}
 			if ev.err != nil {
 				t.Fatalf("stream: %v", ev.err)
@@ -227,7 +227,7 @@ func (st *stream) until(t *testing.T, typ workflow.EventType, node string) workf
 				return ev.env
 			}
 		case <-timeout:
-			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(sequence(st.got), "\n"))
+			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
 		}
 	}
 }
@@ -248,28 +248,9 @@ func (st *stream) rest(t *testing.T) []workflow.Envelope {
 			}
 			st.got = append(st.got, ev.env)
 		case <-timeout:
-			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(sequence(st.got), "\n"))
+			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(enginetest.Sequence(st.got), "\n"))
 		}
 	}
-}
-
-// sequence names each event "type" or "type:node", merging consecutive
-// node.output.delta, and consecutive node.progress, events of one node
-// into one entry (their count depends on timing).
-func sequence(envs []workflow.Envelope) []string {
-	var out []string
-	for _, e := range envs {
-		s := string(e.Event)
-		if e.NodeID != "" {
-			s += ":" + e.NodeID
-		}
-		merge := e.Event == workflow.EventNodeOutputDelta || e.Event == workflow.EventNodeProgress
-		if merge && len(out) > 0 && out[len(out)-1] == s {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 // coverage records the event types the examples' asserted sequences hold.
@@ -281,30 +262,13 @@ type coverage struct {
 // checkSequence fails unless the events are want (see sequence), with
 // seqs 1..N, the last one terminal, no synthesised frame, and attempts
 // that count from 1 per node; it records the types in cov.
+// checkSequence is enginetest.CheckSequence, but with consecutive
+// node.progress events of one node merged (with real waits their count
+// depends on timing); it records the event types of a run that passed.
 func (cov *coverage) checkSequence(t *testing.T, envs []workflow.Envelope, want ...string) {
 	t.Helper()
-	attempts := map[string]int{}
-	for i, e := range envs {
-		if e.Seq != int64(i+1) {
-			t.Errorf("event %d has seq %d", i, e.Seq)
-		}
-		if bytes.Contains(e.Data, []byte("synthesised")) {
-			t.Errorf("seq %d is synthesised: %s", e.Seq, e.Data)
-		}
-		if e.Event == workflow.EventNodeStarted {
-			var d struct{ Attempt int }
-			json.Unmarshal(e.Data, &d)
-			if attempts[e.NodeID]++; d.Attempt != attempts[e.NodeID] {
-				t.Errorf("seq %d: node.started of %s with attempt %d, want %d", e.Seq, e.NodeID, d.Attempt, attempts[e.NodeID])
-			}
-		}
-	}
-	if len(envs) == 0 || !envs[len(envs)-1].Event.Terminal() {
-		t.Errorf("the stream did not end with a terminal event")
-	}
-	got := sequence(envs)
-	if !slices.Equal(got, want) {
-		t.Errorf("events:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	ok := enginetest.CheckRun(t, envs)
+	if !enginetest.SameSequence(t, mergeProgress(enginetest.Sequence(envs)), want) || !ok {
 		return
 	}
 	cov.mu.Lock()
@@ -314,34 +278,15 @@ func (cov *coverage) checkSequence(t *testing.T, envs []workflow.Envelope, want 
 	}
 }
 
-// data decodes the data of the i-th event of type typ (and node) into v.
-func data(t *testing.T, envs []workflow.Envelope, typ workflow.EventType, node string, i int, v any) workflow.Envelope {
-	t.Helper()
-	n := 0
-	for _, e := range envs {
-		if e.Event == typ && (node == "" || e.NodeID == node) {
-			if n == i {
-				if err := json.Unmarshal(e.Data, v); err != nil {
-					t.Fatalf("seq %d: %v", e.Seq, err)
-				}
-				return e
-			}
-			n++
+// mergeProgress merges consecutive equal node.progress entries of a
+// sequence.
+func mergeProgress(seq []string) []string {
+	var out []string
+	for _, s := range seq {
+		if strings.HasPrefix(s, "node.progress:") && len(out) > 0 && out[len(out)-1] == s {
+			continue
 		}
-	}
-	t.Fatalf("no %s event #%d of node %q", typ, i, node)
-	return workflow.Envelope{}
-}
-
-// attempts returns the attempt of each node.started of node.
-func attempts(envs []workflow.Envelope, node string) []int {
-	var out []int
-	for _, e := range envs {
-		if e.Event == workflow.EventNodeStarted && e.NodeID == node {
-			var d struct{ Attempt int }
-			json.Unmarshal(e.Data, &d)
-			out = append(out, d.Attempt)
-		}
+		out = append(out, s)
 	}
 	return out
 }

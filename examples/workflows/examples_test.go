@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/runstream/runstream/engine/enginetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -97,12 +98,12 @@ func testApproval(t *testing.T, cov *coverage) {
 			Note, Reply string
 		}
 	}
-	data(t, events, workflow.EventRunCompleted, "", 0, &done)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &done)
 	if !done.Output.Approved || done.Output.Note != "ship it" || done.Output.Reply != wantReply {
 		t.Errorf("output %+v", done.Output)
 	}
 	var resumed struct{ Action string }
-	data(t, events, workflow.EventRunResumed, "approval", 0, &resumed)
+	enginetest.Data(t, events, workflow.EventRunResumed, "approval", 0, &resumed)
 	if resumed.Action != "approve" {
 		t.Errorf("run.resumed %+v", resumed)
 	}
@@ -130,7 +131,7 @@ func testResearch(t *testing.T, cov *coverage) {
 		"node.output.delta:research", "node.completed:research",
 		"node.queued:report", "node.started:report", "artifact.created:report", "node.completed:report",
 		"run.completed")
-	if a := attempts(events, "fetch"); !slices.Equal(a, []int{1, 2}) {
+	if a := enginetest.Attempts(t, events, "fetch"); !slices.Equal(a, []int{1, 2}) {
 		t.Errorf("fetch attempts %v", a)
 	}
 	var failed struct {
@@ -142,7 +143,7 @@ func testResearch(t *testing.T, cov *coverage) {
 		Attempt   int
 		WillRetry bool
 	}
-	data(t, events, workflow.EventNodeFailed, "fetch", 0, &failed)
+	enginetest.Data(t, events, workflow.EventNodeFailed, "fetch", 0, &failed)
 	if failed.Error.Code != runstream.CodeWorkflowHTTPNodeError || !failed.Error.Retryable || failed.Error.Details.Status != 503 || !failed.WillRetry || failed.Attempt != 1 {
 		t.Errorf("node.failed of fetch %+v", failed)
 	}
@@ -150,7 +151,7 @@ func testResearch(t *testing.T, cov *coverage) {
 		ToolCallID, Name, Status string
 		OutputSummary            struct{ Status int }
 	}
-	data(t, events, workflow.EventNodeToolFinished, "research", 0, &tool)
+	enginetest.Data(t, events, workflow.EventNodeToolFinished, "research", 0, &tool)
 	if tool.ToolCallID != "call_page" || tool.Name != "http_get" || tool.Status != "ok" || tool.OutputSummary.Status != 200 {
 		t.Errorf("node.tool.finished %+v", tool)
 	}
@@ -158,11 +159,11 @@ func testResearch(t *testing.T, cov *coverage) {
 		ArtifactID, Name, MimeType, SHA256 string
 		SizeBytes                          int64
 	}
-	data(t, events, workflow.EventArtifactCreated, "report", 0, &art)
+	enginetest.Data(t, events, workflow.EventArtifactCreated, "report", 0, &art)
 	var done struct {
 		Artifacts []struct{ ArtifactID, NodeID string }
 	}
-	data(t, events, workflow.EventRunCompleted, "", 0, &done)
+	enginetest.Data(t, events, workflow.EventRunCompleted, "", 0, &done)
 	if len(done.Artifacts) != 1 || done.Artifacts[0].ArtifactID != art.ArtifactID || done.Artifacts[0].NodeID != "report" {
 		t.Errorf("run.completed artifacts %+v", done.Artifacts)
 	}
@@ -219,7 +220,7 @@ func testFailing(t *testing.T, cov *coverage) {
 	}
 	for _, typ := range []workflow.EventType{workflow.EventNodeFailed, workflow.EventRunFailed} {
 		var d errorData
-		data(t, events, typ, "", 0, &d)
+		enginetest.Data(t, events, typ, "", 0, &d)
 		e := d.Error
 		if e.Code != runstream.CodeWorkflowSQLPolicyDenied || e.Retryable || d.WillRetry || e.NodeID != "cleanup" || e.Details.Rule != sqlnode.RuleReadOnly {
 			t.Errorf("%s: %+v", typ, d)
@@ -271,7 +272,7 @@ func testLongCancel(t *testing.T, cov *coverage) {
 		t.Errorf("warmup progress %v", percents)
 	}
 	var requested struct{ RequestedBy string }
-	data(t, events, workflow.EventRunCancelRequested, "", 0, &requested)
+	enginetest.Data(t, events, workflow.EventRunCancelRequested, "", 0, &requested)
 	if requested.RequestedBy == "" {
 		t.Errorf("run.cancel_requested without requestedBy")
 	}
@@ -303,7 +304,7 @@ func testLongTakeover(t *testing.T, cov *coverage) {
 	cov.checkSequence(t, events, append(slices.Clone(longHead),
 		"node.failed:crunch", "node.started:crunch", "node.progress:crunch",
 		"run.cancel_requested", "run.cancelled")...)
-	if a := attempts(events, "crunch"); !slices.Equal(a, []int{1, 2}) {
+	if a := enginetest.Attempts(t, events, "crunch"); !slices.Equal(a, []int{1, 2}) {
 		t.Errorf("crunch attempts %v", a)
 	}
 	var lost struct {
@@ -314,12 +315,12 @@ func testLongTakeover(t *testing.T, cov *coverage) {
 		Attempt   int
 		WillRetry bool
 	}
-	data(t, events, workflow.EventNodeFailed, "crunch", 0, &lost)
+	enginetest.Data(t, events, workflow.EventNodeFailed, "crunch", 0, &lost)
 	if lost.Error.Code != runstream.CodeWorkflowWorkerLost || !lost.Error.Retryable || !lost.WillRetry || lost.Attempt != 1 {
 		t.Errorf("node.failed of crunch %+v", lost)
 	}
 	var started struct{ WorkerID string }
-	data(t, events, workflow.EventRunStarted, "", 0, &started)
+	enginetest.Data(t, events, workflow.EventRunStarted, "", 0, &started)
 	if started.WorkerID != "a" {
 		t.Errorf("run.started by %q", started.WorkerID)
 	}
