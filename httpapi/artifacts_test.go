@@ -83,7 +83,7 @@ func TestArtifactDownload(t *testing.T) {
 		{"id":"report","type":"transform","artifact":{"name":"Bericht – März.md","mimeType":"text/markdown; charset=utf-8"},
 		 "config":{"expression":"'# Report for ' + input.who"}}],"output":"report"}`)
 	run := s.startRun(t, wf, `{"who":"Ada"}`)
-	events := s.follow(t, run).rest(t)
+	events := s.follow(t, run).Rest(t)
 	enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 		"node.queued:report", "node.started:report", "artifact.created:report", "node.completed:report", "run.completed")
 	var created struct {

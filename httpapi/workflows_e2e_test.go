@@ -30,7 +30,7 @@ func TestFlowLinearWithToolCall(t *testing.T) {
 		{"id":"shout","type":"transform","needs":["draft"],"config":{"expression":"upper(nodes.draft.output.text)"}}],
 		"output":"shout"}`)
 	run := s.startRun(t, wf, `{"who":"Ada"}`)
-	events := s.follow(t, run).rest(t)
+	events := s.follow(t, run).Rest(t)
 	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.tool.started:draft", "node.tool.finished:draft",
@@ -68,7 +68,7 @@ func TestFlowParallelBranches(t *testing.T) {
 		{"id":"right","type":"delay","config":{"ms":200,"progressEveryMs":200}},
 		{"id":"join","type":"transform","needs":["left","right"],"config":{"expression":"[nodes.left.output.waitedMs, nodes.right.output.waitedMs]"}}],
 		"output":"join"}`)
-	events := s.follow(t, s.startRun(t, wf, `{}`)).rest(t)
+	events := s.follow(t, s.startRun(t, wf, `{}`)).Rest(t)
 	seq := enginetest.Sequence(events)
 	want := []string{"node.queued:left", "node.queued:right", "node.started:left", "node.started:right", "node.progress:left", "node.progress:right"}
 	for _, w := range want {
@@ -110,7 +110,7 @@ func TestFlowPauseResume(t *testing.T) {
 	s.startEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publish(t, approvalFlow), `{}`)
 	st := s.follow(t, run)
-	awaiting := st.until(t, workflow.EventRunAwaitingInput, "ask")
+	awaiting := st.Until(t, workflow.EventRunAwaitingInput, "ask")
 	var d struct {
 		ResumeToken string
 		Actions     []string
@@ -143,7 +143,7 @@ func TestFlowPauseResume(t *testing.T) {
 		t.Errorf("resumed run view: %v", resumed)
 	}
 	wantError(t, "used token", 409, runstream.CodeWorkflowResumeTokenUsed)(s.post(t, path, resumeBody(d.ResumeToken, "approve", `{"note":"x"}`)))
-	events := st.rest(t)
+	events := st.Rest(t)
 	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.completed:draft",
@@ -177,21 +177,21 @@ func TestResumeExpiredAndNotAwaiting(t *testing.T) {
 		ResumeToken string
 		ExpiresAt   time.Time
 	}
-	json.Unmarshal(s.follow(t, run).until(t, workflow.EventRunAwaitingInput, "ask").Data, &d)
+	json.Unmarshal(s.follow(t, run).Until(t, workflow.EventRunAwaitingInput, "ask").Data, &d)
 	time.Sleep(time.Until(d.ExpiresAt) + time.Millisecond)
 	wantError(t, "expired token", 410, runstream.CodeWorkflowResumeTokenExpired)(s.post(t, "/api/workflows/runs/"+run+"/resume", resumeBody(d.ResumeToken, "submit", `{}`)))
 
 	wf = s.publish(t, `{"name":"long","nodes":[{"id":"ask","type":"human_input"}]}`)
 	run = s.startRun(t, wf, `{}`)
 	st := s.follow(t, run)
-	json.Unmarshal(st.until(t, workflow.EventRunAwaitingInput, "ask").Data, &d)
+	json.Unmarshal(st.Until(t, workflow.EventRunAwaitingInput, "ask").Data, &d)
 	// A parked run is cancelled at once.
 	body := must(t, http.StatusAccepted)(s.post(t, "/api/workflows/runs/"+run+"/cancel", ""))
 	if body["status"] != "cancelled" {
 		t.Errorf("cancelled parked run: %v", body)
 	}
 	wantError(t, "not awaiting", 409, runstream.CodeWorkflowRunNotAwaitingInput)(s.post(t, "/api/workflows/runs/"+run+"/resume", resumeBody(d.ResumeToken, "submit", `{}`)))
-	enginetest.CheckSequence(t, st.rest(t),
+	enginetest.CheckSequence(t, st.Rest(t),
 		"run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask", "run.awaiting_input:ask",
 		"run.cancel_requested", "run.cancelled")
 }
@@ -205,7 +205,7 @@ func TestConcurrentResumes(t *testing.T) {
 	run := s.startRun(t, s.publish(t, approvalFlow), `{}`)
 	st := s.follow(t, run)
 	var d struct{ ResumeToken string }
-	json.Unmarshal(st.until(t, workflow.EventRunAwaitingInput, "ask").Data, &d)
+	json.Unmarshal(st.Until(t, workflow.EventRunAwaitingInput, "ask").Data, &d)
 	const n = 50
 	statuses := make([]int, n)
 	codes := make([]any, n)
@@ -237,7 +237,7 @@ func TestConcurrentResumes(t *testing.T) {
 	if ok != 1 {
 		t.Errorf("%d resumes succeeded, want exactly 1", ok)
 	}
-	events := st.rest(t)
+	events := st.Rest(t)
 	resumes := 0
 	for _, e := range events {
 		if e.Event == workflow.EventRunResumed {
@@ -258,10 +258,10 @@ func TestFlowCancelMidStream(t *testing.T) {
 		{"id":"never","type":"transform","needs":["wait"],"config":{"expression":"1"}}]}`)
 	run := s.startRun(t, wf, `{}`)
 	st := s.follow(t, run)
-	st.until(t, workflow.EventNodeProgress, "wait")
+	st.Until(t, workflow.EventNodeProgress, "wait")
 	path := "/api/workflows/runs/" + run + "/cancel"
 	must(t, http.StatusAccepted)(s.post(t, path, ""))
-	events := st.rest(t)
+	events := st.Rest(t)
 	seq := enginetest.Sequence(events)
 	requested := slices.Index(seq, "run.cancel_requested")
 	if requested < 0 || slices.Index(seq[requested+1:], "run.cancel_requested") >= 0 {
@@ -292,7 +292,7 @@ func TestFlowRetryAfterTransientFailure(t *testing.T) {
 	wf := s.publish(t, `{"name":"retry","nodes":[
 		{"id":"draft","type":"llm","retry":{"maxAttempts":2,"backoffMs":20},
 		 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":1}}],"output":"draft"}`)
-	events := s.follow(t, s.startRun(t, wf, `{}`)).rest(t)
+	events := s.follow(t, s.startRun(t, wf, `{}`)).Rest(t)
 	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.failed:draft",
@@ -318,7 +318,7 @@ func TestFlowNodeTimeout(t *testing.T) {
 	s := newServer(t)
 	s.startEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"slow","nodes":[{"id":"wait","type":"delay","timeoutMs":50,"config":{"ms":600000,"progressEveryMs":600000}}]}`)
-	events := s.follow(t, s.startRun(t, wf, `{}`)).rest(t)
+	events := s.follow(t, s.startRun(t, wf, `{}`)).Rest(t)
 	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:wait", "node.started:wait", "node.progress:wait", "node.failed:wait",
@@ -346,7 +346,7 @@ func TestFlowTakeover(t *testing.T) {
 		"output":"last"}`)
 	run := s.startRun(t, wf, `{}`)
 	st := s.follow(t, run)
-	st.until(t, workflow.EventNodeProgress, "slow")
+	st.Until(t, workflow.EventNodeProgress, "slow")
 	killA()
 	a.Stop(context.Background())
 	view := must(t, http.StatusOK)(s.get(t, "/api/workflows/runs/"+run))
@@ -357,7 +357,7 @@ func TestFlowTakeover(t *testing.T) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
-	events := st.rest(t)
+	events := st.Rest(t)
 	enginetest.CheckSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:first", "node.started:first", "node.completed:first",
@@ -392,7 +392,7 @@ func TestCancelWhileCancelling(t *testing.T) {
 	wf := s.publish(t, `{"name":"long","nodes":[{"id":"wait","type":"delay","config":{"ms":600000,"progressEveryMs":600000}}]}`)
 	run := s.startRun(t, wf, `{}`)
 	st := s.follow(t, run)
-	st.until(t, workflow.EventNodeProgress, "wait")
+	st.Until(t, workflow.EventNodeProgress, "wait")
 	killA()
 	a.Stop(context.Background())
 	path := "/api/workflows/runs/" + run + "/cancel"
@@ -405,7 +405,7 @@ func TestCancelWhileCancelling(t *testing.T) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
-	enginetest.CheckSequence(t, st.rest(t),
+	enginetest.CheckSequence(t, st.Rest(t),
 		"run.created", "run.queued", "run.started",
 		"node.queued:wait", "node.started:wait", "node.progress:wait",
 		"run.cancel_requested", "run.cancelled")

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,8 +20,6 @@ import (
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
-	"github.com/runstream/runstream/sse"
-	"github.com/runstream/runstream/workflow"
 )
 
 var validator = func() *contracts.Validator {
@@ -183,103 +180,10 @@ func (s *server) startRun(t *testing.T, workflowID, input string) string {
 	return body["runId"].(string)
 }
 
-// stream follows a run's SSE stream; events are read in the background.
-type stream struct {
-	events chan streamEvent
-	got    []workflow.Envelope
-}
-
-type streamEvent struct {
-	env workflow.Envelope
-	err error
-}
-
-func (s *server) follow(t *testing.T, runID string) *stream {
+// follow opens the run's SSE stream (see enginetest.Follow).
+func (s *server) follow(t *testing.T, runID string) *enginetest.Stream {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", s.url+"/api/workflows/runs/"+runID+"/stream", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("stream: status %d", resp.StatusCode)
-	}
-	st := &stream{events: make(chan streamEvent, 64)}
-	go func() {
-		defer resp.Body.Close()
-		defer close(st.events)
-		rd := sse.NewReader(resp.Body)
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				if err != io.EOF {
-					st.events <- streamEvent{err: err}
-				}
-				return
-			}
-			var env workflow.Envelope
-			err = json.Unmarshal([]byte(ev.Data), &env)
-			if err == nil && (!ev.HasID || ev.ID != strconv.FormatInt(env.Seq, 10) || ev.Type() != string(env.Event)) {
-				err = &frameError{ev}
-			}
-			st.events <- streamEvent{env: env, err: err}
-		}
-	}()
-	return st
-}
-
-type frameError struct{ ev sse.Event }
-
-func (e *frameError) Error() string {
-	return "frame id/event do not match its envelope: " + e.ev.ID + " " + e.ev.Event
-}
-
-// until reads events until one of type typ (and node, when not empty)
-// arrives, and returns it.
-func (st *stream) until(t *testing.T, typ workflow.EventType, node string) workflow.Envelope {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case ev, ok := <-st.events:
-			if !ok {
-				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
-			}
-			if ev.err != nil {
-				t.Fatalf("stream: %v", ev.err)
-			}
-			st.got = append(st.got, ev.env)
-			if ev.env.Event == typ && (node == "" || ev.env.NodeID == node) {
-				return ev.env
-			}
-		case <-timeout:
-			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
-		}
-	}
-}
-
-// rest reads the stream to its end (the server closes it after the
-// terminal event) and returns every event read.
-func (st *stream) rest(t *testing.T) []workflow.Envelope {
-	t.Helper()
-	timeout := time.After(60 * time.Second)
-	for {
-		select {
-		case ev, ok := <-st.events:
-			if !ok {
-				return st.got
-			}
-			if ev.err != nil {
-				t.Fatalf("stream: %v", ev.err)
-			}
-			st.got = append(st.got, ev.env)
-		case <-timeout:
-			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(enginetest.Sequence(st.got), "\n"))
-		}
-	}
+	return enginetest.Follow(t, s.url, runID)
 }
 
 type errorData struct {

@@ -201,7 +201,7 @@ func TestCancelQueuedRun(t *testing.T) {
 	if body["status"] != "cancelled" || body["finishedAt"] == nil {
 		t.Errorf("cancelled queued run: %v", body)
 	}
-	enginetest.CheckSequence(t, s.follow(t, run).rest(t), "run.created", "run.queued", "run.cancel_requested", "run.cancelled")
+	enginetest.CheckSequence(t, s.follow(t, run).Rest(t), "run.created", "run.queued", "run.cancel_requested", "run.cancelled")
 	wantError(t, "cancel again", 409, runstream.CodeWorkflowRunAlreadyTerminal)(s.post(t, "/api/workflows/runs/"+run+"/cancel", ""))
 }
 

@@ -60,7 +60,7 @@ func testApproval(t *testing.T, cov *coverage) {
 	s.call(t, "POST", "/api/workflows/"+wf+"/runs", `{"input":{"customer":"Ada"}}`, http.StatusUnprocessableEntity)
 	run := s.startRun(t, wf, `{"customer":"Ada","topic":"a broken kettle"}`)
 	st := s.follow(t, run)
-	awaiting := st.until(t, workflow.EventRunAwaitingInput, "approval")
+	awaiting := st.Until(t, workflow.EventRunAwaitingInput, "approval")
 	var req struct {
 		Actions     []string
 		ResumeToken string
@@ -72,7 +72,7 @@ func testApproval(t *testing.T, cov *coverage) {
 	path := "/api/workflows/runs/" + run + "/resume"
 	s.call(t, "POST", path, `{"resumeToken":"`+req.ResumeToken+`","action":"approve","values":{"note":"`+strings.Repeat("x", 300)+`"}}`, http.StatusUnprocessableEntity)
 	s.call(t, "POST", path, `{"resumeToken":"`+req.ResumeToken+`","action":"approve","values":{"note":"ship it"}}`, http.StatusOK)
-	events := st.rest(t)
+	events := st.Rest(t)
 	cov.checkSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:draft", "node.started:draft", "node.output.delta:draft", "node.completed:draft",
@@ -123,7 +123,7 @@ func testResearch(t *testing.T, cov *coverage) {
 	s := newServer(t, nil)
 	s.startEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publishExample(t, "research.yaml"), `{"url":"`+site.URL+`/pears"}`)
-	events := s.follow(t, run).rest(t)
+	events := s.follow(t, run).Rest(t)
 	cov.checkSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:fetch", "node.started:fetch", "node.failed:fetch", "node.started:fetch", "node.completed:fetch",
@@ -202,7 +202,7 @@ func testFailing(t *testing.T, cov *coverage) {
 	s := newServer(t, dbs)
 	s.startEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publishExample(t, "failing.yaml"), `{"days":7}`)
-	events := s.follow(t, run).rest(t)
+	events := s.follow(t, run).Rest(t)
 	cov.checkSequence(t, events,
 		"run.created", "run.queued", "run.started",
 		"node.queued:plan", "node.started:plan", "node.completed:plan",
@@ -253,12 +253,12 @@ func testLongCancel(t *testing.T, cov *coverage) {
 	s.startEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publishExample(t, "long.yaml"), `{}`)
 	st := s.follow(t, run)
-	st.until(t, workflow.EventNodeProgress, "crunch")
+	st.Until(t, workflow.EventNodeProgress, "crunch")
 	body := s.call(t, "POST", "/api/workflows/runs/"+run+"/cancel", "", http.StatusAccepted)
 	if body["status"] != "cancelling" {
 		t.Errorf("cancel answered %v", body)
 	}
-	events := st.rest(t)
+	events := st.Rest(t)
 	cov.checkSequence(t, events, append(slices.Clone(longHead), "run.cancel_requested", "run.cancelled")...)
 	var percents []float64
 	for _, e := range events {
@@ -286,7 +286,7 @@ func testLongTakeover(t *testing.T, cov *coverage) {
 	a := s.startEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
 	run := s.startRun(t, s.publishExample(t, "long.yaml"), `{}`)
 	st := s.follow(t, run)
-	st.until(t, workflow.EventNodeProgress, "crunch")
+	st.Until(t, workflow.EventNodeProgress, "crunch")
 	killA()
 	a.Stop(context.Background())
 	if view := s.call(t, "GET", "/api/workflows/runs/"+run, "", http.StatusOK); view["status"] != "running" {
@@ -297,10 +297,10 @@ func testLongTakeover(t *testing.T, cov *coverage) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
-	st.until(t, workflow.EventNodeStarted, "crunch")
-	st.until(t, workflow.EventNodeProgress, "crunch")
+	st.Until(t, workflow.EventNodeStarted, "crunch")
+	st.Until(t, workflow.EventNodeProgress, "crunch")
 	s.call(t, "POST", "/api/workflows/runs/"+run+"/cancel", "", http.StatusAccepted)
-	events := st.rest(t)
+	events := st.Rest(t)
 	cov.checkSequence(t, events, append(slices.Clone(longHead),
 		"node.failed:crunch", "node.started:crunch", "node.progress:crunch",
 		"run.cancel_requested", "run.cancelled")...)
