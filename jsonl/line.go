@@ -141,3 +141,44 @@ func (p *plainParser) time(dst *time.Time) bool {
 	*dst, p.b = t, p.b[n:]
 	return true
 }
+
+// valueLen returns the length of the compact JSON value that starts b and
+// is followed by ',' or '}', or -1.
+func valueLen(b []byte) int {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 { // the end of a scalar
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		case ' ', '\t', '\n', '\r':
+			return -1 // not compact
+		}
+	}
+	return -1
+}

@@ -104,7 +104,8 @@ func (t *thread) add(e entry) {
 
 // attrsOf returns the filter fields of rec.
 func attrsOf(rec *runevents.Record, legacy bool) attrs {
-	taskID, middleware := metadataFilters(rec.Metadata)
+	f := runevents.FiltersOf(rec.Metadata)
+	taskID, middleware := f.TaskID, f.Middleware
 	return attrs{
 		run:        rec.RunID,
 		eventType:  rec.EventType,

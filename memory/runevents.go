@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -218,8 +217,8 @@ func (s *RunEventStore) ListEvents(_ context.Context, p runevents.ListEventsPara
 			return false
 		}
 		if p.TaskID != "" {
-			id, ok := rec.MetadataString("task_id")
-			return ok && id == p.TaskID
+			f := runevents.FiltersOf(rec.Metadata)
+			return f.HasTaskID && f.TaskID == p.TaskID
 		}
 		return true
 	}
@@ -262,8 +261,7 @@ func visibleAI(rec *runevents.Record) bool {
 	if rec.Category != runevents.CategoryMessage || !rec.EventType.IsAIResponse() {
 		return false
 	}
-	caller, _ := rec.MetadataString("caller") // a missing or non-string caller counts as ""
-	return !strings.HasPrefix(caller, runevents.MiddlewarePrefix)
+	return !runevents.FiltersOf(rec.Metadata).Middleware
 }
 
 // CountMessages returns the number of message rows of the thread.

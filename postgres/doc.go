@@ -24,7 +24,7 @@
 // runevents.Prepare produced, not as jsonb: jsonb reorders keys, drops
 // duplicate keys, rewrites numbers and refuses \u0000, and every backend
 // must return the same bytes. What the queries need from metadata is
-// derived by the writer with runevents.Record.MetadataString, the same
+// derived by the writer with runevents.FiltersOf, the same
 // extraction the other backends use: the task_id column (bytea, NULL
 // unless metadata.task_id is a JSON string; bytea because a decoded JSON
 // string may hold NUL) with a partial index, so that ListEvents filters by

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 
@@ -194,35 +193,5 @@ func TestClose(t *testing.T) {
 	_, err = s.DeleteByThread(ctx, "t1", runevents.AnyOwner)
 	if runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
 		t.Errorf("DeleteByThread after Close: %v, want CodeUnavailable", err)
-	}
-}
-
-// TestFromMetadata checks that the derived columns read metadata as
-// runevents.Record.MetadataString does.
-func TestFromMetadata(t *testing.T) {
-	t.Parallel()
-	for _, meta := range []string{
-		`{}`,
-		`{"task_id":"t-1","caller":"lead_agent"}`,
-		`{"task_id":7,"caller":7}`,
-		`{"task_id":null,"caller":null}`,
-		`{"task_id":{"id":"x"},"caller":["middleware:x"]}`,
-		`{"task_id":"a\u0000b","caller":"middleware:guardrail"}`,
-		`{"task_id":"first","task_id":"second","caller":"x","caller":"middleware:late"}`,
-		`{"TASK_ID":"upper","Caller":"middleware:x"}`,
-		`{"caller":"middleware:"}`,
-		`{"caller":"Middleware:x"}`,
-		`{"caller":"subagent:middleware:x"}`,
-	} {
-		rec := runevents.Record{Metadata: json.RawMessage(meta)}
-		task, middleware := fromMetadata(rec.Metadata)
-		wantTask, hasTask := rec.MetadataString("task_id")
-		caller, _ := rec.MetadataString("caller")
-		if (task != nil) != hasTask || string(task) != wantTask {
-			t.Errorf("%s: task_id %q (set %v), want %q (set %v)", meta, task, task != nil, wantTask, hasTask)
-		}
-		if want := strings.HasPrefix(caller, "middleware:"); middleware != want {
-			t.Errorf("%s: caller_middleware %v, want %v", meta, middleware, want)
-		}
 	}
 }

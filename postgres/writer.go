@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"slices"
@@ -201,9 +200,13 @@ func (c *columns) add(r *runevents.Record) {
 	c.category = append(c.category, string(r.Category))
 	c.content = append(c.content, string(r.Content))
 	c.metadata = append(c.metadata, string(r.Metadata))
-	task, middleware := fromMetadata(r.Metadata)
+	f := runevents.FiltersOf(r.Metadata)
+	var task []byte // NULL unless metadata.task_id is a string
+	if f.HasTaskID {
+		task = []byte(f.TaskID)
+	}
 	c.taskID = append(c.taskID, task)
-	c.callerMiddleware = append(c.callerMiddleware, middleware)
+	c.callerMiddleware = append(c.callerMiddleware, f.Middleware)
 	c.createdAt = append(c.createdAt, r.CreatedAt)
 	_, off := r.CreatedAt.Zone()
 	c.offset = append(c.offset, int32(off))
@@ -221,27 +224,6 @@ func (c *columns) args(thread string) []any {
 func rolledBack(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) || pgconn.SafeToRetry(err)
-}
-
-// fromMetadata derives the task_id and caller_middleware columns from a
-// metadata object, as runevents.Record.MetadataString reads it (decoded
-// once for both keys): task is metadata.task_id when it is a JSON string,
-// else nil (NULL); middleware reports whether metadata.caller is a string
-// starting with "middleware:".
-func fromMetadata(metadata []byte) (task []byte, middleware bool) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(metadata, &m) != nil {
-		return nil, false
-	}
-	var s string
-	if raw, ok := m["task_id"]; ok && json.Unmarshal(raw, &s) == nil {
-		task = []byte(s)
-	}
-	s = ""
-	if raw, ok := m["caller"]; ok && json.Unmarshal(raw, &s) == nil {
-		middleware = strings.HasPrefix(s, runevents.MiddlewarePrefix)
-	}
-	return task, middleware
 }
 
 // shard picks the committer of a thread, so that a thread's writes are

@@ -1,116 +1,11 @@
 package sqlite
 
 import (
-	"bytes"
-	"encoding/json"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/runstream/runstream/runevents"
 )
-
-// derivedMetadata returns metadata.task_id and metadata.caller when they
-// are JSON strings (or null, read as ""), with the semantics of
-// runevents.Record.MetadataString, which the memory store filters with:
-// escaped keys are decoded, and the last of duplicate keys wins.
-//
-// m must be a compact JSON object, as runevents.Prepare makes metadata.
-// It is read in one pass instead of being decoded into a map, which
-// allocated for every key and cost a tenth of the CPU of an append.
-func derivedMetadata(m []byte) (taskID, caller *string) {
-	if len(m) < 2 || m[0] != '{' {
-		return nil, nil
-	}
-	for i := 1; i < len(m) && m[i] == '"'; {
-		keyEnd := skipString(m, i)
-		valueEnd := skipValue(m, keyEnd+1) // after the ':'
-		if keyEnd+1 > len(m) || valueEnd > len(m) {
-			return nil, nil // not compact JSON: cannot happen after Prepare
-		}
-		switch jsonKey(m[i:keyEnd]) {
-		case "task_id":
-			taskID = jsonString(m[keyEnd+1 : valueEnd])
-		case "caller":
-			caller = jsonString(m[keyEnd+1 : valueEnd])
-		}
-		i = valueEnd + 1 // after the ',' (or the closing '}')
-	}
-	return taskID, caller
-}
-
-// skipString returns the index after the JSON string starting at m[i].
-func skipString(m []byte, i int) int {
-	for i++; i < len(m); i++ {
-		switch m[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(m) + 1
-}
-
-// skipValue returns the index after the compact JSON value starting at
-// m[i].
-func skipValue(m []byte, i int) int {
-	depth := 0
-	for i < len(m) {
-		switch m[i] {
-		case '"':
-			i = skipString(m, i)
-			if depth == 0 {
-				return i
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i // the end of the enclosing object
-			}
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		case ',':
-			if depth == 0 {
-				return i
-			}
-		}
-		i++
-	}
-	return len(m) + 1
-}
-
-// jsonKey decodes a JSON string key.
-func jsonKey(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw[1 : len(raw)-1])
-	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
-}
-
-// jsonString returns the string a JSON value decodes to, "" for null, and
-// nil for any other value.
-func jsonString(raw []byte) *string {
-	var s string
-	switch {
-	case string(raw) == "null":
-	case len(raw) < 2 || raw[0] != '"':
-		return nil
-	case bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw):
-		s = string(raw[1 : len(raw)-1])
-	case json.Unmarshal(raw, &s) != nil:
-		return nil
-	}
-	return &s
-}
 
 // parseCreatedAt decodes a created_at column, written with
 // runevents.CreatedAtLayout, into the time the writer gave: same instant,

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -9,64 +8,6 @@ import (
 
 	"github.com/runstream/runstream/runevents"
 )
-
-// derivedMetadata must agree with runevents.Record.MetadataString, which
-// the memory store uses for the same filters, on every metadata that
-// runevents.Prepare accepts (a JSON object, compacted).
-func checkDerivedMetadata(t *testing.T, metadata string) {
-	t.Helper()
-	var compact bytes.Buffer
-	if json.Compact(&compact, []byte(metadata)) != nil || compact.Bytes()[0] != '{' {
-		return // Prepare refuses it
-	}
-	rec := runevents.Record{Metadata: compact.Bytes()}
-	task, caller := derivedMetadata(rec.Metadata)
-	for _, c := range []struct {
-		key string
-		got *string
-	}{{"task_id", task}, {"caller", caller}} {
-		want, ok := rec.MetadataString(c.key)
-		if ok != (c.got != nil) || ok && *c.got != want {
-			got := "<none>"
-			if c.got != nil {
-				got = *c.got
-			}
-			t.Errorf("metadata %s: %s = %q, MetadataString says %q, %v", metadata, c.key, got, want, ok)
-		}
-	}
-}
-
-func TestDerivedMetadata(t *testing.T) {
-	t.Parallel()
-	for _, metadata := range []string{
-		`{}`,
-		`{"task_id":"t1","caller":"middleware:guardrail"}`,
-		`{"task_id":7,"caller":null}`,
-		`{"task_id":"a","task_id":"b"}`,
-		`{"task\u005fid":"escaped key"}`,
-		`{"x":"\"task_id\":\"not a key\""}`,
-		`{"nested":{"task_id":"deep"}}`,
-		`{"caller":"lead_agent","task_id":["t"]}`,
-		`{"caller":"a\"b","task_id":"\u00e9t\u00e9"}`,
-		`{"a":{"b":[1,{"caller":"x"}],"c":"}"},"caller":"middleware:y"}`,
-		`{"task_id":"\xff"}`,
-		"{\"task_id\":\"\xff\"}",
-		"{\"task_id\xff\":\"x\"}",
-		`{ "task_id" : "spaced" , "caller" : null }`,
-	} {
-		checkDerivedMetadata(t, metadata)
-	}
-}
-
-func FuzzDerivedMetadata(f *testing.F) {
-	for _, seed := range []string{`{"task_id":"t"}`, `{"caller":"middleware:x"}`, `{"task\u005fid":"e","caller":1}`,
-		`{"a":[{"b":"]"}],"task_id":null}`, `[]`} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, metadata string) {
-		checkDerivedMetadata(t, metadata)
-	})
-}
 
 // Rows keep the derived columns the SQL filters rely on.
 func TestDerivedColumnsStored(t *testing.T) {

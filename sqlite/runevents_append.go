@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"math/bits"
-	"strings"
 	"time"
 
 	"github.com/runstream/runstream/runevents"
@@ -156,12 +155,12 @@ func rowArgs(recs []runevents.Record) []any {
 	args := make([]any, 0, len(recs)*insertColumns)
 	for _, r := range recs {
 		var taskID any // NULL unless metadata.task_id is a string
-		task, caller := derivedMetadata(r.Metadata)
-		if task != nil {
-			taskID = *task
+		f := runevents.FiltersOf(r.Metadata)
+		if f.HasTaskID {
+			taskID = f.TaskID
 		}
 		middleware := 0
-		if caller != nil && strings.HasPrefix(*caller, runevents.MiddlewarePrefix) {
+		if f.Middleware {
 			middleware = 1
 		}
 		args = append(args, r.ThreadID, r.RunID, r.UserID, string(r.EventType), string(r.Category),
