@@ -196,7 +196,7 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 	}
 	defer rows.Close()
 	found := false
-	out := make([]workflow.Envelope, 0, min(limit, 64))
+	var out []workflow.Envelope // allocated at the first event: a follower's most common read finds none
 	var (
 		workflowID, versionID string
 		wf, ver, event        pgtype.DriverBytes
@@ -219,6 +219,9 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 		}
 		e.WorkflowID, e.VersionID = workflowID, versionID
 		e.Seq, e.Event, e.Timestamp, e.Data = seq, eventType(event), inOffset(ts, offset), data
+		if out == nil {
+			out = make([]workflow.Envelope, 0, min(limit, 64))
+		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

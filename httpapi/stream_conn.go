@@ -1,0 +1,245 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/runstream/runstream/live"
+)
+
+// A stream answers with 200 and the SSE headers, then its follower's
+// frames. On an HTTP/1.x connection the stream takes the connection over
+// from net/http (http.ResponseController.Hijack), writes the response head
+// and chunked body itself, and the handler returns: an idle stream then
+// costs one goroutine with a shallow stack, its subscription and the
+// connection, instead of net/http's two goroutines per connection and its
+// read, write and chunking buffers. Where a connection cannot be taken
+// over (HTTP/2, a ResponseWriter of a test) the follower writes through
+// the ResponseWriter on the handler's goroutine. Both write the same
+// bytes; the taken-over connection closes when the stream ends.
+//
+// A taken-over connection is not read again: a client that leaves is
+// noticed when a write to it fails, at the latest at the second heartbeat
+// after it left. Server.Shutdown ends the taken-over streams, which
+// http.Server.Shutdown does not know of.
+
+// streamWriter is where a follower's bytes go.
+type streamWriter interface {
+	// send writes p to the client and flushes it, failing when the client
+	// does not take it by deadline.
+	send(p []byte, deadline time.Time) error
+}
+
+// responseStream sends through net/http's ResponseWriter.
+type responseStream struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (s responseStream) send(p []byte, deadline time.Time) error {
+	if err := s.rc.SetWriteDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := s.w.Write(p); err != nil {
+		return err
+	}
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// connStream sends on a connection taken over from net/http: the response
+// head with the first bytes, then each send as one HTTP/1.1 chunk (for an
+// HTTP/1.0 client the body is delimited by the connection's close).
+type connStream struct {
+	conn    net.Conn
+	head    []byte // the response head, until it is sent
+	chunked bool
+	written int64 // body bytes sent, framing excluded
+}
+
+var (
+	crlf      = []byte("\r\n")
+	lastChunk = []byte("0\r\n\r\n")
+)
+
+// newConnStream returns the connStream of a request answered 200 with
+// header on conn.
+func newConnStream(conn net.Conn, r *http.Request, header http.Header) *connStream {
+	c := &connStream{conn: conn, chunked: r.ProtoAtLeast(1, 1)}
+	var head bytes.Buffer
+	if c.chunked {
+		head.WriteString("HTTP/1.1 200 OK\r\n")
+		header.Set("Transfer-Encoding", "chunked")
+	} else {
+		head.WriteString("HTTP/1.0 200 OK\r\n")
+	}
+	header.Set("Connection", "close")
+	header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	header.Write(&head) // sorted, values sanitised; never fails on a Buffer
+	head.WriteString("\r\n")
+	c.head = head.Bytes()
+	return c
+}
+
+func (c *connStream) send(p []byte, deadline time.Time) error {
+	if err := c.conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	bufs := make(net.Buffers, 0, 4)
+	if c.head != nil {
+		bufs = append(bufs, c.head)
+		c.head = nil
+	}
+	if c.chunked {
+		bufs = append(bufs, fmt.Appendf(nil, "%x\r\n", len(p)), p, crlf)
+	} else {
+		bufs = append(bufs, p)
+	}
+	if _, err := bufs.WriteTo(c.conn); err != nil {
+		return err
+	}
+	c.written += int64(len(p))
+	return nil
+}
+
+// close ends the body with its last chunk when the stream ended cleanly
+// (a client then tells a finished response from a broken connection), and
+// closes the connection.
+func (c *connStream) close(clean bool, deadline time.Time) error {
+	if clean && c.chunked && c.head == nil {
+		if err := c.conn.SetWriteDeadline(deadline); err == nil {
+			c.conn.Write(lastChunk)
+		}
+	}
+	return c.conn.Close()
+}
+
+// streamSet tracks the streams that took their connection over, so that
+// Shutdown can end them and wait for them.
+type streamSet struct {
+	mu     sync.Mutex
+	closed bool
+	// stop is cancelled by shutdown; every stream's context follows it.
+	stop   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newStreamSet() *streamSet {
+	set := &streamSet{}
+	set.stop, set.cancel = context.WithCancel(context.Background())
+	return set
+}
+
+// add registers a stream and returns its context: parent's values, but
+// cancelled only by done or shutdown. ok is false once shutdown started.
+func (set *streamSet) add(parent context.Context) (ctx context.Context, done func(), ok bool) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.closed {
+		return nil, nil, false
+	}
+	set.wg.Add(1)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	unlink := context.AfterFunc(set.stop, cancel)
+	return ctx, func() {
+		unlink()
+		cancel()
+		set.wg.Done()
+	}, true
+}
+
+// shutdown cancels every stream, refuses new ones, and waits until they
+// ended or ctx is done.
+func (set *streamSet) shutdown(ctx context.Context) error {
+	set.mu.Lock()
+	set.closed = true
+	set.mu.Unlock()
+	set.cancel()
+	ended := make(chan struct{})
+	go func() {
+		set.wg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("streams still open: %w", ctx.Err())
+	}
+}
+
+// Shutdown ends the SSE streams that took their connection over from
+// net/http (http.Server.Shutdown neither closes nor waits for them), after
+// which new streams run on their handler's goroutine. It returns when they
+// have ended, or with ctx's error. Call it with or after
+// http.Server.Shutdown.
+func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown(ctx) }
+
+// serveStream answers a stream request with f's frames, owning f.sub,
+// which it closes when the stream ends. what names the stream in logs.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower, what slog.Attr) {
+	setStreamHeaders(w.Header())
+	if r.Method == http.MethodHead {
+		f.sub.Close()
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if ctx, done, ok := s.streams.add(r.Context()); ok {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			out := newConnStream(conn, r, w.Header())
+			f.out = out
+			finish := detachAccess(r)
+			go func() {
+				defer done()
+				clean := s.follow(ctx, f, what)
+				out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
+				if finish != nil {
+					finish(http.StatusOK, out.written)
+				}
+			}()
+			return
+		}
+		done() // not an HTTP/1.x connection: stay with net/http
+	}
+	w.WriteHeader(http.StatusOK)
+	f.out = responseStream{w: w, rc: http.NewResponseController(w)}
+	s.follow(r.Context(), f, what)
+}
+
+// follow runs f until its stream ends and closes its subscription. It
+// reports whether the stream ended cleanly (terminal event, lifetime,
+// shutdown) rather than by an error; an error of a stream whose context is
+// still live is logged, a panic too.
+func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr) (clean bool) {
+	defer f.sub.Close()
+	var err error
+	func() {
+		defer recoverInto(&err)
+		err = f.run(ctx)
+	}()
+	if err != nil && ctx.Err() == nil {
+		level := slog.LevelInfo // a client that left or fell behind: it resumes
+		if errors.As(err, new(panicError)) {
+			level = slog.LevelError
+		}
+		s.logger.LogAttrs(ctx, level, "stream cut", slog.String("request_id", requestID(ctx)),
+			what, slog.Int64("cursor", f.cursor), slog.Any("error", err))
+	}
+	return err == nil
+}
+
+// newFollower returns the follower of one stream, writing from cursor.
+func (s *Server) newFollower(sub *live.Subscription, src streamSource, cursor int64) *follower {
+	return &follower{cfg: s.cfg.Stream, sub: sub, src: src, cursor: cursor}
+}

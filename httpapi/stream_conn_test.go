@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/internal/apitest"
+)
+
+// recordedStream is the body a stream writes through a ResponseWriter
+// that cannot be taken over, as under HTTP/2.
+func recordedStream(t *testing.T, api *Server, path string) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", path, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("recorded stream: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+func TestStreamTakesItsConnectionOver(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	env.progress(t, 3)
+	env.complete(t)
+	path := "/api/workflows/runs/" + env.run.ID + "/stream"
+
+	var mu sync.Mutex
+	var states []http.ConnState
+	srv := httptest.NewUnstartedServer(env.api)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		states = append(states, s)
+	}
+	srv.Start()
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body) // fails on broken chunking or a missing last chunk
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("read the stream: %v", err)
+	}
+	mu.Lock()
+	hijacked := slices.Contains(states, http.StateHijacked)
+	mu.Unlock()
+	if !hijacked {
+		t.Errorf("connection states %v: the stream did not take its connection over", states)
+	}
+	if !resp.Close || len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" {
+		t.Errorf("Connection close = %v, Transfer-Encoding = %v; want a chunked body and the connection closed after it", resp.Close, resp.TransferEncoding)
+	}
+	for key, want := range map[string]string{
+		"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+		"X-Workflow-Run-Status": "completed",
+	} {
+		if got := resp.Header.Get(key); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	if resp.Header.Get("Date") == "" || resp.Header.Get(RequestIDHeader) == "" {
+		t.Errorf("headers %v lack Date or %s", resp.Header, RequestIDHeader)
+	}
+	if want := recordedStream(t, env.api, path); string(body) != want {
+		t.Errorf("body over a taken-over connection:\n%s\nwant, as through a ResponseWriter:\n%s", body, want)
+	}
+}
+
+func TestStreamToHTTP10Client(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	env.complete(t)
+	path := "/api/workflows/runs/" + env.run.ID + "/stream"
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.0\r\nHost: runstream\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body) // the body ends when the server closes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Proto != "HTTP/1.0" || resp.StatusCode != 200 || len(resp.TransferEncoding) != 0 {
+		t.Errorf("%s %d, Transfer-Encoding %v; want HTTP/1.0 200 without chunking", resp.Proto, resp.StatusCode, resp.TransferEncoding)
+	}
+	if want := recordedStream(t, env.api, path); string(body) != want {
+		t.Errorf("body:\n%s\nwant:\n%s", body, want)
+	}
+}
+
+func TestShutdownEndsTakenOverStreams(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	c := env.open(t, "")
+	c.seqs(t, 2) // the run is queued: the stream now waits
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := env.api.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	// The stream ended cleanly: its last chunk came before the close.
+	ended := make(chan error, 1)
+	go func() {
+		_, err := c.reader.Next()
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		if err != io.EOF {
+			t.Fatalf("after Shutdown the stream read %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream is still open 10 s after Shutdown returned")
+	}
+	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
+		t.Errorf("%d subscriptions left after Shutdown", n)
+	}
+	// A stream opened after Shutdown stays with net/http, which ends it.
+	env.complete(t)
+	late := env.open(t, "")
+	if late.resp.Close {
+		t.Error("a stream after Shutdown took its connection over")
+	}
+	late.seqs(t, 3)
+	late.expectEOF(t)
+}
+
+func TestTakenOverStreamIsLoggedWhenItEnds(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	var logs syncBuffer
+	api := New(Config{Workflows: env.store, Hub: env.hub, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	srv := apitest.Serve(t, api, api)
+	resp, err := http.Get(srv.URL + "/api/workflows/runs/" + env.run.ID + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for { // the replay: retry hint and seqs 1 and 2
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "id: 2\n" {
+			break
+		}
+	}
+	if got := inFlight(t, api); got != 1 {
+		t.Errorf("requests in flight during the stream = %v, want 1", got)
+	}
+	if strings.Contains(logs.String(), `"msg":"request"`) {
+		t.Errorf("the stream was logged before it ended:\n%s", logs.String())
+	}
+	env.complete(t)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type accessLine struct {
+		Msg, Route string
+		Status     int
+		Bytes      int64
+	}
+	// The stream writes its log line once the connection is closed.
+	var entry accessLine
+	waitUntil(t, "the stream's access log line", func() bool {
+		for line := range strings.Lines(logs.String()) {
+			entry = accessLine{}
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "request" {
+				return true
+			}
+		}
+		return false
+	})
+	if entry.Route != "GET /api/workflows/runs/{run_id}/stream" || entry.Status != 200 {
+		t.Fatalf("access log entry %+v, in:\n%s", entry, logs.String())
+	}
+	if entry.Bytes < int64(len(rest)) || !strings.HasSuffix(string(rest), "\n\n") {
+		t.Errorf("logged %d bytes, but the client read %d after seq 2", entry.Bytes, len(rest))
+	}
+	if got := inFlight(t, api); got != 0 {
+		t.Errorf("requests in flight after the stream = %v, want 0", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestTakenOverStreamEndsWhenItsClientLeaves(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{Heartbeat: 10 * time.Millisecond})
+	key := eventlog.WorkflowStreamKey(env.run.ID)
+	c := env.open(t, "")
+	c.seqs(t, 2)
+	if n := env.hub.Followed(key); n != 1 {
+		t.Fatalf("%d subscriptions, want 1", n)
+	}
+	c.resp.Body.Close()
+	// Nothing reads the taken-over connection: a write (here a heartbeat)
+	// fails and ends the stream.
+	waitUntil(t, "the stream of the client that left to release its subscription", func() bool { return env.hub.Followed(key) == 0 })
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestStreamHEAD(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	req, _ := http.NewRequestWithContext(t.Context(), "HEAD", env.srv.URL+"/api/workflows/runs/"+env.run.ID+"/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Workflow-Run-Status") != "queued" {
+		t.Errorf("HEAD: %d %v", resp.StatusCode, resp.Header)
+	}
+	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
+		t.Errorf("HEAD left %d subscriptions", n)
+	}
+}
+
+// inFlight reads the gauge of requests in flight from api's registry.
+func inFlight(t *testing.T, api *Server) float64 {
+	t.Helper()
+	families, err := api.cfg.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "runstream_http_requests_in_flight" {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("no runstream_http_requests_in_flight metric")
+	return 0
+}
