@@ -53,7 +53,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	mux.HandleFunc("POST /bench/runs", p.createRun)
 	mux.HandleFunc("POST /bench/runs/{run_id}/produce", p.produce)
 	mux.HandleFunc("GET /bench/memstats", memStats)
-	mux.HandleFunc("GET /bench/heap", func(w http.ResponseWriter, r *http.Request) { pprof.Lookup("heap").WriteTo(w, 0) })
+	mux.HandleFunc("GET /bench/heap", heapProfile)
 	mux.HandleFunc("GET /bench/cpu", cpuProfile)
 	mux.Handle("/", a.api)
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -163,7 +163,8 @@ func memStats(w http.ResponseWriter, r *http.Request) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"heap_inuse":%d,"stack_inuse":%d,"sys":%d,"goroutines":%d}`, ms.HeapInuse, ms.StackInuse, ms.Sys, runtime.NumGoroutine())
+	fmt.Fprintf(w, `{"heap_inuse":%d,"heap_idle":%d,"heap_released":%d,"stack_inuse":%d,"sys":%d,"gc_cycles":%d,"goroutines":%d}`,
+		ms.HeapInuse, ms.HeapIdle, ms.HeapReleased, ms.StackInuse, ms.Sys, ms.NumGC, runtime.NumGoroutine())
 }
 
 // cpuProfile writes a CPU profile of the next ?seconds= seconds (default 5).
@@ -178,4 +179,14 @@ func cpuProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	time.Sleep(d)
 	pprof.StopCPUProfile()
+}
+
+// heapProfile writes the heap profile; with ?gc=1 it collects garbage
+// first, so that the in-use figures are the live heap of now rather than
+// of the last collection.
+func heapProfile(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("gc") == "1" {
+		runtime.GC()
+	}
+	pprof.Lookup("heap").WriteTo(w, 0)
 }
