@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
@@ -29,7 +29,7 @@ import (
 // local user. It records the Last-Event-ID of every stream request.
 type realServer struct {
 	log *eventlog.WorkflowLog
-	srv *httptest.Server
+	srv *apitest.Server
 	run workflow.Run
 
 	mu      sync.Mutex
@@ -48,19 +48,15 @@ func newRealServer(t *testing.T) *realServer {
 	go hub.Run(ctx)
 	rs := &realServer{log: eventlog.NewWorkflowLog(store, validator, hub, nil)}
 	api := httpapi.New(httpapi.Config{Workflows: store, Hub: hub, Stream: httpapi.StreamConfig{Retry: 5 * time.Millisecond}})
-	rs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	t.Cleanup(cancel)
+	rs.srv = apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Accept") == "text/event-stream" {
 			rs.mu.Lock()
 			rs.resumes = append(rs.resumes, r.Header.Get("Last-Event-ID"))
 			rs.mu.Unlock()
 		}
 		api.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() {
-		rs.srv.CloseClientConnections()
-		rs.srv.Close()
-		cancel()
-	})
+	}), api)
 	wf, v, err := store.CreateWorkflow(t.Context(), workflow.Workflow{ID: "wf_e2e", OwnerID: httpapi.LocalUser, Name: "e2e"},
 		workflow.Version{ID: "wv_e2e", Definition: json.RawMessage(`{"name":"e2e","nodes":[]}`)})
 	if err != nil {

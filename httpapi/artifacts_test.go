@@ -6,9 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"github.com/runstream/runstream/engine/enginetest"
+	"github.com/runstream/runstream/internal/apitest"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -41,14 +41,11 @@ func newArtifactServer(t *testing.T, blobs engine.ArtifactBlobs) *server {
 			}
 		},
 	})
-	srv := httptest.NewServer(api)
-	s.url = srv.URL
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
 		cancel()
 		s.store.Close()
 	})
+	s.url = apitest.Serve(t, api, api).URL
 	return s
 }
 

@@ -90,12 +90,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // metrics and the JSON access log.
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
 		id := r.Header.Get(RequestIDHeader)
 		if !requestIDPattern.MatchString(id) {
 			id = newRequestID()
 		}
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+		entry := &accessEntry{server: s, start: time.Now(), id: id}
+		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey{}, id), accessEntryKey{}, entry)
+		r = r.WithContext(ctx)
 		w.Header().Set(RequestIDHeader, id)
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
@@ -103,9 +104,9 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		s.metrics.inFlight.Inc()
 		defer func() {
-			s.metrics.inFlight.Dec()
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
+					s.metrics.inFlight.Dec()
 					panic(p)
 				}
 				s.logger.LogAttrs(r.Context(), slog.LevelError, "panic in handler",
@@ -114,27 +115,70 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 					s.writeError(rec, r, runstream.Wrap(errors.New("handler panic"), runstream.CodeInternal, "internal error"))
 				}
 			}
-			route := r.Pattern
-			if route == "" {
-				route = "unmatched"
+			if entry.detached {
+				return // the stream that took the request over finishes it
 			}
-			status := rec.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			elapsed := time.Since(start)
-			s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(status)).Inc()
-			s.metrics.duration.WithLabelValues(route).Observe(elapsed.Seconds())
-			s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("request_id", id),
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.String("route", route),
-				slog.Int("status", status),
-				slog.Int64("bytes", rec.bytes),
-				slog.Duration("duration", elapsed),
-				slog.String("remote", r.RemoteAddr))
+			entry.describe(r)
+			entry.finish(rec.status, rec.bytes)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+type accessEntryKey struct{}
+
+// accessEntry is what the access log and the request metrics record of
+// one request. It holds no reference to the request or its connection, so
+// a stream that outlives its handler can keep it.
+type accessEntry struct {
+	server                          *Server
+	start                           time.Time
+	id, method, path, route, remote string
+	// detached is set when a stream took the request over from its handler
+	// (see detachAccess); the stream then calls finish.
+	detached bool
+}
+
+// describe records what the access log says of r.
+func (e *accessEntry) describe(r *http.Request) {
+	e.method, e.path, e.remote = r.Method, r.URL.Path, r.RemoteAddr
+	e.route = r.Pattern
+	if e.route == "" {
+		e.route = "unmatched"
+	}
+}
+
+// finish counts the request and writes its access log line.
+func (e *accessEntry) finish(status int, bytes int64) {
+	if status == 0 {
+		status = http.StatusOK
+	}
+	elapsed := time.Since(e.start)
+	m := e.server.metrics
+	m.inFlight.Dec()
+	m.requests.WithLabelValues(e.route, e.method, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(e.route).Observe(elapsed.Seconds())
+	e.server.logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		slog.String("request_id", e.id),
+		slog.String("method", e.method),
+		slog.String("path", e.path),
+		slog.String("route", e.route),
+		slog.Int("status", status),
+		slog.Int64("bytes", bytes),
+		slog.Duration("duration", elapsed),
+		slog.String("remote", e.remote))
+}
+
+// detachAccess hands the end of r's accounting to a stream that outlives
+// its handler: the handler's return no longer logs or counts r; the stream
+// calls finish(status, bytes) when it ends. It returns nil when r did not
+// come through instrument.
+func detachAccess(r *http.Request) (finish func(status int, bytes int64)) {
+	e, _ := r.Context().Value(accessEntryKey{}).(*accessEntry)
+	if e == nil {
+		return nil
+	}
+	e.describe(r)
+	e.detached = true
+	return e.finish
 }

@@ -97,6 +97,7 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	handler http.Handler
+	streams *streamSet
 	// registered lists the routes in the order routes() registered them;
 	// the OpenAPI test compares them with openapi.json.
 	registered []registeredRoute
@@ -131,7 +132,7 @@ func New(cfg Config) *Server {
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry)}
+	s := &Server{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet()}
 	s.routes()
 	s.handler = s.instrument(http.HandlerFunc(s.route))
 	return s

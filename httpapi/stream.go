@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -67,12 +65,10 @@ type streamSource interface {
 // then live events from the hub subscription, with heartbeats, per-write
 // deadlines, and a close after the terminal event.
 type follower struct {
-	w      io.Writer
-	rc     *http.ResponseController
-	cfg    StreamConfig
-	sub    *live.Subscription
-	src    streamSource
-	logger *slog.Logger
+	out streamWriter
+	cfg StreamConfig
+	sub *live.Subscription
+	src streamSource
 
 	cursor int64
 	buf    []byte
@@ -163,7 +159,7 @@ func (f *follower) catchUp(ctx context.Context) error {
 	for {
 		p := <-pages
 		if p.err != nil {
-			return p.err
+			return fmt.Errorf("read the store after seq %d: %w", f.cursor, p.err)
 		}
 		full := p.n == f.cfg.ReplayPage && !p.terminal
 		if full {
@@ -188,15 +184,11 @@ func (f *follower) catchUp(ctx context.Context) error {
 			break
 		}
 	}
-	if cap(f.buf) > maxIdleBuffer {
-		f.buf = nil // an idle stream does not keep a replay-sized buffer
-	}
+	// The pages are written: the follower, which may now wait for a long
+	// time, keeps no page buffer. Live delivery grows a buffer of its own.
+	f.buf = nil
 	return f.checkEnd(ctx)
 }
-
-// maxIdleBuffer is the largest write buffer a follower keeps between
-// catch-ups.
-const maxIdleBuffer = 64 << 10
 
 // storePage is one page of frames read from the store.
 type storePage struct {
@@ -207,27 +199,27 @@ type storePage struct {
 	err      error
 }
 
-// readPage reads the page after cursor into buf on its own goroutine and
-// sends it on pages. The store's calls thereby also run on a short-lived
-// stack, so an idle stream's goroutine keeps a small one.
+// readPage reads the page after cursor into buf on a goroutine of its own
+// (see callAside) and sends it on pages.
 func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after int64, buf []byte) {
 	go func() {
 		var p storePage
-		defer func() {
-			// net/http recovers a handler's panics, not those of goroutines
-			// it starts: turn one into this stream's error.
-			if v := recover(); v != nil {
-				p = storePage{err: fmt.Errorf("read page after seq %d: panic: %v", after, v)}
-			}
-			pages <- p
-		}()
+		defer func() { pages <- p }()
+		defer recoverInto(&p.err)
 		p.buf, p.n, p.last, p.terminal, p.err = f.src.readAfter(ctx, buf, after, f.cfg.ReplayPage)
 	}()
 }
 
 // checkEnd asks the source whether the stream is over.
 func (f *follower) checkEnd(ctx context.Context) error {
-	final, end, more, err := f.src.end(ctx, f.cursor)
+	var (
+		final     []byte
+		end, more bool
+	)
+	err := callAside(func() (err error) {
+		final, end, more, err = f.src.end(ctx, f.cursor)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -244,19 +236,41 @@ func (f *follower) checkEnd(ctx context.Context) error {
 	return errStreamDone
 }
 
-// flush writes the buffered bytes within the write deadline and flushes
-// them to the client.
+// callAside runs fn on a short-lived goroutine of its own and waits for
+// it. Followers make their store calls this way (or in readPage): a
+// store's driver may need a deep stack, which an idle follower's goroutine
+// would otherwise keep.
+func callAside(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { done <- err }()
+		defer recoverInto(&err)
+		err = fn()
+	}()
+	return <-done
+}
+
+// recoverInto, deferred, turns a panic of its goroutine into *err: neither
+// net/http nor anything else recovers the panics of goroutines a handler
+// starts.
+func recoverInto(err *error) {
+	if v := recover(); v != nil {
+		*err = panicError{v}
+	}
+}
+
+// panicError is a recovered panic.
+type panicError struct{ value any }
+
+func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// flush sends the buffered bytes to the client within the write deadline.
 func (f *follower) flush() error {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	if err := f.rc.SetWriteDeadline(time.Now().Add(f.cfg.WriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	if _, err := f.w.Write(f.buf); err != nil {
-		return err
-	}
-	if err := f.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := f.out.send(f.buf, time.Now().Add(f.cfg.WriteTimeout)); err != nil {
 		return err
 	}
 	f.buf = f.buf[:0]

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"slices"
 
@@ -58,7 +59,6 @@ func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
 		e := runstream.AsError(err)
 		return &runstream.Error{Code: runstream.CodeValidationFailed, Message: e.Message, Details: e.Details}
 	}
-	ctx := r.Context()
 	if err := s.requireThread(r, threadID); err != nil {
 		return err
 	}
@@ -66,17 +66,8 @@ func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
 	// the replay is either read by it or delivered live. A caller's view of
 	// a thread skips other users' rows: its seqs have gaps.
 	sub := s.cfg.Hub.SubscribeView(view.Key(), cursor)
-	defer sub.Close()
-	setStreamHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-	f := &follower{
-		w: w, rc: http.NewResponseController(w), cfg: s.cfg.Stream, sub: sub, logger: s.logger,
-		src:    &threadSource{reader: reader, view: view},
-		cursor: cursor,
-	}
-	if err := f.run(ctx); err != nil && ctx.Err() == nil {
-		s.logger.Info("stream cut", "request_id", requestID(ctx), "thread_id", threadID, "cursor", f.cursor, "error", err)
-	}
+	f := s.newFollower(sub, &threadSource{reader: reader, view: view}, cursor)
+	s.serveStream(w, r, f, slog.String("thread_id", threadID))
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/sse"
 )
@@ -23,7 +24,7 @@ type threadStreamConn struct {
 	reader *sse.Reader
 }
 
-func (env *threadEnv) openStream(t *testing.T, srv *httptest.Server, query string, header ...string) *threadStreamConn {
+func (env *threadEnv) openStream(t *testing.T, srv *apitest.Server, query string, header ...string) *threadStreamConn {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/api/threads/t1/stream"+query, nil)
 	if err != nil {
@@ -70,15 +71,10 @@ func (c *threadStreamConn) seqs(t *testing.T, n int) []int64 {
 	return out
 }
 
-func newStreamEnv(t *testing.T, b threadBackend, stream StreamConfig) (*threadEnv, *httptest.Server) {
+func newStreamEnv(t *testing.T, b threadBackend, stream StreamConfig) (*threadEnv, *apitest.Server) {
 	t.Helper()
 	env := newThreadEnvOn(t, b, func(c *Config) { c.Stream = stream })
-	srv := httptest.NewServer(env.api)
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	return env, srv
+	return env, apitest.Serve(t, env.api, env.api)
 }
 
 func (env *threadEnv) appendAs(t *testing.T, user string, events ...runevents.NewEvent) []runevents.Record {

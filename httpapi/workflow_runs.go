@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -112,18 +113,9 @@ func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error
 	// the replay is either read by it or delivered live. Every event up to
 	// run.LastSeq is stored (a cursor may point past it).
 	sub := s.cfg.Hub.Subscribe(eventlog.WorkflowStreamKey(run.ID), run.LastSeq)
-	defer sub.Close()
-	setStreamHeaders(w.Header())
 	w.Header().Set("X-Workflow-Run-Status", string(run.Status))
-	w.WriteHeader(http.StatusOK)
-	f := &follower{
-		w: w, rc: http.NewResponseController(w), cfg: s.cfg.Stream, sub: sub, logger: s.logger,
-		src:    &workflowSource{store: s.cfg.Workflows, run: run},
-		cursor: cursor,
-	}
-	if err := f.run(ctx); err != nil && ctx.Err() == nil {
-		s.logger.Info("stream cut", "request_id", requestID(ctx), "run_id", run.ID, "cursor", f.cursor, "error", err)
-	}
+	f := s.newFollower(sub, &workflowSource{store: s.cfg.Workflows, run: run}, cursor)
+	s.serveStream(w, r, f, slog.String("run_id", run.ID))
 	return nil
 }
 

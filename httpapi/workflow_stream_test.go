@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/sse"
@@ -37,7 +37,7 @@ type workflowEnv struct {
 	hub   *live.Hub
 	log   *eventlog.WorkflowLog
 	api   *Server
-	srv   *httptest.Server
+	srv   *apitest.Server
 	run   workflow.Run
 }
 
@@ -51,12 +51,8 @@ func newWorkflowEnv(t *testing.T, stream StreamConfig) *workflowEnv {
 	env.api = New(Config{
 		Contracts: nil, Workflows: env.store, Hub: env.hub, Stream: stream,
 	})
-	env.srv = httptest.NewServer(env.api)
-	t.Cleanup(func() {
-		env.srv.CloseClientConnections()
-		env.srv.Close()
-		cancel()
-	})
+	t.Cleanup(cancel)
+	env.srv = apitest.Serve(t, env.api, env.api)
 	env.run = env.createRun(t, "run_"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
 	return env
 }

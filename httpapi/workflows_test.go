@@ -3,8 +3,8 @@ package httpapi_test
 import (
 	"encoding/json"
 	"github.com/runstream/runstream/engine/enginetest"
+	"github.com/runstream/runstream/internal/apitest"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -209,8 +209,8 @@ func TestCancelQueuedRun(t *testing.T) {
 func TestWorkflowRunsNeedTheLog(t *testing.T) {
 	t.Parallel()
 	store := memory.NewWorkflowStore()
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Workflows: store, Hub: live.New(live.Config{})}))
-	t.Cleanup(srv.Close)
+	api := httpapi.New(httpapi.Config{Workflows: store, Hub: live.New(live.Config{})})
+	srv := apitest.Serve(t, api, api)
 	s := &server{store: store, url: srv.URL}
 	wf := s.publish(t, simpleFlow)
 	wantError(t, "start run", 503, runstream.CodeUnavailable)(s.post(t, "/api/workflows/"+wf+"/runs", `{"input":{"n":1}}`))

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
@@ -37,7 +37,7 @@ type instance struct {
 	db  *DB
 	hub *live.Hub
 	log *eventlog.WorkflowLog
-	srv *httptest.Server
+	srv *apitest.Server
 }
 
 func newInstance(t *testing.T, db *DB, validator *contracts.Validator) *instance {
@@ -51,13 +51,12 @@ func newInstance(t *testing.T, db *DB, validator *contracts.Validator) *instance
 		in.hub.Run(ctx)
 	}()
 	in.log = eventlog.NewWorkflowLog(db.Workflows(), validator, in.hub, nil)
-	in.srv = httptest.NewServer(httpapi.New(httpapi.Config{Workflows: db.Workflows(), Hub: in.hub}))
 	t.Cleanup(func() {
-		in.srv.CloseClientConnections()
-		in.srv.Close()
 		cancel()
 		<-stopped
 	})
+	api := httpapi.New(httpapi.Config{Workflows: db.Workflows(), Hub: in.hub})
+	in.srv = apitest.Serve(t, api, api)
 	return in
 }
 

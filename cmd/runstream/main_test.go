@@ -39,34 +39,54 @@ func (b *syncBuffer) String() string {
 // returns the base URL and the outputs.
 func startServe(t *testing.T, env map[string]string, args ...string) (string, *syncBuffer, *syncBuffer) {
 	t.Helper()
+	p := runServe(t, env, args...)
+	return p.base, p.stdout, p.stderr
+}
+
+// serveRun is "runstream serve" running in the test's process.
+type serveRun struct {
+	base           string
+	stdout, stderr *syncBuffer
+	// stop asks serve to shut down, as SIGTERM does, and returns what it
+	// returned; the test's end calls it too.
+	stop func() error
+}
+
+// runServe runs "runstream serve" with args until stop or the test's end.
+func runServe(t *testing.T, env map[string]string, args ...string) *serveRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	m := &Main{Getenv: func(k string) string { return env[k] }, onListen: func(a string) { addr <- a }}
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	p := &serveRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	done := make(chan error, 1)
 	go func() {
-		done <- m.Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), stdout, stderr)
+		done <- m.Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), p.stdout, p.stderr)
 	}()
-	t.Cleanup(func() {
+	p.stop = sync.OnceValue(func() error {
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v\nstderr:\n%s", err, stderr)
-			}
+			return err
 		case <-time.After(30 * time.Second):
-			t.Errorf("serve did not shut down")
+			return errors.New("serve did not shut down within 30 s")
+		}
+	})
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Errorf("serve: %v\nstderr:\n%s", err, p.stderr)
 		}
 	})
 	select {
 	case a := <-addr:
-		return "http://" + a, stdout, stderr
+		p.base = "http://" + a
+		return p
 	case err := <-done:
-		t.Fatalf("serve exited early: %v\nstderr:\n%s", err, stderr)
+		t.Fatalf("serve exited early: %v\nstderr:\n%s", err, p.stderr)
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not start listening")
 	}
-	return "", nil, nil
+	return nil
 }
 
 func get(t *testing.T, url string) (int, string, http.Header) {

@@ -123,7 +123,11 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	// The SSE streams that took their connection over are not
+	// http.Server's to end: the API ends them alongside.
+	streamsDone := make(chan error, 1)
+	go func() { streamsDone <- a.api.Shutdown(shutdownCtx) }()
+	if err := errors.Join(srv.Shutdown(shutdownCtx), <-streamsDone); err != nil {
 		srv.Close()
 		return fmt.Errorf("graceful shutdown: %w", err)
 	}

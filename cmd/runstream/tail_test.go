@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
@@ -82,12 +82,9 @@ func newTailEnv(t *testing.T) *tailEnv {
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	env.log = eventlog.NewWorkflowLog(env.store, validator, hub, func() time.Time { return tailNow })
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Workflows: env.store, Hub: hub}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
-		cancel()
-	})
+	t.Cleanup(cancel)
+	api := httpapi.New(httpapi.Config{Workflows: env.store, Hub: hub})
+	srv := apitest.Serve(t, api, api)
 	env.url = srv.URL
 	wf, v, err := env.store.CreateWorkflow(t.Context(), workflow.Workflow{ID: "wf_tail", OwnerID: httpapi.LocalUser, Name: "tail"},
 		workflow.Version{ID: "wv_tail", Definition: json.RawMessage(`{"name":"tail","nodes":[]}`)})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -114,5 +115,48 @@ func TestServeWorkersUsage(t *testing.T) {
 	err := m.Run(t.Context(), []string{"serve", "--store", "memory:", "--workers", "-1"}, io.Discard, &stderr)
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--workers") {
 		t.Errorf("err = %v, want a usage error about --workers", err)
+	}
+}
+
+// Shutting serve down ends the open SSE streams, which took their
+// connections over from net/http, each with the clean end of its body.
+func TestServeShutdownEndsOpenStreams(t *testing.T) {
+	t.Parallel()
+	p := runServe(t, nil, "--store", "memory:", "--workers", "0") // no engine: the run stays queued
+	code, wf := postJSON(t, p.base+"/api/workflows", `{"name":"idle","nodes":[
+		{"id":"say","type":"llm","config":{"provider":"scripted","text":"hi"}}]}`)
+	if code != http.StatusCreated {
+		t.Fatalf("publish: %d %v", code, wf)
+	}
+	code, run := postJSON(t, p.base+"/api/workflows/"+wf["workflowId"].(string)+"/runs", `{"input":{}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("start run: %d %v", code, run)
+	}
+	resp, err := http.Get(p.base + "/api/workflows/runs/" + run["runId"].(string) + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for line := ""; line != "event: run.queued\n"; {
+		if line, err = br.ReadString('\n'); err != nil {
+			t.Fatalf("read the stream: %v", err)
+		}
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(br) // fails on a body cut without its last chunk
+		readErr <- err
+	}()
+	if err := p.stop(); err != nil {
+		t.Fatalf("serve: %v\nstderr:\n%s", err, p.stderr)
+	}
+	select {
+	case err := <-readErr:
+		if err != nil {
+			t.Errorf("the stream ended with %v, want its clean end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream is still open 10 s after serve stopped")
 	}
 }

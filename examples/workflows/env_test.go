@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/runstream/runstream/engine/enginetest"
+	"github.com/runstream/runstream/internal/apitest"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -65,14 +65,11 @@ func newServer(t *testing.T, dbs *sqlnode.Databases) *server {
 			}
 		},
 	})
-	srv := httptest.NewServer(api)
-	s.url = srv.URL
 	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
 		cancel()
 		s.store.Close()
 	})
+	s.url = apitest.Serve(t, api, api).URL
 	return s
 }
 
