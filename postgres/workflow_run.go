@@ -196,7 +196,7 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 	}
 	defer rows.Close()
 	found := false
-	var out []workflow.Envelope // allocated at the first event: a follower's most common read finds none
+	var out []workflow.Envelope // grown by append: a follower's most common reads find none or a few
 	var (
 		workflowID, versionID string
 		wf, ver, event        pgtype.DriverBytes
@@ -219,9 +219,6 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 		}
 		e.WorkflowID, e.VersionID = workflowID, versionID
 		e.Seq, e.Event, e.Timestamp, e.Data = seq, eventType(event), inOffset(ts, offset), data
-		if out == nil {
-			out = make([]workflow.Envelope, 0, min(limit, 64))
-		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

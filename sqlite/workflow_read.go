@@ -220,7 +220,7 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 	}
 	defer rows.Close()
 	var (
-		out                   []workflow.Envelope // allocated at the first event: a follower's most common read finds none
+		out                   []workflow.Envelope // grown by append: a follower's most common reads find none or a few
 		found                 bool
 		workflowID, versionID string
 		zones                 zoneCache
@@ -239,9 +239,6 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 		}
 		if !seq.Valid { // the run has no event after the cursor
 			break
-		}
-		if out == nil {
-			out = make([]workflow.Envelope, 0, min(limit, 64))
 		}
 		out = append(out, workflow.Envelope{
 			SchemaVersion: workflow.SchemaVersion,

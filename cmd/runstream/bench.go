@@ -118,6 +118,7 @@ type benchResult struct {
 	MaxMillis     float64 `json:"max_ms,omitempty"`
 	PerSecond     float64 `json:"per_second,omitempty"`
 	RSSMiB        float64 `json:"rss_mib,omitempty"`
+	PeakMiB       float64 `json:"peak_rss_mib,omitempty"`
 	BaselineMiB   float64 `json:"baseline_rss_mib,omitempty"`
 	HeapMiB       float64 `json:"heap_inuse_mib,omitempty"`
 	StackMiB      float64 `json:"stack_inuse_mib,omitempty"`
@@ -135,8 +136,8 @@ func (r benchResult) String() string {
 		fmt.Fprintf(&b, "\n  throughput: %.0f per second", r.PerSecond)
 	}
 	if r.RSSMiB > 0 {
-		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
-			r.RSSMiB, r.BaselineMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
+		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers, peak %.1f MiB while they connected); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
+			r.RSSMiB, r.BaselineMiB, r.PeakMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
 	}
 	return b.String()
 }
@@ -218,19 +219,20 @@ func (s *benchServer) produce(ctx context.Context, runID string, count int, rate
 	return err
 }
 
-// rssMiB reads the resident set size of the server process.
-func (s *benchServer) rssMiB() (float64, error) {
+// memoryMiB reads a memory figure of the server process from
+// /proc/PID/status: VmRSS, its resident set size, or VmHWM, the peak of it.
+func (s *benchServer) memoryMiB(field string) (float64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // follow opens a stream of runID after cursor and calls onFrame with each
@@ -412,14 +414,18 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	if err != nil {
 		return benchResult{}, err
 	}
-	baseline, err := srv.rssMiB()
+	baseline, err := srv.memoryMiB("VmRSS")
 	if err != nil {
 		return benchResult{}, err
 	}
 	start := time.Now()
 	wait := startFollowers(ctx, srv, runID, cfg.followers, nil)
 	time.Sleep(cfg.settle) // let every stream settle into its idle wait
-	rss, err := srv.rssMiB()
+	rss, err := srv.memoryMiB("VmRSS")
+	if err != nil {
+		return benchResult{}, err
+	}
+	peak, err := srv.memoryMiB("VmHWM")
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -438,6 +444,6 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	if err != nil {
 		return benchResult{}, err
 	}
-	return benchResult{Delivered: delivered, Seconds: time.Since(start).Seconds(), RSSMiB: rss, BaselineMiB: baseline,
+	return benchResult{Delivered: delivered, Seconds: time.Since(start).Seconds(), RSSMiB: rss, PeakMiB: peak, BaselineMiB: baseline,
 		HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
 }
