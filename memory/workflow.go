@@ -349,7 +349,7 @@ func (s *WorkflowStore) Append(_ context.Context, p workflow.AppendParams) ([]wo
 	if err != nil {
 		return nil, err
 	}
-	if err := row.acceptsLocked(p.LeaseOwner); err != nil {
+	if err := p.Accepts(row.r); err != nil {
 		return nil, err
 	}
 	for _, a := range p.Artifacts {
@@ -371,18 +371,6 @@ func (s *WorkflowStore) Append(_ context.Context, p workflow.AppendParams) ([]wo
 	}
 	row.storeOutputsLocked(p.NodeOutputs)
 	return row.appendLocked(p.Events, now), nil
-}
-
-// acceptsLocked fails with CodeConflict when the lease fences the append
-// off or the run has ended.
-func (row *runRow) acceptsLocked(leaseOwner string) error {
-	if leaseOwner != "" && row.r.LeaseOwner != leaseOwner {
-		return runstream.Errorf(runstream.CodeConflict, "append: run %q is not leased to %q", row.r.ID, leaseOwner)
-	}
-	if row.r.Status.Terminal() {
-		return runstream.Errorf(runstream.CodeConflict, "append: run %q is %s and accepts no event", row.r.ID, row.r.Status)
-	}
-	return nil
 }
 
 // appendLocked appends checked events and returns copies of their

@@ -342,11 +342,8 @@ func (w *runWrites) add(run *workflow.Run, r *appendRequest, taken map[artifactK
 	if run == nil {
 		return errRunNotFound(p.RunID)
 	}
-	if p.LeaseOwner != "" && run.LeaseOwner != p.LeaseOwner {
-		return runstream.Errorf(runstream.CodeConflict, "append: run %q is not leased to %q", run.ID, p.LeaseOwner)
-	}
-	if run.Status.Terminal() {
-		return runstream.Errorf(runstream.CodeConflict, "append: run %q is %s and accepts no event", run.ID, run.Status)
+	if err := p.Accepts(*run); err != nil {
+		return err
 	}
 	for _, a := range p.Artifacts {
 		if taken[artifactKey{p.RunID, a.ID}] {

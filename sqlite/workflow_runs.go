@@ -113,11 +113,8 @@ func (s *WorkflowStore) Append(ctx context.Context, p workflow.AppendParams) ([]
 		if err != nil {
 			return err
 		}
-		if p.LeaseOwner != "" && run.LeaseOwner != p.LeaseOwner {
-			return runstream.Errorf(runstream.CodeConflict, "append: run %q is not leased to %q", run.ID, p.LeaseOwner)
-		}
-		if run.Status.Terminal() {
-			return runstream.Errorf(runstream.CodeConflict, "append: run %q is %s and accepts no event", run.ID, run.Status)
+		if err := p.Accepts(run); err != nil {
+			return err
 		}
 		for i, args := range artifactArgs {
 			ok, err := execChanged(ctx, tx, s.insertArtifact, "sqlite: append: insert artifact", args...)

@@ -39,6 +39,12 @@ type AppendParams struct {
 	// LeaseOwner, when set, fences the append: it fails with CodeConflict
 	// unless the run's lease is held by this owner.
 	LeaseOwner string
+	// IfStatus, when set, makes the append conditional: it fails with
+	// CodeConflict unless the run's status, read in the append's
+	// transaction, is IfStatus. A caller that chose the events from an
+	// earlier read of the run uses it, so that two such callers racing do
+	// not both append (two cancels, one run.cancel_requested).
+	IfStatus RunStatus
 	// ResumeToken, when set, is stored with the batch (which then holds the
 	// run.awaiting_input event that carries the token).
 	ResumeToken *ResumeToken
@@ -50,6 +56,22 @@ type AppendParams struct {
 	// NodeOutputStore; an output given again for a node replaces the
 	// older one. Each must be one valid JSON value.
 	NodeOutputs map[string]json.RawMessage
+}
+
+// Accepts reports whether run, as read in the append's transaction, takes
+// the append: CodeConflict when the lease fences it off, when the run has
+// ended (no event follows a terminal one), or when its status is not
+// p.IfStatus. Every backend checks an append with it.
+func (p AppendParams) Accepts(run Run) error {
+	switch {
+	case p.LeaseOwner != "" && run.LeaseOwner != p.LeaseOwner:
+		return runstream.Errorf(runstream.CodeConflict, "append: run %q is not leased to %q", run.ID, p.LeaseOwner)
+	case run.Status.Terminal():
+		return runstream.Errorf(runstream.CodeConflict, "append: run %q is %s and accepts no event", run.ID, run.Status)
+	case p.IfStatus != "" && run.Status != p.IfStatus:
+		return runstream.Errorf(runstream.CodeConflict, "append: run %q is %s, not %s", run.ID, run.Status, p.IfStatus)
+	}
+	return nil
 }
 
 // ResumeParams consume a resume token and append run.resumed atomically.

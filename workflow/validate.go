@@ -28,6 +28,9 @@ func (p AppendParams) Validate() error {
 	if err := CheckNodeOutputs(p.NodeOutputs); err != nil {
 		return err
 	}
+	if p.IfStatus != "" && !p.IfStatus.Valid() {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "append: ifStatus %q is not a run status", p.IfStatus)
+	}
 	if t := p.ResumeToken; t != nil {
 		switch {
 		case t.RunID != "" && t.RunID != p.RunID:

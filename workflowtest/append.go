@@ -160,6 +160,7 @@ var appendTests = []test{
 				Artifacts: []workflow.Artifact{{NodeID: "n1", Name: "a"}}}},
 			{"artifact id twice", workflow.AppendParams{Events: []workflow.NewEvent{nodeEvent(workflow.EventArtifactCreated, "n1", "")},
 				Artifacts: []workflow.Artifact{{ID: "twice"}, {ID: "twice"}}}},
+			{"unknown status condition", workflow.AppendParams{Events: []workflow.NewEvent{progress(1)}, IfStatus: "paused"}},
 		}
 		for _, c := range cases {
 			c.p.RunID = run.ID
@@ -206,6 +207,23 @@ var appendTests = []test{
 		if r := getRun(t, s, run.ID); r.LeaseOwner != lessee || !r.LeaseExpiresAt.Equal(run.LeaseExpiresAt) {
 			t.Errorf("lease after appends: %q until %s, want %q until %s", r.LeaseOwner, r.LeaseExpiresAt, lessee, run.LeaseExpiresAt)
 		}
+	}},
+	{"IfStatus", func(t *testing.T, s workflow.Store) {
+		run := newRun(t, s, nil) // queued
+		events := allEvents(t, s, run.ID)
+		cancel := runEvent(workflow.EventRunCancelRequested, `{"requestedBy":"u1"}`)
+		_, err := s.Append(t.Context(), workflow.AppendParams{RunID: run.ID, IfStatus: workflow.StatusRunning, Events: []workflow.NewEvent{cancel}})
+		wantCode(t, err, runstream.CodeConflict, "Append if running to a queued run")
+		unchanged(t, s, "after an append whose status condition failed", run, events)
+		appendEvents(t, s, workflow.AppendParams{RunID: run.ID, IfStatus: workflow.StatusQueued, Events: []workflow.NewEvent{cancel}})
+		run, events = getRun(t, s, run.ID), allEvents(t, s, run.ID)
+		if run.Status != workflow.StatusCancelling {
+			t.Fatalf("status after run.cancel_requested if queued: %s, want cancelling", run.Status)
+		}
+		// The second of two callers that both read "queued".
+		_, err = s.Append(t.Context(), workflow.AppendParams{RunID: run.ID, IfStatus: workflow.StatusQueued, Events: []workflow.NewEvent{cancel}})
+		wantCode(t, err, runstream.CodeConflict, "Append if queued to a cancelling run")
+		unchanged(t, s, "after the second conditional append", run, events)
 	}},
 	{"UnknownRun", func(t *testing.T, s workflow.Store) {
 		_, err := s.Append(t.Context(), workflow.AppendParams{RunID: newID("run"), Events: []workflow.NewEvent{progress(1)}})

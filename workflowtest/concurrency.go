@@ -5,12 +5,43 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/workflow"
 )
 
 var concurrencyTests = []test{
+	{"ConditionalAppendsRace", func(t *testing.T, s workflow.Store) {
+		// 20 callers that read the run queued each append
+		// run.cancel_requested if it is still queued: one must win.
+		const callers = 20
+		run := newRun(t, s, nil)
+		var wins, conflicts atomic.Int32
+		var wg sync.WaitGroup
+		for g := range callers {
+			wg.Go(func() {
+				_, err := s.Append(t.Context(), workflow.AppendParams{RunID: run.ID, IfStatus: workflow.StatusQueued,
+					Events: []workflow.NewEvent{runEvent(workflow.EventRunCancelRequested, fmt.Sprintf(`{"requestedBy":"u%d"}`, g))}})
+				switch runstream.ErrorCodeOf(err) {
+				case "":
+					wins.Add(1)
+				case runstream.CodeConflict:
+					conflicts.Add(1)
+				default:
+					t.Errorf("caller %d: Append: %v", g, err)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 || conflicts.Load() != callers-1 {
+			t.Errorf("%d appends won and %d met a conflict, want 1 and %d", wins.Load(), conflicts.Load(), callers-1)
+		}
+		if got := seqsOf(allEvents(t, s, run.ID)); !slices.Equal(got, span(1, 3)) {
+			t.Errorf("seqs %v, want 1..3: one run.cancel_requested", got)
+		}
+	}},
 	{"AppendOneRun", func(t *testing.T, s workflow.Store) {
 		// 100 writers append 20 events each to one run, alternating
 		// batches of 1 and 3 events: the seqs must be 3..2002, each once,
