@@ -335,40 +335,50 @@ func (s *Server) listWorkflowRuns(w http.ResponseWriter, r *http.Request) error 
 // run.cancelled); a running one gets run.cancel_requested and its engine
 // stops its nodes and writes run.cancelled. A run already cancelling is
 // left as it is; a terminal one answers WORKFLOW_RUN_ALREADY_TERMINAL.
+// The events are appended only if the run's status is still the one they
+// were chosen for: of simultaneous cancels one appends, and the others
+// read the run again and answer from what they find.
 func (s *Server) cancelWorkflowRun(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Log == nil {
 		return errNoLog()
 	}
 	ctx, owner := r.Context(), ownerOf(r)
-	run, err := s.cfg.Workflows.GetRun(ctx, r.PathValue("run_id"), owner)
-	if err != nil {
-		return err
-	}
-	events := []workflow.NewEvent{{Event: workflow.EventRunCancelRequested, Data: engine.CancelRequestedData(userOf(r))}}
-	switch run.Status {
-	case workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled:
-		return runstream.Errorf(runstream.CodeWorkflowRunAlreadyTerminal, "run %s is %s", run.ID, run.Status)
-	case workflow.StatusCancelling:
+	runID := r.PathValue("run_id")
+	for attempt := 1; ; attempt++ {
+		run, err := s.cfg.Workflows.GetRun(ctx, runID, owner)
+		if err != nil {
+			return err
+		}
+		events := []workflow.NewEvent{{Event: workflow.EventRunCancelRequested, Data: engine.CancelRequestedData(userOf(r))}}
+		switch run.Status {
+		case workflow.StatusCompleted, workflow.StatusFailed, workflow.StatusCancelled:
+			return runstream.Errorf(runstream.CodeWorkflowRunAlreadyTerminal, "run %s is %s", run.ID, run.Status)
+		case workflow.StatusCancelling:
+			writeJSON(w, http.StatusAccepted, newRunView(run))
+			return nil
+		case workflow.StatusQueued, workflow.StatusAwaitingInput:
+			events = append(events, workflow.NewEvent{Event: workflow.EventRunCancelled, Data: engine.CancelledData(time.Now())})
+		}
+		_, err = s.cfg.Log.Append(ctx, workflow.AppendParams{RunID: run.ID, IfStatus: run.Status, Events: events})
+		if runstream.ErrorCodeOf(err) == runstream.CodeConflict && attempt < maxCancelAttempts {
+			continue // the run changed since it was read
+		}
+		if err != nil {
+			return err
+		}
+		s.notify(run.ID)
+		run, err = s.cfg.Workflows.GetRun(ctx, run.ID, owner)
+		if err != nil {
+			return err
+		}
 		writeJSON(w, http.StatusAccepted, newRunView(run))
 		return nil
-	case workflow.StatusQueued, workflow.StatusAwaitingInput:
-		events = append(events, workflow.NewEvent{Event: workflow.EventRunCancelled, Data: engine.CancelledData(time.Now())})
 	}
-	if _, err := s.cfg.Log.Append(ctx, workflow.AppendParams{RunID: run.ID, Events: events}); err != nil {
-		if runstream.ErrorCodeOf(err) == runstream.CodeConflict {
-			// The run ended between the read and the append.
-			return runstream.Errorf(runstream.CodeWorkflowRunAlreadyTerminal, "run %s has ended", run.ID)
-		}
-		return err
-	}
-	s.notify(run.ID)
-	run, err = s.cfg.Workflows.GetRun(ctx, run.ID, owner)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusAccepted, newRunView(run))
-	return nil
 }
+
+// maxCancelAttempts bounds how often a cancel reads the run again after
+// the run changed under it (an engine moving it along meanwhile).
+const maxCancelAttempts = 5
 
 // resumeWorkflowRun continues a run paused at a human_input node. A
 // request with the run's pending token is validated first (the action

@@ -2,15 +2,15 @@ package httpapi_test
 
 import (
 	"encoding/json"
-	"github.com/runstream/runstream/engine/enginetest"
-	"github.com/runstream/runstream/internal/apitest"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 )
