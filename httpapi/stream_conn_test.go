@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -154,8 +153,8 @@ func TestShutdownEndsTakenOverStreams(t *testing.T) {
 func TestTakenOverStreamIsLoggedWhenItEnds(t *testing.T) {
 	t.Parallel()
 	env := newWorkflowEnv(t, StreamConfig{})
-	var logs syncBuffer
-	api := New(Config{Workflows: env.store, Hub: env.hub, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	logs := newSyncRecorder()
+	api := New(Config{Workflows: env.store, Hub: env.hub, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	srv := apitest.Serve(t, api, api)
 	resp, err := http.Get(srv.URL + "/api/workflows/runs/" + env.run.ID + "/stream")
 	if err != nil {
@@ -208,24 +207,6 @@ func TestTakenOverStreamIsLoggedWhenItEnds(t *testing.T) {
 	if got := inFlight(t, api); got != 0 {
 		t.Errorf("requests in flight after the stream = %v, want 0", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestTakenOverStreamEndsWhenItsClientLeaves(t *testing.T) {

@@ -366,13 +366,7 @@ func (s *Server) cancelWorkflowRun(w http.ResponseWriter, r *http.Request) error
 		if err != nil {
 			return err
 		}
-		s.notify(run.ID)
-		run, err = s.cfg.Workflows.GetRun(ctx, run.ID, owner)
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusAccepted, newRunView(run))
-		return nil
+		return s.notifyAndAnswer(w, r, http.StatusAccepted, run.ID)
 	}
 }
 
@@ -445,11 +439,17 @@ func (s *Server) resumeWorkflowRun(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	s.notify(run.ID)
-	run, err = s.cfg.Workflows.GetRun(ctx, run.ID, owner)
+	return s.notifyAndAnswer(w, r, http.StatusOK, run.ID)
+}
+
+// notifyAndAnswer tells the engine of this process that runID changed and
+// answers status with the run's view as it is now.
+func (s *Server) notifyAndAnswer(w http.ResponseWriter, r *http.Request, status int, runID string) error {
+	s.notify(runID)
+	run, err := s.cfg.Workflows.GetRun(r.Context(), runID, ownerOf(r))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, newRunView(run))
+	writeJSON(w, status, newRunView(run))
 	return nil
 }
