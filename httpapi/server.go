@@ -98,6 +98,8 @@ type Server struct {
 	metrics *metrics
 	handler http.Handler
 	streams *streamSet
+	// perUser counts each user's open streams (StreamConfig.MaxPerUser).
+	perUser *userStreams
 	// registered lists the routes in the order routes() registered them;
 	// the OpenAPI test compares them with openapi.json.
 	registered []registeredRoute
@@ -132,7 +134,8 @@ func New(cfg Config) *Server {
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet()}
+	s := &Server{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet(),
+		perUser: &userStreams{max: cfg.Stream.MaxPerUser, open: make(map[string]int)}}
 	s.routes()
 	s.handler = s.instrument(http.HandlerFunc(s.route))
 	return s

@@ -28,7 +28,14 @@ type StreamConfig struct {
 	// ReplayPage is the number of events read from the store per query when
 	// replaying or catching up. Defaults to 500.
 	ReplayPage int
+	// MaxPerUser is the most streams one user may have open at once on
+	// this instance; the next answers RATE_LIMITED (429) before any stream
+	// byte. Defaults to DefaultMaxStreamsPerUser; negative: no limit.
+	MaxPerUser int
 }
+
+// DefaultMaxStreamsPerUser is the default of StreamConfig.MaxPerUser.
+const DefaultMaxStreamsPerUser = 16
 
 func (c *StreamConfig) setDefaults() {
 	if c.Heartbeat <= 0 {
@@ -45,6 +52,9 @@ func (c *StreamConfig) setDefaults() {
 	}
 	if c.ReplayPage <= 0 {
 		c.ReplayPage = 500
+	}
+	if c.MaxPerUser == 0 {
+		c.MaxPerUser = DefaultMaxStreamsPerUser
 	}
 }
 

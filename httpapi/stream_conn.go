@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/live"
 )
 
@@ -187,13 +190,22 @@ func (set *streamSet) shutdown(ctx context.Context) error {
 func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown(ctx) }
 
 // serveStream answers a stream request with f's frames, owning f.sub,
-// which it closes when the stream ends. what names the stream in logs.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower, what slog.Attr) {
+// which it closes when the stream ends. what names the stream in logs. It
+// returns an error, with nothing written, only when the caller has too
+// many streams open.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower, what slog.Attr) error {
+	release, err := s.perUser.acquire(userOf(r))
+	if err != nil {
+		f.sub.Close()
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(f.cfg.Retry.Seconds()))))
+		return err
+	}
 	setStreamHeaders(w.Header())
 	if r.Method == http.MethodHead {
+		release()
 		f.sub.Close()
 		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
 	if ctx, done, ok := s.streams.add(r.Context()); ok {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
@@ -202,26 +214,28 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower
 			finish := detachAccess(r)
 			go func() {
 				defer done()
-				clean := s.follow(ctx, f, what)
+				clean := s.follow(ctx, f, what, release)
 				out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
 				if finish != nil {
 					finish(http.StatusOK, out.written)
 				}
 			}()
-			return
+			return nil
 		}
 		done() // not an HTTP/1.x connection: stay with net/http
 	}
 	w.WriteHeader(http.StatusOK)
 	f.out = responseStream{w: w, rc: http.NewResponseController(w)}
-	s.follow(r.Context(), f, what)
+	s.follow(r.Context(), f, what, release)
+	return nil
 }
 
-// follow runs f until its stream ends and closes its subscription. It
-// reports whether the stream ended cleanly (terminal event, lifetime,
-// shutdown) rather than by an error; an error of a stream whose context is
-// still live is logged, a panic too.
-func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr) (clean bool) {
+// follow runs f until its stream ends, then closes its subscription and
+// calls release. It reports whether the stream ended cleanly (terminal
+// event, lifetime, shutdown) rather than by an error; an error of a stream
+// whose context is still live is logged, a panic too.
+func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr, release func()) (clean bool) {
+	defer release()
 	defer f.sub.Close()
 	var err error
 	func() {
@@ -242,4 +256,33 @@ func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr) (clean
 // newFollower returns the follower of one stream, writing from cursor.
 func (s *Server) newFollower(sub *live.Subscription, src streamSource, cursor int64) *follower {
 	return &follower{cfg: s.cfg.Stream, sub: sub, src: src, cursor: cursor}
+}
+
+// userStreams counts the open streams of each user on this instance.
+type userStreams struct {
+	max  int // negative: no limit
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// acquire counts one more open stream of user, or answers RATE_LIMITED
+// when user has max open. release, called once the stream ended, uncounts
+// it; calling it again does nothing.
+func (u *userStreams) acquire(user string) (release func(), err error) {
+	if u.max < 0 {
+		return func() {}, nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.open[user] >= u.max {
+		return nil, runstream.Errorf(runstream.CodeRateLimited, "too many streams open: at most %d per user", u.max).WithDetail("limit", u.max)
+	}
+	u.open[user]++
+	return sync.OnceFunc(func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.open[user]--; u.open[user] == 0 {
+			delete(u.open, user)
+		}
+	}), nil
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -265,4 +266,44 @@ func inFlight(t *testing.T, api *Server) float64 {
 	}
 	t.Fatal("no runstream_http_requests_in_flight metric")
 	return 0
+}
+
+func TestStreamsPerUserLimit(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{MaxPerUser: 2})
+	env.api.cfg.Authenticate = func(r *http.Request) (string, error) { return cmp.Or(r.Header.Get("X-User"), LocalUser), nil }
+	first, second := env.open(t, ""), env.open(t, "")
+	first.seqs(t, 2)
+	second.seqs(t, 2)
+
+	third := env.open(t, "")
+	body, _ := io.ReadAll(third.resp.Body)
+	var e struct {
+		Code      string
+		Retryable bool
+		Details   map[string]any
+	}
+	if third.resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Code != "RATE_LIMITED" || !e.Retryable {
+		t.Fatalf("third stream: %d %s, want 429 RATE_LIMITED", third.resp.StatusCode, body)
+	}
+	if third.resp.Header.Get("Retry-After") != "3" || e.Details["limit"] != float64(2) {
+		t.Errorf("Retry-After %q, details %v; want 3 and limit 2", third.resp.Header.Get("Retry-After"), e.Details)
+	}
+	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 2 {
+		t.Errorf("%d subscriptions after the refusal, want 2", n)
+	}
+	// Another user has streams of their own to open (the run is the local
+	// user's: theirs answers 404, not 429).
+	if other := env.open(t, "", "X-User", "someone-else"); other.resp.StatusCode != http.StatusNotFound {
+		t.Errorf("another user's stream: %d, want 404", other.resp.StatusCode)
+	}
+	// A stream that ends gives its place back.
+	env.complete(t)
+	first.seqs(t, 1)
+	first.expectEOF(t)
+	waitUntil(t, "the ended stream to give its place back", func() bool {
+		c := env.open(t, "?after=3")
+		defer c.resp.Body.Close()
+		return c.resp.StatusCode == http.StatusOK
+	})
 }

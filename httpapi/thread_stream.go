@@ -67,8 +67,7 @@ func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
 	// a thread skips other users' rows: its seqs have gaps.
 	sub := s.cfg.Hub.SubscribeView(view.Key(), cursor)
 	f := s.newFollower(sub, &threadSource{reader: reader, view: view}, cursor)
-	s.serveStream(w, r, f, slog.String("thread_id", threadID))
-	return nil
+	return s.serveStream(w, r, f, slog.String("thread_id", threadID))
 }
 
 // threadSource reads a thread view's rows for a follower. Its seqs have

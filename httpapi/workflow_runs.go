@@ -115,8 +115,7 @@ func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error
 	sub := s.cfg.Hub.Subscribe(eventlog.WorkflowStreamKey(run.ID), run.LastSeq)
 	w.Header().Set("X-Workflow-Run-Status", string(run.Status))
 	f := s.newFollower(sub, &workflowSource{store: s.cfg.Workflows, run: run}, cursor)
-	s.serveStream(w, r, f, slog.String("run_id", run.ID))
-	return nil
+	return s.serveStream(w, r, f, slog.String("run_id", run.ID))
 }
 
 // workflowSource reads a workflow run's events for a follower.

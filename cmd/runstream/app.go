@@ -87,6 +87,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Version:       version,
 		Workflows:     backend.workflows,
 		Hub:           hub,
+		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser},
 		Log:           a.log,
 		Definitions:   registry,
 		Notify:        notify,

@@ -42,6 +42,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	cfg.maxBodyBytes = httpapi.DefaultMaxBodyBytes
+	cfg.maxStreamsPerUser = -1 // every follower of the benchmark is the one local user
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := newApp(ctx, cfg, logger)
 	if err != nil {

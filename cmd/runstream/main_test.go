@@ -164,6 +164,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad store", nil, []string{"serve", "--store", "mysql://root:pw@x/db"}, "want sqlite:PATH"},
 		{"bad env value", map[string]string{"RUNSTREAM_MAX_BODY_BYTES": "lots"}, []string{"serve"}, "RUNSTREAM_MAX_BODY_BYTES"},
 		{"bad log format", nil, []string{"serve", "--log-format", "xml"}, "--log-format"},
+		{"zero streams per user", nil, []string{"serve", "--max-streams-per-user", "0"}, "--max-streams-per-user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Main{Getenv: func(k string) string { return tc.env[k] }}
