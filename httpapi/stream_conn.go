@@ -108,11 +108,21 @@ func (c *connStream) send(p []byte, deadline time.Time) error {
 	} else {
 		bufs = append(bufs, p)
 	}
-	if _, err := bufs.WriteTo(c.conn); err != nil {
+	if _, err := writeBuffers(c.conn, bufs); err != nil {
 		return err
 	}
 	c.written += int64(len(p))
 	return nil
+}
+
+// writeBuffers writes bufs to conn: with one writev on a TCP connection,
+// else as one Write (on TLS, one record rather than one per buffer).
+func writeBuffers(conn net.Conn, bufs net.Buffers) (int64, error) {
+	if _, ok := conn.(*net.TCPConn); ok {
+		return bufs.WriteTo(conn)
+	}
+	n, err := conn.Write(bytes.Join(bufs, nil))
+	return int64(n), err
 }
 
 // close ends the body with its last chunk when the stream ended cleanly
@@ -127,8 +137,9 @@ func (c *connStream) close(clean bool, deadline time.Time) error {
 	return c.conn.Close()
 }
 
-// streamSet tracks the streams that took their connection over, so that
-// Shutdown can end them and wait for them.
+// streamSet tracks the open streams, so that Shutdown can end them and
+// wait for them, and watches the connections taken over, so that a stream
+// whose client left ends within peerCheckInterval.
 type streamSet struct {
 	mu     sync.Mutex
 	closed bool
@@ -136,30 +147,97 @@ type streamSet struct {
 	stop   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// watched are the taken-over connections and the cancel of their
+	// stream's context; a sweeper runs while there are any.
+	watched  map[net.Conn]context.CancelFunc
+	sweeping bool
 }
 
+// peerCheckInterval is how often the taken-over connections are checked
+// for a client that closed its end.
+const peerCheckInterval = time.Second
+
 func newStreamSet() *streamSet {
-	set := &streamSet{}
+	set := &streamSet{watched: make(map[net.Conn]context.CancelFunc)}
 	set.stop, set.cancel = context.WithCancel(context.Background())
 	return set
 }
 
-// add registers a stream and returns its context: parent's values, but
-// cancelled only by done or shutdown. ok is false once shutdown started.
-func (set *streamSet) add(parent context.Context) (ctx context.Context, done func(), ok bool) {
+// add registers a stream and returns its context, parent's, also
+// cancelled by shutdown, and cancel, which ends the stream early; done
+// must be called when the stream has ended. ok is false once shutdown
+// started.
+func (set *streamSet) add(parent context.Context) (ctx context.Context, cancel context.CancelFunc, done func(), ok bool) {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if set.closed {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	set.wg.Add(1)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	ctx, cancel = context.WithCancel(parent)
 	unlink := context.AfterFunc(set.stop, cancel)
-	return ctx, func() {
+	return ctx, cancel, func() {
 		unlink()
 		cancel()
 		set.wg.Done()
 	}, true
+}
+
+// watch checks conn every peerCheckInterval until unwatch, and calls
+// cancel once its client has closed it: nothing else reads a taken-over
+// connection, so without it a client that left is noticed only when a
+// write fails (up to two heartbeats later).
+func (set *streamSet) watch(conn net.Conn, cancel context.CancelFunc) (unwatch func()) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	set.watched[conn] = cancel
+	if !set.sweeping {
+		set.sweeping = true
+		go set.sweep()
+	}
+	return func() {
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		delete(set.watched, conn)
+	}
+}
+
+// sweep checks the watched connections until there are none, or shutdown.
+func (set *streamSet) sweep() {
+	tick := time.NewTicker(peerCheckInterval)
+	defer tick.Stop()
+	var conns []net.Conn
+	for {
+		select {
+		case <-tick.C:
+		case <-set.stop.Done():
+			set.mu.Lock()
+			set.sweeping = false
+			set.mu.Unlock()
+			return
+		}
+		set.mu.Lock()
+		if len(set.watched) == 0 {
+			set.sweeping = false
+			set.mu.Unlock()
+			return
+		}
+		conns = conns[:0]
+		for c := range set.watched {
+			conns = append(conns, c)
+		}
+		set.mu.Unlock()
+		for _, c := range conns {
+			if peerClosed(c) {
+				set.mu.Lock()
+				cancel := set.watched[c]
+				set.mu.Unlock()
+				if cancel != nil {
+					cancel()
+				}
+			}
+		}
+	}
 }
 
 // shutdown cancels every stream, refuses new ones, and waits until they
@@ -182,22 +260,23 @@ func (set *streamSet) shutdown(ctx context.Context) error {
 	}
 }
 
-// Shutdown ends the SSE streams that took their connection over from
-// net/http (http.Server.Shutdown neither closes nor waits for them), after
-// which new streams run on their handler's goroutine. It returns when they
-// have ended, or with ctx's error. Call it with or after
+// Shutdown ends the SSE streams, those that took their connection over
+// from net/http included (http.Server.Shutdown neither closes nor waits
+// for them), and answers later stream requests UNAVAILABLE. It returns
+// when the streams have ended, or with ctx's error. Call it with or after
 // http.Server.Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown(ctx) }
 
 // serveStream answers a stream request with f's frames, owning f.sub,
 // which it closes when the stream ends. what names the stream in logs. It
-// returns an error, with nothing written, only when the caller has too
-// many streams open.
+// returns an error, with nothing written, when the caller has too many
+// streams open or the server is shutting down.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower, what slog.Attr) error {
+	retryAfter := strconv.Itoa(int(math.Ceil(f.cfg.Retry.Seconds())))
 	release, err := s.perUser.acquire(userOf(r))
 	if err != nil {
 		f.sub.Close()
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(f.cfg.Retry.Seconds()))))
+		w.Header().Set("Retry-After", retryAfter)
 		return err
 	}
 	setStreamHeaders(w.Header())
@@ -207,33 +286,47 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	if ctx, done, ok := s.streams.add(r.Context()); ok {
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			out := newConnStream(conn, r, w.Header())
-			f.out = out
-			finish := detachAccess(r)
-			go func() {
-				defer done()
-				clean := s.follow(ctx, f, what, release)
-				out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
-				if finish != nil {
-					finish(http.StatusOK, out.written)
-				}
-			}()
-			return nil
-		}
-		done() // not an HTTP/1.x connection: stay with net/http
+	// A stream taken over outlives its request: its context keeps the
+	// request's values, not its cancellation.
+	ctx, cancel, done, ok := s.streams.add(context.WithoutCancel(r.Context()))
+	if !ok {
+		release()
+		f.sub.Close()
+		w.Header().Set("Retry-After", retryAfter)
+		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		out := newConnStream(conn, r, w.Header())
+		f.out = out
+		finish := detachAccess(r)
+		go func() {
+			defer done()
+			unwatch := s.streams.watch(conn, cancel)
+			clean := s.follow(ctx, f, what, release)
+			unwatch()
+			out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
+			if finish != nil {
+				finish(http.StatusOK, out.written)
+			}
+		}()
+		return nil
+	}
+	// Not an HTTP/1.x connection: stay with net/http, and end with the
+	// request too.
+	defer done()
+	stop := context.AfterFunc(r.Context(), cancel)
+	defer stop()
 	w.WriteHeader(http.StatusOK)
 	f.out = responseStream{w: w, rc: http.NewResponseController(w)}
-	s.follow(r.Context(), f, what, release)
+	s.follow(ctx, f, what, release)
 	return nil
 }
 
 // follow runs f until its stream ends, then closes its subscription and
 // calls release. It reports whether the stream ended cleanly (terminal
-// event, lifetime, shutdown) rather than by an error; an error of a stream
-// whose context is still live is logged, a panic too.
+// event, lifetime, cancelled by shutdown or by a client that left) rather
+// than by an error; an error of a stream whose context is still live is
+// logged, a panic too.
 func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr, release func()) (clean bool) {
 	defer release()
 	defer f.sub.Close()
@@ -250,7 +343,7 @@ func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr, releas
 		s.logger.LogAttrs(ctx, level, "stream cut", slog.String("request_id", requestID(ctx)),
 			what, slog.Int64("cursor", f.cursor), slog.Any("error", err))
 	}
-	return err == nil
+	return err == nil || ctx.Err() != nil
 }
 
 // newFollower returns the follower of one stream, writing from cursor.

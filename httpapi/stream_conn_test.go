@@ -141,14 +141,37 @@ func TestShutdownEndsTakenOverStreams(t *testing.T) {
 	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
 		t.Errorf("%d subscriptions left after Shutdown", n)
 	}
-	// A stream opened after Shutdown stays with net/http, which ends it.
-	env.complete(t)
+	// A stream asked for after Shutdown is refused before any byte.
 	late := env.open(t, "")
-	if late.resp.Close {
-		t.Error("a stream after Shutdown took its connection over")
+	body, _ := io.ReadAll(late.resp.Body)
+	if late.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"UNAVAILABLE"`) || late.resp.Header.Get("Retry-After") == "" {
+		t.Errorf("stream after Shutdown: %d %s (Retry-After %q), want 503 UNAVAILABLE", late.resp.StatusCode, body, late.resp.Header.Get("Retry-After"))
 	}
-	late.seqs(t, 3)
-	late.expectEOF(t)
+	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
+		t.Errorf("%d subscriptions after the refused stream", n)
+	}
+}
+
+// Shutdown also ends the streams that stay with net/http (HTTP/2, or as
+// here a ResponseWriter that cannot be taken over).
+func TestShutdownEndsStreamsOnTheirHandler(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	rec := newSyncRecorder()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		env.api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/api/workflows/runs/"+env.run.ID+"/stream", nil))
+	}()
+	waitUntil(t, "the replay", func() bool { return strings.Contains(rec.String(), "id: 2\n") })
+	if err := env.api.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream on its handler is still open 10 s after Shutdown returned")
+	}
 }
 
 func TestTakenOverStreamIsLoggedWhenItEnds(t *testing.T) {
@@ -212,7 +235,9 @@ func TestTakenOverStreamIsLoggedWhenItEnds(t *testing.T) {
 
 func TestTakenOverStreamEndsWhenItsClientLeaves(t *testing.T) {
 	t.Parallel()
-	env := newWorkflowEnv(t, StreamConfig{Heartbeat: 10 * time.Millisecond})
+	// The heartbeat (15 s) writes nothing during the test: the stream must
+	// notice the closed connection without a failed write.
+	env := newWorkflowEnv(t, StreamConfig{MaxPerUser: 1})
 	key := eventlog.WorkflowStreamKey(env.run.ID)
 	c := env.open(t, "")
 	c.seqs(t, 2)
@@ -220,9 +245,15 @@ func TestTakenOverStreamEndsWhenItsClientLeaves(t *testing.T) {
 		t.Fatalf("%d subscriptions, want 1", n)
 	}
 	c.resp.Body.Close()
-	// Nothing reads the taken-over connection: a write (here a heartbeat)
-	// fails and ends the stream.
 	waitUntil(t, "the stream of the client that left to release its subscription", func() bool { return env.hub.Followed(key) == 0 })
+	// Its place is free: the user's one stream may reconnect.
+	again := env.open(t, "", "Last-Event-ID", "2")
+	if again.resp.StatusCode != http.StatusOK {
+		t.Fatalf("reconnect: %d, want 200", again.resp.StatusCode)
+	}
+	env.complete(t)
+	again.seqs(t, 1)
+	again.expectEOF(t)
 }
 
 // waitUntil polls cond until it holds, failing the test after 10 s.

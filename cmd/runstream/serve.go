@@ -58,7 +58,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
-	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance; the next answers 429 RATE_LIMITED (-1: no limit)")
+	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
 	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
 	fs.StringVar(&cfg.dataDir, "data-dir", "./runstream-data", "directory of the server's files: workflow artifacts go under DIR/artifacts (a memory: store keeps them in memory)")
