@@ -1,58 +1,30 @@
 package httpapi_test
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
-	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/httpapi"
-	"github.com/runstream/runstream/internal/apitest"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
 
-// newArtifactServer is newServer whose API serves the artifacts its
-// engines (started with withBlobs) store in blobs.
+// newArtifactServer is newServer whose API and engines store artifacts in
+// blobs.
 func newArtifactServer(t *testing.T, blobs engine.ArtifactBlobs) *server {
 	t.Helper()
-	s := &server{store: memory.NewWorkflowStore()}
-	hub := live.New(live.Config{Poll: eventlog.Poller(s.store), PollInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	go hub.Run(ctx)
-	s.log = eventlog.NewWorkflowLog(s.store, validator, hub, nil)
-	api := httpapi.New(httpapi.Config{
-		Workflows: s.store, Hub: hub, Log: s.log, Artifacts: blobs,
-		Authenticate: func(r *http.Request) (string, error) { return cmp.Or(r.Header.Get("X-User"), httpapi.LocalUser), nil },
-		Notify: func(runID string) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for _, e := range s.engines {
-				e.Notify(runID)
-			}
-		},
-	})
-	t.Cleanup(func() {
-		cancel()
-		s.store.Close()
-	})
-	s.url = apitest.Serve(t, api, api).URL
-	return s
+	return &server{enginetest.NewServer(t, enginetest.ServerConfig{Artifacts: blobs, Authenticate: userFromHeader})}
 }
 
 // getRaw sends a GET and returns the response with its body read.
 func (s *server) getRaw(t *testing.T, path string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", s.url+path, nil)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", s.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +47,7 @@ func TestArtifactDownload(t *testing.T) {
 	t.Parallel()
 	blobs := engine.NewMemoryBlobs()
 	s := newArtifactServer(t, blobs)
-	s.startEngine(t, context.Background(), func(c *engine.Config) { c.Artifacts = blobs })
+	s.StartEngine(t, context.Background(), func(c *engine.Config) { c.Artifacts = blobs })
 	wf := s.publish(t, `{"name":"report","nodes":[
 		{"id":"report","type":"transform","artifact":{"name":"Bericht – März.md","mimeType":"text/markdown; charset=utf-8"},
 		 "config":{"expression":"'# Report for ' + input.who"}}],"output":"report"}`)

@@ -23,7 +23,7 @@ import (
 func TestFlowLinearWithToolCall(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"research","nodes":[
 		{"id":"draft","type":"llm","config":{"provider":"scripted","text":"Hello {{ input.who }}, the page said {{ 'ok' }}.","tokensPerSecond":200,
 		 "toolCalls":[{"id":"call_1","name":"http_get","input":{"url":"https://example.com"},"output":{"status":200}}]}},
@@ -62,7 +62,7 @@ func TestFlowLinearWithToolCall(t *testing.T) {
 func TestFlowParallelBranches(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"fan","nodes":[
 		{"id":"left","type":"delay","config":{"ms":200,"progressEveryMs":200}},
 		{"id":"right","type":"delay","config":{"ms":200,"progressEveryMs":200}},
@@ -107,7 +107,7 @@ func resumeBody(token, action, values string) string {
 func TestFlowPauseResume(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publish(t, approvalFlow), `{}`)
 	st := s.follow(t, run)
 	awaiting := st.Until(t, workflow.EventRunAwaitingInput, "ask")
@@ -170,7 +170,7 @@ func mustJSON(v any) []byte {
 func TestResumeExpiredAndNotAwaiting(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"short","nodes":[{"id":"ask","type":"human_input","config":{"expiresInMs":1}}]}`)
 	run := s.startRun(t, wf, `{}`)
 	var d struct {
@@ -201,7 +201,7 @@ func TestResumeExpiredAndNotAwaiting(t *testing.T) {
 func TestConcurrentResumes(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publish(t, approvalFlow), `{}`)
 	st := s.follow(t, run)
 	var d struct{ ResumeToken string }
@@ -213,7 +213,7 @@ func TestConcurrentResumes(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			// Not s.post: t.Fatal belongs to the test's goroutine.
-			resp, err := http.Post(s.url+"/api/workflows/runs/"+run+"/resume", "application/json", strings.NewReader(resumeBody(d.ResumeToken, "approve", `{"note":"ok"}`)))
+			resp, err := http.Post(s.URL+"/api/workflows/runs/"+run+"/resume", "application/json", strings.NewReader(resumeBody(d.ResumeToken, "approve", `{"note":"ok"}`)))
 			if err != nil {
 				t.Error(err)
 				return
@@ -252,7 +252,7 @@ func TestConcurrentResumes(t *testing.T) {
 func TestFlowCancelMidStream(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"long","nodes":[
 		{"id":"wait","type":"delay","config":{"ms":600000,"progressEveryMs":50}},
 		{"id":"never","type":"transform","needs":["wait"],"config":{"expression":"1"}}]}`)
@@ -288,7 +288,7 @@ func TestFlowCancelMidStream(t *testing.T) {
 func TestFlowRetryAfterTransientFailure(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"retry","nodes":[
 		{"id":"draft","type":"llm","retry":{"maxAttempts":2,"backoffMs":20},
 		 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":1}}],"output":"draft"}`)
@@ -316,7 +316,7 @@ func TestFlowRetryAfterTransientFailure(t *testing.T) {
 func TestFlowNodeTimeout(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publish(t, `{"name":"slow","nodes":[{"id":"wait","type":"delay","timeoutMs":50,"config":{"ms":600000,"progressEveryMs":600000}}]}`)
 	events := s.follow(t, s.startRun(t, wf, `{}`)).Rest(t)
 	enginetest.CheckSequence(t, events,
@@ -338,7 +338,7 @@ func TestFlowTakeover(t *testing.T) {
 	s := newServer(t)
 	ctxA, killA := context.WithCancel(context.Background())
 	defer killA()
-	a := s.startEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
+	a := s.StartEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
 	wf := s.publish(t, `{"name":"chain","nodes":[
 		{"id":"first","type":"transform","config":{"expression":"'done'"}},
 		{"id":"slow","type":"delay","needs":["first"],"retry":{"maxAttempts":2,"backoffMs":10},"config":{"ms":300,"progressEveryMs":300}},
@@ -353,7 +353,7 @@ func TestFlowTakeover(t *testing.T) {
 	if view["status"] != "running" {
 		t.Fatalf("after the kill: %v", view)
 	}
-	s.startEngine(t, context.Background(), func(c *engine.Config) {
+	s.StartEngine(t, context.Background(), func(c *engine.Config) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
@@ -388,7 +388,7 @@ func TestCancelWhileCancelling(t *testing.T) {
 	s := newServer(t)
 	ctxA, killA := context.WithCancel(context.Background())
 	defer killA()
-	a := s.startEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
+	a := s.StartEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
 	wf := s.publish(t, `{"name":"long","nodes":[{"id":"wait","type":"delay","config":{"ms":600000,"progressEveryMs":600000}}]}`)
 	run := s.startRun(t, wf, `{}`)
 	st := s.follow(t, run)
@@ -401,7 +401,7 @@ func TestCancelWhileCancelling(t *testing.T) {
 	if first["status"] != "cancelling" || second["status"] != "cancelling" || first["lastSeq"] != second["lastSeq"] {
 		t.Errorf("cancel views: %v then %v", first, second)
 	}
-	s.startEngine(t, context.Background(), func(c *engine.Config) {
+	s.StartEngine(t, context.Background(), func(c *engine.Config) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})

@@ -2,93 +2,31 @@ package httpapi_test
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/contracts"
-	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
-	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
-	"github.com/runstream/runstream/internal/apitest"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
 )
 
-var validator = func() *contracts.Validator {
-	v, err := contracts.NewValidator()
-	if err != nil {
-		panic(err)
-	}
-	return v
-}()
-
 // server is the public HTTP API over a memory store, with the engines
-// that execute its runs. Requests act for the user in the X-User header
-// ("local" without it).
-type server struct {
-	store *memory.WorkflowStore
-	log   *eventlog.WorkflowLog
-	url   string
-
-	mu      sync.Mutex
-	engines []*engine.Engine
-}
+// that execute its runs (enginetest.Server). Requests act for the user in
+// the X-User header ("local" without it).
+type server struct{ *enginetest.Server }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	s := &server{store: memory.NewWorkflowStore()}
-	hub := live.New(live.Config{Poll: eventlog.Poller(s.store), PollInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	go hub.Run(ctx)
-	s.log = eventlog.NewWorkflowLog(s.store, validator, hub, nil)
-	api := httpapi.New(httpapi.Config{
-		Workflows: s.store, Hub: hub, Log: s.log,
-		Authenticate: func(r *http.Request) (string, error) { return cmp.Or(r.Header.Get("X-User"), httpapi.LocalUser), nil },
-		Notify: func(runID string) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for _, e := range s.engines {
-				e.Notify(runID)
-			}
-		},
-	})
-	t.Cleanup(func() {
-		cancel()
-		s.store.Close()
-	})
-	s.url = apitest.Serve(t, api, api).URL
-	return s
+	return &server{enginetest.NewServer(t, enginetest.ServerConfig{Authenticate: userFromHeader})}
 }
 
-// startEngine starts an engine over the server's store; edit changes its
-// config. Cancelling ctx kills it (see engine.Engine.Start). The engine is
-// stopped when the test ends.
-func (s *server) startEngine(t *testing.T, ctx context.Context, edit func(*engine.Config)) *engine.Engine {
-	t.Helper()
-	cfg := engine.Config{Store: s.store, Log: s.log, PollInterval: 25 * time.Millisecond, LeaseDuration: 3 * time.Second}
-	if edit != nil {
-		edit(&cfg)
-	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	s.engines = append(s.engines, eng)
-	s.mu.Unlock()
-	t.Cleanup(func() { eng.Stop(context.Background()) })
-	return eng
+// userFromHeader acts for the user in the X-User header, "local" without
+// it.
+func userFromHeader(r *http.Request) (string, error) {
+	return cmp.Or(r.Header.Get("X-User"), httpapi.LocalUser), nil
 }
 
 // call sends a request with a JSON (or YAML, by contentType) body and
@@ -99,7 +37,7 @@ func (s *server) call(t *testing.T, method, path, contentType, body string, head
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), method, s.url+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, s.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +118,7 @@ func (s *server) startRun(t *testing.T, workflowID, input string) string {
 // follow opens the run's SSE stream (see enginetest.Follow).
 func (s *server) follow(t *testing.T, runID string) *enginetest.Stream {
 	t.Helper()
-	return enginetest.Follow(t, s.url, runID)
+	return enginetest.Follow(t, s.URL, runID)
 }
 
 type errorData struct {

@@ -211,7 +211,7 @@ func TestWorkflowRunsNeedTheLog(t *testing.T) {
 	store := memory.NewWorkflowStore()
 	api := httpapi.New(httpapi.Config{Workflows: store, Hub: live.New(live.Config{})})
 	srv := apitest.Serve(t, api, api)
-	s := &server{store: store, url: srv.URL}
+	s := &server{&enginetest.Server{Store: store, URL: srv.URL}}
 	wf := s.publish(t, simpleFlow)
 	wantError(t, "start run", 503, runstream.CodeUnavailable)(s.post(t, "/api/workflows/"+wf+"/runs", `{"input":{"n":1}}`))
 }

@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,95 +9,34 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/engine/nodeset"
 	"github.com/runstream/runstream/engine/sqlnode"
-	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/httpapi"
-	"github.com/runstream/runstream/internal/apitest"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
 
 // server is the public HTTP API over a memory store with every node type
-// (nodeset) and artifact storage, and the engines that run its runs. The
-// tests talk to it over HTTP only; engines are started and killed as
-// instances of a deployment would be.
-type server struct {
-	url   string
-	store *memory.WorkflowStore
-	log   *eventlog.WorkflowLog
-	reg   *engine.Registry
-	blobs *engine.MemoryBlobs
-
-	mu      sync.Mutex
-	engines []*engine.Engine
-}
+// (nodeset) and artifact storage, and the engines that run its runs
+// (enginetest.Server). The tests talk to it over HTTP only; engines are
+// started and killed as instances of a deployment would be.
+type server struct{ *enginetest.Server }
 
 func newServer(t *testing.T, dbs *sqlnode.Databases) *server {
 	t.Helper()
-	validator, err := contracts.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reg, err := nodeset.Registry(nodeset.Config{SQL: dbs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{store: memory.NewWorkflowStore(), reg: reg, blobs: engine.NewMemoryBlobs()}
-	hub := live.New(live.Config{Poll: eventlog.Poller(s.store), PollInterval: 50 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	go hub.Run(ctx)
-	s.log = eventlog.NewWorkflowLog(s.store, validator, hub, nil)
-	api := httpapi.New(httpapi.Config{
-		Workflows: s.store, Hub: hub, Log: s.log, Definitions: reg, Artifacts: s.blobs,
-		Notify: func(runID string) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for _, e := range s.engines {
-				e.Notify(runID)
-			}
-		},
-	})
-	t.Cleanup(func() {
-		cancel()
-		s.store.Close()
-	})
-	s.url = apitest.Serve(t, api, api).URL
-	return s
-}
-
-// startEngine starts an instance's engine; cancelling ctx kills it.
-func (s *server) startEngine(t *testing.T, ctx context.Context, edit func(*engine.Config)) *engine.Engine {
-	t.Helper()
-	cfg := engine.Config{Store: s.store, Log: s.log, Registry: s.reg, Artifacts: s.blobs, PollInterval: 25 * time.Millisecond, LeaseDuration: 3 * time.Second}
-	if edit != nil {
-		edit(&cfg)
-	}
-	eng, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	s.engines = append(s.engines, eng)
-	s.mu.Unlock()
-	t.Cleanup(func() { eng.Stop(context.Background()) })
-	return eng
+	return &server{enginetest.NewServer(t, enginetest.ServerConfig{Registry: reg, Artifacts: engine.NewMemoryBlobs()})}
 }
 
 // request sends a request and returns the status, the headers and the
 // body.
 func (s *server) request(t *testing.T, method, path, contentType string, body []byte) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, s.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), method, s.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +95,7 @@ func (s *server) startRun(t *testing.T, workflowID, input string) string {
 // follow opens the run's SSE stream (see enginetest.Follow).
 func (s *server) follow(t *testing.T, runID string) *enginetest.Stream {
 	t.Helper()
-	return enginetest.Follow(t, s.url, runID)
+	return enginetest.Follow(t, s.URL, runID)
 }
 
 // coverage records the event types the examples' asserted sequences hold.

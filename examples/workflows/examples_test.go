@@ -54,7 +54,7 @@ func TestExamples(t *testing.T) {
 
 func testApproval(t *testing.T, cov *coverage) {
 	s := newServer(t, nil)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	wf := s.publishExample(t, "approval.yaml")
 	// The input schema is checked.
 	s.call(t, "POST", "/api/workflows/"+wf+"/runs", `{"input":{"customer":"Ada"}}`, http.StatusUnprocessableEntity)
@@ -121,7 +121,7 @@ func testResearch(t *testing.T, cov *coverage) {
 	}))
 	t.Cleanup(site.Close)
 	s := newServer(t, nil)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publishExample(t, "research.yaml"), `{"url":"`+site.URL+`/pears"}`)
 	events := s.follow(t, run).Rest(t)
 	cov.checkSequence(t, events,
@@ -200,7 +200,7 @@ func testFailing(t *testing.T, cov *coverage) {
 	}
 	t.Cleanup(func() { dbs.Close() })
 	s := newServer(t, dbs)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publishExample(t, "failing.yaml"), `{"days":7}`)
 	events := s.follow(t, run).Rest(t)
 	cov.checkSequence(t, events,
@@ -250,7 +250,7 @@ var longHead = []string{
 
 func testLongCancel(t *testing.T, cov *coverage) {
 	s := newServer(t, nil)
-	s.startEngine(t, context.Background(), nil)
+	s.StartEngine(t, context.Background(), nil)
 	run := s.startRun(t, s.publishExample(t, "long.yaml"), `{}`)
 	st := s.follow(t, run)
 	st.Until(t, workflow.EventNodeProgress, "crunch")
@@ -283,7 +283,7 @@ func testLongTakeover(t *testing.T, cov *coverage) {
 	s := newServer(t, nil)
 	ctxA, killA := context.WithCancel(context.Background())
 	defer killA()
-	a := s.startEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
+	a := s.StartEngine(t, ctxA, func(c *engine.Config) { c.WorkerID = "a" })
 	run := s.startRun(t, s.publishExample(t, "long.yaml"), `{}`)
 	st := s.follow(t, run)
 	st.Until(t, workflow.EventNodeProgress, "crunch")
@@ -293,7 +293,7 @@ func testLongTakeover(t *testing.T, cov *coverage) {
 		t.Fatalf("after the kill: %v", view)
 	}
 	// b's clock is past a's lease.
-	s.startEngine(t, context.Background(), func(c *engine.Config) {
+	s.StartEngine(t, context.Background(), func(c *engine.Config) {
 		c.WorkerID = "b"
 		c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
 	})
