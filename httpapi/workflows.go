@@ -228,10 +228,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 		// NextBefore is the before parameter of the next page.
 		NextBefore string `json:"nextBefore,omitempty"`
 	}{Workflows: []workflowView{}}
-	if len(rows) > limit {
-		rows, page.HasMore = rows[:limit], true
-		page.NextBefore = rows[limit-1].ID
-	}
+	rows, page.HasMore, page.NextBefore = trimPage(rows, limit, func(wf workflow.Workflow) string { return wf.ID })
 	for _, wf := range rows {
 		page.Workflows = append(page.Workflows, newWorkflowView(wf))
 	}
@@ -319,10 +316,7 @@ func (s *Server) listWorkflowRuns(w http.ResponseWriter, r *http.Request) error 
 		HasMore    bool      `json:"hasMore"`
 		NextBefore string    `json:"nextBefore,omitempty"`
 	}{Runs: []runView{}}
-	if len(rows) > limit {
-		rows, page.HasMore = rows[:limit], true
-		page.NextBefore = rows[limit-1].ID
-	}
+	rows, page.HasMore, page.NextBefore = trimPage(rows, limit, func(run workflow.Run) string { return run.ID })
 	for _, run := range rows {
 		page.Runs = append(page.Runs, newRunView(run))
 	}
@@ -452,4 +446,14 @@ func (s *Server) notifyAndAnswer(w http.ResponseWriter, r *http.Request, status 
 	}
 	writeJSON(w, status, newRunView(run))
 	return nil
+}
+
+// trimPage keeps the first limit of rows read with limit+1 to learn
+// whether more follow; nextBefore is then the id of the last row kept,
+// the before parameter of the next page.
+func trimPage[R any](rows []R, limit int, id func(R) string) (kept []R, more bool, nextBefore string) {
+	if len(rows) <= limit {
+		return rows, false, ""
+	}
+	return rows[:limit], true, id(rows[limit-1])
 }
