@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -232,8 +233,6 @@ type feedbackRecordView struct {
 	UpdatedAt string `json:"updated_at"`
 }
 
-// maxFeedbackComment bounds a feedback comment.
-const maxFeedbackComment = 8 << 10
 
 // putThreadRunFeedback is PUT
 // /api/threads/{thread_id}/runs/{run_id}/feedback {rating, comment?}: the
@@ -261,17 +260,27 @@ func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) er
 	}
 	var rating any
 	json.Unmarshal(body.Rating, &rating)
-	switch rating.(type) {
-	case float64, string:
+	switch v := rating.(type) {
+	case float64:
+	case string:
+		if strings.ContainsRune(v, 0) {
+			return bodyProblem("/rating", errors.New("must not contain NUL characters"))
+		}
 	default:
 		return bodyProblem("/rating", errors.New("required: a number or a string"))
+	}
+	if len(body.Rating) > runevents.MaxFeedbackRating {
+		return bodyProblem("/rating", fmt.Errorf("longer than %d bytes", runevents.MaxFeedbackRating))
 	}
 	comment := ""
 	if body.Comment != nil {
 		comment = *body.Comment
 	}
-	if len(comment) > maxFeedbackComment {
-		return bodyProblem("/comment", errors.New("longer than 8192 bytes"))
+	if len(comment) > runevents.MaxFeedbackComment {
+		return bodyProblem("/comment", fmt.Errorf("longer than %d bytes", runevents.MaxFeedbackComment))
+	}
+	if strings.ContainsRune(comment, 0) {
+		return bodyProblem("/comment", errors.New("must not contain NUL characters"))
 	}
 	if _, err := runs.GetRun(r.Context(), threadID, runID, ownerOf(r)); err != nil {
 		return err

@@ -128,8 +128,13 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 	}
 	wantError(t, env.do(t, "GET", "/api/runs/nope/feedback", ""), 404, runstream.CodeNotFound)
 	wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/nope/feedback", `{"rating":1}`), 404, runstream.CodeNotFound)
-	for _, body := range []string{`{}`, `{"rating":null}`, `{"rating":{"a":1}}`, `{"rating":1,"comment":5}`, `{"rating":1,"x":1}`, `{"rating":1,"comment":"` + strings.Repeat("c", 8193) + `"}`} {
+	for _, body := range []string{`{}`, `{"rating":null}`, `{"rating":{"a":1}}`, `{"rating":1,"comment":5}`, `{"rating":1,"x":1}`, `{"rating":1,"comment":"` + strings.Repeat("c", 8193) + `"}`,
+		`{"rating":1,"comment":"a\u0000b"}`, `{"rating":"a\u0000b"}`, `{"rating":"` + strings.Repeat("u", 256) + `"}`} {
 		wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed)
+	}
+	// The refused writes left the feedback as it was.
+	if list := decodeAs[[]map[string]any](t, env.get(t, "/api/runs/r1/feedback", "")); len(list) != 1 || list[0]["rating"] != -1.0 {
+		t.Errorf("feedback after refused writes = %v", list)
 	}
 }
 

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"slices"
 	"sync"
@@ -134,12 +131,10 @@ func (s *RunStore) ListRuns(_ context.Context, threadID string, owner runevents.
 // PutFeedback creates or replaces f.UserID's feedback on the run. The id
 // and CreatedAt of an existing feedback are kept; f.ID is ignored.
 func (s *RunStore) PutFeedback(_ context.Context, f runevents.Feedback) (runevents.Feedback, error) {
-	if err := firstError(runevents.ValidateID("thread_id", f.ThreadID), runevents.ValidateID("run_id", f.RunID), checkRating(f.Rating)); err != nil {
+	f, err := f.Prepare()
+	if err != nil {
 		return runevents.Feedback{}, err
 	}
-	var buf bytes.Buffer
-	json.Compact(&buf, f.Rating) // checkRating proved it valid
-	f.Rating = buf.Bytes()
 	now := s.cfg.now().UTC().Truncate(time.Microsecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -147,29 +142,11 @@ func (s *RunStore) PutFeedback(_ context.Context, f runevents.Feedback) (runeven
 	if old, ok := s.feedback[key]; ok {
 		f.ID, f.CreatedAt = old.ID, old.CreatedAt
 	} else {
-		f.ID, f.CreatedAt = newFeedbackID(), now
+		f.ID, f.CreatedAt = runevents.NewFeedbackID(), now
 	}
 	f.UpdatedAt = now
 	s.feedback[key] = f
 	return cloneFeedback(f), nil
-}
-
-// checkRating accepts a JSON number or string.
-func checkRating(raw json.RawMessage) error {
-	var v any
-	if json.Unmarshal(raw, &v) == nil {
-		switch v.(type) {
-		case float64, string:
-			return nil
-		}
-	}
-	return runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string")
-}
-
-func newFeedbackID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return "fb_" + hex.EncodeToString(b[:])
 }
 
 func cloneFeedback(f runevents.Feedback) runevents.Feedback {

@@ -1,15 +1,10 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -25,40 +20,22 @@ const putFeedbackSQL = `INSERT INTO feedback (id, thread_id, run_id, user_id, ra
 // upsert. The id and CreatedAt of an existing feedback are kept; f.ID is
 // ignored. The rating is stored compacted.
 func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runevents.Feedback, error) {
-	if err := firstError(runevents.ValidateID("thread_id", f.ThreadID), runevents.ValidateID("run_id", f.RunID),
-		checkRating(f.Rating), checkText("feedback user", f.UserID), checkText("feedback comment", f.Comment)); err != nil {
+	f, err := f.Prepare()
+	if err != nil {
 		return runevents.Feedback{}, err
 	}
-	var buf bytes.Buffer
-	json.Compact(&buf, f.Rating) // checkRating proved it valid
-	f.Rating = buf.Bytes()
+	if err := checkText("feedback user", f.UserID); err != nil {
+		return runevents.Feedback{}, err
+	}
 	now := storeNow()
-	f.ID, f.CreatedAt, f.UpdatedAt = newFeedbackID(), now, now
-	err := s.pool.QueryRow(ctx, putFeedbackSQL, f.ID, f.ThreadID, f.RunID, f.UserID, string(f.Rating), f.Comment, now).
+	f.ID, f.CreatedAt, f.UpdatedAt = runevents.NewFeedbackID(), now, now
+	err = s.pool.QueryRow(ctx, putFeedbackSQL, f.ID, f.ThreadID, f.RunID, f.UserID, string(f.Rating), f.Comment, now).
 		Scan(&f.ID, &f.CreatedAt)
 	if err != nil {
 		return runevents.Feedback{}, dbError(err, "put feedback")
 	}
 	f.CreatedAt = f.CreatedAt.UTC()
 	return f, nil
-}
-
-// checkRating accepts a JSON number or string, in valid UTF-8.
-func checkRating(raw json.RawMessage) error {
-	var v any
-	if json.Unmarshal(raw, &v) == nil && storableText(string(raw)) {
-		switch v.(type) {
-		case float64, string:
-			return nil
-		}
-	}
-	return runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string")
-}
-
-func newFeedbackID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return "fb_" + hex.EncodeToString(b[:])
 }
 
 // ListFeedback returns the feedback on the given runs visible to owner,

@@ -1,9 +1,16 @@
 package runevents
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/runstream/runstream"
 )
 
 // RunStatus is the lifecycle state of a thread run, as the run row records
@@ -102,4 +109,53 @@ type RunStore interface {
 	// visible to owner, keyed by run id (one per run and user; with
 	// AnyOwner, the newest).
 	ListFeedback(ctx context.Context, threadID string, runIDs []string, owner Owner) (map[string]Feedback, error)
+}
+
+// Limits of a Feedback.
+const (
+	// MaxFeedbackComment bounds Feedback.Comment, in bytes.
+	MaxFeedbackComment = 8 << 10
+	// MaxFeedbackRating bounds Feedback.Rating, in bytes of JSON.
+	MaxFeedbackRating = 256
+)
+
+// Prepare checks f's ids, rating and comment, and returns f with its
+// rating compacted, as every RunStore stores it: the rating is a JSON
+// number or string of at most MaxFeedbackRating bytes, the comment at most
+// MaxFeedbackComment bytes; both are valid UTF-8 without NUL characters. Its error is
+// CodeInvalidArgument.
+func (f Feedback) Prepare() (Feedback, error) {
+	if err := ValidateID("thread_id", f.ThreadID); err != nil {
+		return f, err
+	}
+	if err := ValidateID("run_id", f.RunID); err != nil {
+		return f, err
+	}
+	var rating any
+	if len(f.Rating) > MaxFeedbackRating || !utf8.Valid(f.Rating) || json.Unmarshal(f.Rating, &rating) != nil {
+		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string of at most %d bytes", MaxFeedbackRating)
+	}
+	switch v := rating.(type) {
+	case float64:
+	case string:
+		if strings.ContainsRune(v, 0) {
+			return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must not contain NUL characters")
+		}
+	default:
+		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string of at most %d bytes", MaxFeedbackRating)
+	}
+	if len(f.Comment) > MaxFeedbackComment || !utf8.ValidString(f.Comment) || strings.ContainsRune(f.Comment, 0) {
+		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback comment must be valid UTF-8 of at most %d bytes without NUL characters", MaxFeedbackComment)
+	}
+	var buf bytes.Buffer
+	json.Compact(&buf, f.Rating) // valid: it was just decoded
+	f.Rating = buf.Bytes()
+	return f, nil
+}
+
+// NewFeedbackID returns a new random feedback id.
+func NewFeedbackID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "fb_" + hex.EncodeToString(b[:])
 }

@@ -1,15 +1,10 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"encoding/json"
 	"slices"
 
-	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -24,21 +19,21 @@ const putFeedbackSQL = `INSERT INTO feedback (id, thread_id, run_id, user_id, ra
 // PutFeedback creates or replaces f.UserID's feedback on the run. The id
 // and CreatedAt of an existing feedback are kept; f.ID is ignored.
 func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runevents.Feedback, error) {
-	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", f.ThreadID),
-		runevents.ValidateID("run_id", f.RunID), checkRating(f.Rating)); err != nil {
+	if err := checkDBOpen(s.db); err != nil {
 		return runevents.Feedback{}, err
 	}
-	var buf bytes.Buffer
-	json.Compact(&buf, f.Rating) // checkRating proved it valid
-	f.Rating = buf.Bytes()
+	f, err := f.Prepare()
+	if err != nil {
+		return runevents.Feedback{}, err
+	}
 	now := storeNow()
-	f.ID, f.CreatedAt, f.UpdatedAt = newFeedbackID(), now, now
+	f.ID, f.CreatedAt, f.UpdatedAt = runevents.NewFeedbackID(), now, now
 	args := []any{f.ID, f.ThreadID, f.RunID, f.UserID, string(f.Rating), f.Comment, micros(now), micros(now)}
 	var (
 		id      string
 		created int64
 	)
-	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, putFeedbackSQL, args...).Scan(&id, &created); err != nil {
 			return sqlError("sqlite: put feedback", err)
 		}
@@ -49,24 +44,6 @@ func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runev
 	}
 	f.ID, f.CreatedAt = id, fromMicros(created)
 	return f, nil
-}
-
-// checkRating accepts a JSON number or string.
-func checkRating(raw json.RawMessage) error {
-	var v any
-	if json.Unmarshal(raw, &v) == nil {
-		switch v.(type) {
-		case float64, string:
-			return nil
-		}
-	}
-	return runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string")
-}
-
-func newFeedbackID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return "fb_" + hex.EncodeToString(b[:])
 }
 
 // listFeedbackQuery selects the feedback on runIDs of the thread visible

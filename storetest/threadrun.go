@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,9 +266,17 @@ var runStoreTests = []struct {
 		if f := got["r1"]; err != nil || len(got) != 1 || f.ID != first.ID || f.Comment != "better" || string(f.Rating) != `"up"` {
 			t.Errorf("ListFeedback = %+v, %v; want the replaced feedback", got, err)
 		}
-		for _, bad := range []string{`null`, `{"a":1}`, `[1]`, `true`, ``} {
+		long := `"` + strings.Repeat("u", runevents.MaxFeedbackRating) + `"`
+		for _, bad := range []string{`null`, `{"a":1}`, `[1]`, `true`, ``, `"a\u0000b"`, "\"\xff\"", long} {
 			_, err := s.PutFeedback(t.Context(), runevents.Feedback{ThreadID: "t1", RunID: "r1", UserID: alice, Rating: json.RawMessage(bad)})
 			wantCode(t, err, runstream.CodeInvalidArgument, "PutFeedback with rating "+bad)
+		}
+		for _, bad := range []string{"a\x00b", "\xff", strings.Repeat("c", runevents.MaxFeedbackComment+1)} {
+			_, err := s.PutFeedback(t.Context(), runevents.Feedback{ThreadID: "t1", RunID: "r1", UserID: alice, Rating: json.RawMessage(`1`), Comment: bad})
+			wantCode(t, err, runstream.CodeInvalidArgument, fmt.Sprintf("PutFeedback with comment %.20q", bad))
+		}
+		if got, err := s.ListFeedback(t.Context(), "t1", []string{"r1"}, asAlice); err != nil || got["r1"].Comment != "better" {
+			t.Errorf("ListFeedback after refused writes = %+v, %v; want the feedback unchanged", got, err)
 		}
 	}},
 	{"FeedbackOwners", func(t *testing.T, s runevents.RunStore) {
