@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -201,6 +202,12 @@ func (s *Server) errorsOf(h handlerFunc) http.Handler {
 // route dispatches to the mux, answering unknown routes and wrong methods
 // with the unified error body instead of the mux's plain text.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	// Handlers read the query with URL.Query, which skips what it cannot
+	// parse: a malformed query string is refused here, for every route.
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		s.writeError(w, r, runstream.Errorf(runstream.CodeInvalidArgument, "the query string is malformed: %v", err))
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)

@@ -102,6 +102,8 @@ func testIngestRefusals(t *testing.T, b threadBackend) {
 		{"event too large", eventsPath, batch(`{"event_type":"run.error","content":` + huge + `,"metadata":{"error_type":"E"}}`), nil, 413, runstream.CodePayloadTooLarge, ""},
 		{"singleton of two", eventsPath + "?if_absent=true", batch(deliveryJSON, deliveryJSON), nil, 422, runstream.CodeValidationFailed, ""},
 		{"bad if_absent", eventsPath + "?if_absent=maybe", batch(deliveryJSON), nil, 422, runstream.CodeValidationFailed, ""},
+		{"malformed query", eventsPath + "?if_absent=%zztrue", batch(deliveryJSON), nil, 400, runstream.CodeInvalidArgument, ""},
+		{"semicolon in query", eventsPath + "?if_absent=true;", batch(deliveryJSON), nil, 400, runstream.CodeInvalidArgument, ""},
 		{"long idempotency key", eventsPath, batch(startJSON), []string{IdempotencyKeyHeader, strings.Repeat("k", 256)}, 422, runstream.CodeValidationFailed, ""},
 		{"control in idempotency key", eventsPath, batch(startJSON), []string{IdempotencyKeyHeader, "a\x01b"}, 422, runstream.CodeValidationFailed, ""},
 		{"two idempotency keys", eventsPath, batch(startJSON), []string{IdempotencyKeyHeader, "a", IdempotencyKeyHeader, "b"}, 422, runstream.CodeValidationFailed, ""},
