@@ -233,7 +233,6 @@ type feedbackRecordView struct {
 	UpdatedAt string `json:"updated_at"`
 }
 
-
 // putThreadRunFeedback is PUT
 // /api/threads/{thread_id}/runs/{run_id}/feedback {rating, comment?}: the
 // caller's feedback on one of their runs, created or replaced (its id is
