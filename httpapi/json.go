@@ -75,7 +75,61 @@ func CheckJSON(body []byte) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return runstream.Errorf(runstream.CodeInvalidJSON, "invalid JSON: unexpected data after the top-level value")
 	}
+	if at, ok := loneSurrogate(body); ok {
+		return runstream.Errorf(runstream.CodeInvalidJSON, "invalid JSON: \\u escape at byte %d is half of a UTF-16 surrogate pair", at)
+	}
 	return nil
+}
+
+// loneSurrogate returns the offset of the first \u escape in a string of
+// the valid JSON text body that encodes half of a UTF-16 surrogate pair
+// without its other half. encoding/json would silently turn it into
+// U+FFFD; a client that sent it meant something else.
+func loneSurrogate(body []byte) (int, bool) {
+	if !bytes.Contains(body, []byte(`\u`)) {
+		return 0, false
+	}
+	inString := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && body[i+1] == 'u': // valid JSON: four hex digits follow
+			r := hex4(body[i+2 : i+6])
+			switch {
+			case r < 0xD800 || r > 0xDFFF:
+			case r >= 0xDC00:
+				return i, true // a low half first
+			case i+11 < len(body) && body[i+6] == '\\' && body[i+7] == 'u' && hex4(body[i+8:i+12])&0xFC00 == 0xDC00:
+				i += 6 // the pair's low half, checked here
+			default:
+				return i, true // a high half alone
+			}
+			i += 5
+		case c == '\\':
+			i++ // a one-character escape
+		}
+	}
+	return 0, false
+}
+
+// hex4 decodes four hexadecimal digits.
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 func checkValue(dec *json.Decoder, depth int) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"log/slog"
@@ -267,8 +268,26 @@ func TestCheckJSONDepth(t *testing.T) {
 	}
 }
 
+func TestCheckJSONSurrogates(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{
+		`"\ud83d\ude00"`, `{"\ud83d\ude00":"\u00e9\\ud800"}`, `["\\\ud83d\ude00", "\"\uFFFF"]`, `"\\u"`, `{"a":"\ud83D\uDE00"}`,
+	} {
+		if err := CheckJSON([]byte(ok)); err != nil {
+			t.Errorf("%s refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		`"\ud800"`, `"\udc00"`, `{"\udc00":1}`, `"\ud800x"`, `"\ud800\u0041"`, `["\\", "\ud83d"]`, `"\ude00\ud83d"`, `"\ud800\ud800"`,
+	} {
+		if err := CheckJSON([]byte(bad)); runstream.ErrorCodeOf(err) != runstream.CodeInvalidJSON {
+			t.Errorf("%s: err = %v, want INVALID_JSON", bad, err)
+		}
+	}
+}
+
 func FuzzCheckJSON(f *testing.F) {
-	for _, seed := range []string{`{}`, `{"a":[1,{"b":null}]}`, `{"a":1,"a":2}`, `[`, "\xff", `"x"`} {
+	for _, seed := range []string{`{}`, `{"a":[1,{"b":null}]}`, `{"a":1,"a":2}`, `[`, "\xff", `"x"`, `"\ud800"`, `"\ud83d\ude00"`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -278,6 +297,14 @@ func FuzzCheckJSON(f *testing.F) {
 		}
 		if err != nil && runstream.ErrorCodeOf(err) != runstream.CodeInvalidJSON {
 			t.Fatalf("unexpected code %v", err)
+		}
+		// What CheckJSON accepts decodes without U+FFFD standing in for a
+		// lone surrogate: every string re-encodes to valid UTF-16 pairs.
+		if err == nil && bytes.Contains(b, []byte(`\u`)) {
+			var v any
+			if json.Unmarshal(b, &v) == nil && strings.Contains(fmt.Sprint(v), "\uFFFD") && !bytes.Contains(b, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`)) {
+				t.Fatalf("CheckJSON accepted %q, which decodes with U+FFFD", b)
+			}
 		}
 	})
 }

@@ -2,12 +2,16 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -136,11 +140,80 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 	return out, nil
 }
 
-// decodeStrict decodes a JSON object into v, refusing unknown members.
+// decodeStrict decodes a JSON object into v, refusing unknown members,
+// and members whose name matches a field only when case is ignored:
+// encoding/json would take "EVENT_TYPE" for event_type, the last of the
+// two winning, past the duplicate-key check.
 func decodeStrict(raw []byte, v any) error {
+	if err := exactMembers(raw, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// exactMembers checks that every member of the objects in raw that decode
+// into structs of t is named exactly as a field's JSON name. A value of
+// another shape is left for the decoder to refuse.
+func exactMembers(raw []byte, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+			return nil
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(raw, &members) != nil {
+			return nil
+		}
+		for name, value := range members {
+			field, ok := jsonField(t, name)
+			if !ok {
+				return fmt.Errorf("json: unknown field %q", name)
+			}
+			if err := exactMembers(value, field.Type); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage, []byte
+			return nil
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for _, item := range items {
+			if err := exactMembers(item, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonField returns the exported field of struct t whose JSON name is
+// exactly name.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if cmp.Or(tag, f.Name) == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // bodyProblem is VALIDATION_FAILED for a request body that is valid JSON
