@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/runstream/runstream"
@@ -117,6 +118,9 @@ func (s *Server) listRunMessages(w http.ResponseWriter, r *http.Request) error {
 const (
 	defaultRunEventsLimit = 500
 	maxRunEventsLimit     = 2000
+	// maxEventTypesFilter bounds the distinct types of ?event_types=: the
+	// catalogue has fewer, and each is a parameter of the store's query.
+	maxEventTypesFilter = 64
 )
 
 // listThreadRunEvents is GET /api/threads/{thread_id}/runs/{run_id}/events
@@ -124,7 +128,7 @@ const (
 // event_types is a comma-separated list (split on "," as it is; empty
 // means all), task_id matches metadata.task_id, limit 1…2000 (default
 // 500), after_seq >= 1. The returned metadata lacks the top-level
-// auth_token.
+// auth_token. At most maxEventTypesFilter distinct event types.
 func (s *Server) listThreadRunEvents(w http.ResponseWriter, r *http.Request) error {
 	store, err := s.runEvents()
 	if err != nil {
@@ -142,7 +146,12 @@ func (s *Server) listThreadRunEvents(w http.ResponseWriter, r *http.Request) err
 	}
 	if types != "" {
 		for _, t := range strings.Split(types, ",") {
-			p.EventTypes = append(p.EventTypes, runevents.EventType(t))
+			if !slices.Contains(p.EventTypes, runevents.EventType(t)) {
+				p.EventTypes = append(p.EventTypes, runevents.EventType(t))
+			}
+		}
+		if len(p.EventTypes) > maxEventTypesFilter {
+			return badParam("event_types", "names at most %d event types", maxEventTypesFilter)
 		}
 	}
 	if p.TaskID, _, err = queryValue(q, "task_id"); err != nil {

@@ -187,6 +187,7 @@ func testRunEventsFilters(t *testing.T, b threadBackend) {
 		{"?event_types=subagent.start,subagent.step,subagent.end", 43 + 86 + 43},
 		{"?event_types=subagent.start,subagent.step,subagent.end&task_id=A", 43 + 86},
 		{"?event_types=subagent.start,%20subagent.step", 43},
+		{"?event_types=subagent.start,subagent.start,subagent.start", 43},
 		{"?event_types=llm.ai.response", 43},
 		{"?task_id=B", 43},
 		{"?after_seq=290", 10},
@@ -195,7 +196,11 @@ func testRunEventsFilters(t *testing.T, b threadBackend) {
 			t.Errorf("events%s: %d rows, want %d", tc.query, got, tc.want)
 		}
 	}
-	for _, q := range []string{"limit=0", "limit=-1", "limit=2001", "after_seq=0", "after_seq=-1", "task_id=a&task_id=b"} {
+	many := make([]string, maxEventTypesFilter+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("t%d", i)
+	}
+	for _, q := range []string{"limit=0", "limit=-1", "limit=2001", "after_seq=0", "after_seq=-1", "task_id=a&task_id=b", "event_types=" + strings.Join(many, ",")} {
 		wantError(t, env.do(t, "GET", "/api/threads/t1/runs/r1/events?"+q, ""), 422, runstream.CodeValidationFailed)
 	}
 }

@@ -62,7 +62,7 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	return s.idempotent(w, r, body, func() (int, any, error) {
+	return s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
 		events, err := decodeIngest(body, threadID, runID, log.Limits().MaxBatchEvents)
 		if err != nil {
 			return 0, nil, err
@@ -75,7 +75,7 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 		}
 		user := userOf(r)
 		if ifAbsent {
-			rec, created, err := log.AppendIfAbsent(r.Context(), user, events[0])
+			rec, created, err := log.AppendIfAbsent(ctx, user, events[0])
 			if err != nil {
 				return 0, nil, err
 			}
@@ -85,7 +85,7 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 			}
 			return status, ingestResponse{Events: []runevents.Record{rec}, Created: &created}, nil
 		}
-		recs, err := log.Append(r.Context(), user, events)
+		recs, err := log.Append(ctx, user, events)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -240,11 +240,16 @@ func bodyProblem(path string, err error) error {
 // same key, method, path, query and body gets the first response again
 // (with Idempotency-Replayed: true), another request with the same key
 // VALIDATION_FAILED, and a retry while the first is in progress CONFLICT.
-// Failed requests are not remembered.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func() (int, any, error)) error {
+// Under a key, do runs to its end even if the client leaves, so that its
+// outcome is known. A request refused as the client's fault (a 4xx error:
+// nothing was written) releases its key for a retry; one that failed on
+// the server's side (5xx) keeps it reserved, answering later retries
+// CONFLICT, because its write may have committed: a key never applies a
+// write twice.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func(ctx context.Context) (int, any, error)) error {
 	keys := r.Header.Values(IdempotencyKeyHeader)
 	if len(keys) == 0 {
-		status, v, err := do()
+		status, v, err := do(r.Context())
 		if err != nil {
 			return err
 		}
@@ -259,7 +264,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 	if s.cfg.Idempotency == nil {
 		return unavailable("idempotency store")
 	}
-	ctx, user := r.Context(), userOf(r)
+	ctx, user := context.WithoutCancel(r.Context()), userOf(r)
 	h := sha256.New()
 	h.Write([]byte(r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery + "\n"))
 	h.Write(body)
@@ -273,31 +278,36 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 		writeRawJSON(w, first.Status, first.Body)
 		return nil
 	}
-	// The reservation is released unless the response is stored, even
-	// when do panics or the client leaves.
-	done := false
+	// The reservation is released when the request is refused, or when do
+	// panics before writing; kept otherwise.
+	release := true
 	defer func() {
-		if !done {
-			if err := s.cfg.Idempotency.Abort(context.WithoutCancel(ctx), user, key); err != nil {
+		if release {
+			if err := s.cfg.Idempotency.Abort(ctx, user, key); err != nil {
 				s.logger.Warn("idempotency abort failed", "request_id", requestID(ctx), "error", err)
 			}
 		}
 	}()
-	status, v, err := do()
+	status, v, err := do(ctx)
 	if err != nil {
+		if runstream.ErrorCodeOf(err).HTTPStatus() >= 500 {
+			release = false
+			s.logger.Warn("idempotency key kept reserved: the request failed with an unknown outcome",
+				"request_id", requestID(ctx), "error", err)
+		}
 		return err
 	}
+	release = false
 	out, err := json.Marshal(v)
 	if err != nil {
 		return runstream.Wrap(err, runstream.CodeInternal, "encode response")
 	}
-	if err := s.cfg.Idempotency.Complete(context.WithoutCancel(ctx), user, key,
+	if err := s.cfg.Idempotency.Complete(ctx, user, key,
 		runevents.IdempotentResponse{RequestHash: hash, Status: status, Body: out}); err != nil {
 		// The write was applied; a retry would apply it again, so the key
 		// stays reserved (CONFLICT) rather than released.
 		s.logger.Error("idempotency complete failed", "request_id", requestID(ctx), "error", err)
 	}
-	done = true
 	writeRawJSON(w, status, out)
 	return nil
 }

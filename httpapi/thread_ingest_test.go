@@ -270,6 +270,34 @@ func TestIngestRetryWhileInProgressConflicts(t *testing.T) {
 	}
 }
 
+// unknownOutcomeStore commits every PutBatch, then answers as a store
+// whose caller left during the commit: UNAVAILABLE, outcome unknown.
+type unknownOutcomeStore struct{ *memory.RunEventStore }
+
+func (s unknownOutcomeStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if _, err := s.RunEventStore.PutBatch(ctx, events); err != nil {
+		return nil, err
+	}
+	return nil, runstream.Errorf(runstream.CodeUnavailable, "the commit may still have happened")
+}
+
+// A request whose write failed on the server's side keeps its key: a retry
+// with it must not write the batch a second time.
+func TestIngestKeyKeptAfterAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	store := unknownOutcomeStore{memory.NewRunEventStore()}
+	env := newThreadEnv(t, func(c *Config) {
+		c.RunEvents = store
+		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
+	})
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 409, runstream.CodeConflict)
+	rows, err := store.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
+	if err != nil || len(rows) != 1 {
+		t.Errorf("%d rows after the retry (%v); want the batch once", len(rows), err)
+	}
+}
+
 func TestIngestConcurrentSameKey(t *testing.T) { forEachThreadBackend(t, testIngestConcurrentSameKey) }
 
 func testIngestConcurrentSameKey(t *testing.T, b threadBackend) {
