@@ -197,16 +197,28 @@ func exactMembers(raw []byte, t reflect.Type) error {
 
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-// jsonField returns the exported field of struct t whose JSON name is
-// exactly name.
+// jsonField returns the field of struct t whose JSON name is exactly
+// name, looking into embedded structs as encoding/json does.
 func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if tag == "-" {
+			continue
+		}
+		if f.Anonymous && tag == "" {
+			embedded := f.Type
+			if embedded.Kind() == reflect.Pointer {
+				embedded = embedded.Elem()
+			}
+			if embedded.Kind() == reflect.Struct {
+				if inner, ok := jsonField(embedded, name); ok {
+					return inner, true
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
 			continue
 		}
 		if cmp.Or(tag, f.Name) == name {
