@@ -267,22 +267,23 @@ func (set *streamSet) shutdown(ctx context.Context) error {
 // http.Server.Shutdown.
 func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown(ctx) }
 
-// serveStream answers a stream request with f's frames, owning f.sub,
-// which it closes when the stream ends. what names the stream in logs. It
-// returns an error, with nothing written, when the caller has too many
-// streams open or the server is shutting down.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower, what slog.Attr) error {
-	retryAfter := strconv.Itoa(int(math.Ceil(f.cfg.Retry.Seconds())))
+// serveStream answers a stream request: it subscribes to the hub, then
+// its follower replays src from the store after cursor and goes on live
+// (registered first, so an event committed during the replay is either
+// read by it or delivered live), until the stream ends. what names the
+// stream in logs. It returns an error, with nothing written and nothing
+// subscribed, when the caller has too many streams open or the server is
+// shutting down; a HEAD request gets the headers only.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, subscribe func() *live.Subscription, src streamSource, cursor int64, what slog.Attr) error {
+	retryAfter := strconv.Itoa(int(math.Ceil(s.cfg.Stream.Retry.Seconds())))
 	release, err := s.perUser.acquire(userOf(r))
 	if err != nil {
-		f.sub.Close()
 		w.Header().Set("Retry-After", retryAfter)
 		return err
 	}
 	setStreamHeaders(w.Header())
 	if r.Method == http.MethodHead {
 		release()
-		f.sub.Close()
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
@@ -291,10 +292,10 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, f *follower
 	ctx, cancel, done, ok := s.streams.add(context.WithoutCancel(r.Context()))
 	if !ok {
 		release()
-		f.sub.Close()
 		w.Header().Set("Retry-After", retryAfter)
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
+	f := &follower{cfg: s.cfg.Stream, sub: subscribe(), src: src, cursor: cursor}
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		out := newConnStream(conn, r, w.Header())
 		f.out = out
@@ -344,11 +345,6 @@ func (s *Server) follow(ctx context.Context, f *follower, what slog.Attr, releas
 			what, slog.Int64("cursor", f.cursor), slog.Any("error", err))
 	}
 	return err == nil || ctx.Err() != nil
-}
-
-// newFollower returns the follower of one stream, writing from cursor.
-func (s *Server) newFollower(sub *live.Subscription, src streamSource, cursor int64) *follower {
-	return &follower{cfg: s.cfg.Stream, sub: sub, src: src, cursor: cursor}
 }
 
 // userStreams counts the open streams of each user on this instance.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -62,12 +63,10 @@ func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
 	if err := s.requireThread(r, threadID); err != nil {
 		return err
 	}
-	// Register with the hub before replaying, so a row committed during
-	// the replay is either read by it or delivered live. A caller's view of
-	// a thread skips other users' rows: its seqs have gaps.
-	sub := s.cfg.Hub.SubscribeView(view.Key(), cursor)
-	f := s.newFollower(sub, &threadSource{reader: reader, view: view}, cursor)
-	return s.serveStream(w, r, f, slog.String("thread_id", threadID))
+	// A caller's view of a thread skips other users' rows: its seqs have
+	// gaps.
+	subscribe := func() *live.Subscription { return s.cfg.Hub.SubscribeView(view.Key(), cursor) }
+	return s.serveStream(w, r, subscribe, &threadSource{reader: reader, view: view}, cursor, slog.String("thread_id", threadID))
 }
 
 // threadSource reads a thread view's rows for a follower. Its seqs have

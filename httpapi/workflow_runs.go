@@ -9,6 +9,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
 )
@@ -109,13 +110,10 @@ func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	// Register with the hub before replaying, so an event committed during
-	// the replay is either read by it or delivered live. Every event up to
-	// run.LastSeq is stored (a cursor may point past it).
-	sub := s.cfg.Hub.Subscribe(eventlog.WorkflowStreamKey(run.ID), run.LastSeq)
 	w.Header().Set("X-Workflow-Run-Status", string(run.Status))
-	f := s.newFollower(sub, &workflowSource{store: s.cfg.Workflows, run: run}, cursor)
-	return s.serveStream(w, r, f, slog.String("run_id", run.ID))
+	// Every event up to run.LastSeq is stored (a cursor may point past it).
+	subscribe := func() *live.Subscription { return s.cfg.Hub.Subscribe(eventlog.WorkflowStreamKey(run.ID), run.LastSeq) }
+	return s.serveStream(w, r, subscribe, &workflowSource{store: s.cfg.Workflows, run: run}, cursor, slog.String("run_id", run.ID))
 }
 
 // workflowSource reads a workflow run's events for a follower.
