@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -375,7 +376,7 @@ func (s *Server) getThreadTokenUsage(w http.ResponseWriter, r *http.Request) err
 			sum = &modelTokenSum{}
 			out.ByModel[model] = sum
 		}
-		sum.Tokens += tokens
+		sum.Tokens = addTokens(sum.Tokens, tokens)
 		sum.Runs++
 	}
 	for _, run := range rows {
@@ -385,12 +386,12 @@ func (s *Server) getThreadTokenUsage(w http.ResponseWriter, r *http.Request) err
 		}
 		u := run.Usage
 		out.TotalRuns++
-		out.TotalTokens += u.TotalTokens
-		out.TotalInputTokens += u.TotalInputTokens
-		out.TotalOutputTokens += u.TotalOutputTokens
-		out.ByCaller["lead_agent"] += u.LeadAgentTokens
-		out.ByCaller["subagent"] += u.SubagentTokens
-		out.ByCaller["middleware"] += u.MiddlewareTokens
+		out.TotalTokens = addTokens(out.TotalTokens, u.TotalTokens)
+		out.TotalInputTokens = addTokens(out.TotalInputTokens, u.TotalInputTokens)
+		out.TotalOutputTokens = addTokens(out.TotalOutputTokens, u.TotalOutputTokens)
+		out.ByCaller["lead_agent"] = addTokens(out.ByCaller["lead_agent"], u.LeadAgentTokens)
+		out.ByCaller["subagent"] = addTokens(out.ByCaller["subagent"], u.SubagentTokens)
+		out.ByCaller["middleware"] = addTokens(out.ByCaller["middleware"], u.MiddlewareTokens)
 		if len(u.ByModel) > 0 {
 			for model, mu := range u.ByModel {
 				add(model, mu.TotalTokens)
@@ -405,4 +406,13 @@ func (s *Server) getThreadTokenUsage(w http.ResponseWriter, r *http.Request) err
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// addTokens adds two token counts (each >= 0), saturating at the largest
+// int64 rather than wrapping to a negative total.
+func addTokens(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -292,5 +293,18 @@ func testDeleteThreadEvents(t *testing.T, b threadBackend) {
 	json.Unmarshal([]byte(env.snapshot(t, "t1")), &left)
 	if len(left) != 1 {
 		t.Errorf("%d rows left", len(left))
+	}
+}
+
+// Token totals saturate at the largest int64 instead of wrapping negative.
+func TestThreadTokenUsageSaturates(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	huge := runevents.Usage{TotalTokens: math.MaxInt64, TotalInputTokens: math.MaxInt64, LeadAgentTokens: math.MaxInt64}
+	env.putRun(t, runevents.ThreadRun{RunID: "a", Status: runevents.RunSuccess, ModelName: "m", Usage: huge}, 0, 1)
+	env.putRun(t, runevents.ThreadRun{RunID: "b", Status: runevents.RunSuccess, ModelName: "m", Usage: huge}, 1, 1)
+	got := env.get(t, "/api/threads/t1/token-usage", "").Body.String()
+	if strings.Contains(got, "-") || strings.Count(got, "9223372036854775807") < 3 {
+		t.Errorf("token usage of two maximal runs = %s; want totals of 9223372036854775807", got)
 	}
 }
