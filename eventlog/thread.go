@@ -56,7 +56,8 @@ type ThreadLog struct {
 }
 
 // NewThreadLog returns a log over store that publishes to hub (nil: no
-// publishing).
+// publishing). A stored record that cannot be framed for the hub is logged
+// to the hub's logger.
 func NewThreadLog(store runevents.Store, validator *contracts.Validator, hub *live.Hub, limits ThreadLimits) *ThreadLog {
 	if limits.MaxEventBytes <= 0 {
 		limits.MaxEventBytes = DefaultMaxEventBytes
@@ -235,8 +236,10 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 	for _, rec := range recs {
 		ev, err := ThreadFrame(rec)
 		if err != nil {
-			// A stored record always encodes; followers read the store if
-			// it ever does not.
+			// A stored record always encodes; if one ever does not, it is
+			// not published (followers read the store) and it is logged.
+			l.hub.Logger().Error("eventlog: cannot frame a stored thread event for live followers",
+				"thread_id", rec.ThreadID, "run_id", rec.RunID, "seq", rec.Seq, "error", err)
 			continue
 		}
 		for _, key := range streamKeysOf(rec) {

@@ -1,11 +1,13 @@
 package eventlog_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -429,5 +431,40 @@ func TestAppendThreadFrameRefusesLineBreaks(t *testing.T) {
 	rec.Content = json.RawMessage("\"a\nb\"")
 	if _, err := eventlog.AppendThreadFrame(nil, rec); err == nil {
 		t.Error("frame of data with a line break succeeded")
+	}
+}
+
+// unframableRunEvents stores batches, then returns their last record with
+// an event type no frame has.
+type unframableRunEvents struct{ *memory.RunEventStore }
+
+func (s unframableRunEvents) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	recs, err := s.RunEventStore.PutBatch(ctx, events)
+	if err == nil {
+		recs[len(recs)-1].EventType = "bad\ntype"
+	}
+	return recs, err
+}
+
+// TestThreadUnframableRecordIsLogged: a stored record the log cannot
+// render for the hub is logged with its thread, run and seq, and the
+// others of its batch are published.
+func TestThreadUnframableRecordIsLogged(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	store := memory.NewRunEventStore()
+	hub := live.New(live.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	env := threadEnv{store: store, hub: hub}
+	log := eventlog.NewThreadLog(unframableRunEvents{store}, mustValidator(t), hub, eventlog.ThreadLimits{})
+	sub := env.follow(t, eventlog.ThreadStream{})
+	if _, err := log.Append(t.Context(), "u", []runevents.NewEvent{startEvent("r1"), aiEvent("r1")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "thread_id=t1") ||
+		!strings.Contains(got, "run_id=r1") || !strings.Contains(got, "seq=2") {
+		t.Errorf("log = %q, want an error with thread_id=t1, run_id=r1 and seq=2", got)
+	}
+	if events, _ := sub.Take(); fmt.Sprint(seqsOf(events)) != "[1]" {
+		t.Errorf("published %v, want [1]", seqsOf(events))
 	}
 }

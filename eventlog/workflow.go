@@ -32,7 +32,8 @@ type WorkflowLog struct {
 }
 
 // NewWorkflowLog returns a log over store that publishes to hub. now
-// defaults to time.Now.
+// defaults to time.Now. A stored event that cannot be framed for the hub
+// is logged to the hub's logger.
 func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, hub *live.Hub, now func() time.Time) *WorkflowLog {
 	if now == nil {
 		now = time.Now
@@ -139,8 +140,10 @@ func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {
 	}
 	events, err := WorkflowFrames(make([]live.Event, 0, len(stored)), stored)
 	if err != nil {
-		// A stored envelope always encodes; followers read the store if it
-		// ever does not.
+		// A stored envelope always encodes; if one ever does not, the batch
+		// is not published (followers read the store) and it is logged.
+		l.hub.Logger().Error("eventlog: cannot frame a stored workflow event for live followers",
+			"run_id", runID, "seq", stored[len(events)].Seq, "error", err)
 		return
 	}
 	l.hub.Publish(WorkflowStreamKey(runID), events)

@@ -1,9 +1,11 @@
 package eventlog_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +206,36 @@ func TestStoredDataIsCompact(t *testing.T) {
 	ev, err := eventlog.WorkflowFrame(stored[0])
 	if err != nil || strings.Count(string(ev.Frame), "\n") != 4 {
 		t.Errorf("frame %q (%v): want id, event, data lines and the blank line", ev.Frame, err)
+	}
+}
+
+// unframableStore stores appends, then returns them with an event type no
+// frame has, as a store that does not round-trip an envelope would.
+type unframableStore struct{ workflow.Store }
+
+func (s unframableStore) Append(ctx context.Context, p workflow.AppendParams) ([]workflow.Envelope, error) {
+	stored, err := s.Store.Append(ctx, p)
+	if err == nil {
+		stored[len(stored)-1].Event = "run.exploded"
+	}
+	return stored, err
+}
+
+// TestUnframableEventIsLogged: a stored envelope the log cannot render for
+// the hub is logged with its run and seq, not dropped silently; its
+// followers read it from the store.
+func TestUnframableEventIsLogged(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	var logs bytes.Buffer
+	hub := live.New(live.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	log := eventlog.NewWorkflowLog(unframableStore{s.store}, mustValidator(t), hub, nil)
+	if _, err := log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventRunQueued, Data: json.RawMessage(`{"queue":"q"}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "run_id=run_1") || !strings.Contains(got, "seq=2") {
+		t.Errorf("log = %q, want an error with run_id=run_1 and seq=2", got)
 	}
 }

@@ -8,9 +8,20 @@
 // fast path, never the record: a lost or dropped live event can delay
 // delivery, never lose it.
 //
+// Each subscription has a frontier: the seq it subscribed after, then the
+// newest seq handed to it. It is never handed, nor cut by, an event at or
+// below its frontier, so a follower resuming from an old cursor, which
+// replays from the store itself, costs the other followers of its stream
+// nothing. A subscription receives every event committed after it was
+// registered; the follower drops what it already has and reads the store
+// on a gap or a cut.
+//
 // Streams with followers are also polled: every PollInterval the hub reads
-// the store once per stream (not once per follower) after the newest seq it
-// has seen, and fans out what it finds. That brings events that other
-// server instances committed, when a wake-up (PostgreSQL NOTIFY, see Wake)
-// was lost. Streams without followers are never polled.
+// the store once per stream (not once per follower) after the stream's
+// frontier, and fans out what it finds. That brings events that other
+// server instances committed, when a wake-up (PostgreSQL NOTIFY, see Wake
+// and WakeSeq) was lost. Wake-ups are coalesced: a stream waits in the
+// wake-up queue at most once, and WakeSeq of a seq already delivered reads
+// nothing; the periodic poll serves waiting wake-ups between its streams.
+// Streams without followers are never polled.
 package live

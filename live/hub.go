@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -36,8 +37,9 @@ type Config struct {
 	// BufferEvents bounds the events buffered per subscription. Defaults to
 	// DefaultBufferEvents.
 	BufferEvents int
-	// BufferBytes bounds the frame bytes buffered per subscription. Defaults
-	// to DefaultBufferBytes.
+	// BufferBytes bounds the frame bytes buffered per subscription, and the
+	// frame bytes a dense stream holds ahead of a missing seq (see Publish).
+	// Defaults to DefaultBufferBytes.
 	BufferBytes int
 	// PollInterval is the period of the shared store poll. Defaults to
 	// DefaultPollInterval.
@@ -62,15 +64,26 @@ type Hub struct {
 
 type stream struct {
 	subs map[*Subscription]struct{}
-	// lastSeq is the newest seq delivered to the subscriptions. For a dense
-	// stream every seq up to it was delivered or is in the store from
-	// before the subscriptions.
+	// lastSeq is the stream's frontier: polls read after it and Publish
+	// drops what is at or below it. It is the newest seq delivered to the
+	// subscriptions or a seq a subscription started after (see subscribe
+	// and raiseToFrontiers). For a dense stream every seq up to it was
+	// delivered or is in the store from before the subscriptions.
 	lastSeq int64
+	// seen is the newest seq of an event delivered to the stream's
+	// subscriptions (0: none yet). It is committed, so never past the
+	// stored end: lastSeq is never lowered below it (see subscribe).
+	seen int64
 	// view marks a filtered view, whose seqs have gaps (SubscribeView).
 	view bool
 	// pending holds events of a dense stream that arrived ahead of a
-	// missing seq, until the missing ones arrive or a poll brings them.
-	pending map[int64]Event
+	// missing seq, until the missing ones arrive or a poll brings them;
+	// pendingBytes is the size of their frames.
+	pending      map[int64]Event
+	pendingBytes int
+	// queued is true while the stream waits in the wake-up queue, so that
+	// it waits there at most once.
+	queued bool
 	// polling is true while a poll of the stream is in flight; again asks
 	// for one more poll after it.
 	polling, again bool
@@ -101,25 +114,33 @@ func New(cfg Config) *Hub {
 // afterSeq. Register before replaying from the store, so that nothing
 // committed during the replay is missed. Close the subscription when done.
 //
-// afterSeq must be a seq the follower knows to be stored: the stream's
-// newest seq read before subscribing, or the follower's cursor when it is
-// not past that. The hub delivers what follows the lowest such seq of its
-// followers (each follower drops what it has already); a seq past the
-// stored end would make the hub drop the events that follow it, as
-// already delivered, for every follower of the stream.
+// The subscription's frontier starts at afterSeq and follows the events
+// handed to it: it never receives, nor is cut by, an event at or below its
+// frontier. It receives every event committed after it was registered
+// (the follower reads the earlier ones from the store, after its cursor),
+// and possibly some committed before; the follower drops what it has.
+//
+// afterSeq should be the stream's newest seq read before subscribing (or
+// the follower's cursor when it is not past that): a lower seq only costs
+// the follower events it drops. A seq past the stored end makes the
+// subscription miss, as already delivered, the events up to it; it does
+// not make the hub drop them for the other followers.
 func (h *Hub) Subscribe(key string, afterSeq int64) *Subscription {
 	return h.subscribe(key, afterSeq, false)
 }
 
 // SubscribeView registers a follower of a filtered view of a stream, whose
 // seqs have gaps: its events are delivered in the order they come, without
-// waiting for missing seqs.
+// waiting for missing seqs. afterSeq is the follower's cursor, which may
+// be old: the follower replays the view from the store after it, and the
+// subscription, as Subscribe's, receives what commits after it was
+// registered.
 func (h *Hub) SubscribeView(key string, afterSeq int64) *Subscription {
 	return h.subscribe(key, afterSeq, true)
 }
 
 func (h *Hub) subscribe(key string, afterSeq int64, view bool) *Subscription {
-	sub := &Subscription{hub: h, key: key, ready: make(chan struct{}, 1)}
+	sub := &Subscription{hub: h, key: key, after: afterSeq, ready: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.streams[key]
@@ -127,12 +148,40 @@ func (h *Hub) subscribe(key string, afterSeq int64, view bool) *Subscription {
 		st = &stream{subs: map[*Subscription]struct{}{}, view: view, lastSeq: afterSeq}
 		h.streams[key] = st
 	}
-	// Never raise lastSeq of a stream that has followers: the hub would drop,
-	// as already delivered, events they have not received. Lowering it only
-	// re-delivers events the followers drop.
-	st.lastSeq = min(st.lastSeq, afterSeq)
+	// The new subscription needs only what commits from now on, whose seqs
+	// are past the stored end: the frontier can stay, unless it may itself
+	// be past the stored end, being a seq a subscription started after that
+	// no delivered event confirms (seen). Then it is lowered, so that such a
+	// seq cannot starve the new follower, but never below seen: an old
+	// cursor does not make the hub read the stream's history again. It is
+	// never raised here: the hub would drop, as already delivered, events
+	// the other followers need.
+	if afterSeq < st.lastSeq {
+		st.lastSeq = max(st.seen, afterSeq)
+	}
 	st.subs[sub] = struct{}{}
 	return sub
+}
+
+// raiseToFrontiers raises lastSeq to the lowest frontier of the stream's
+// subscriptions, when it is below it (the follower that lowered it has
+// left, or events were handed out since): no subscription needs an event at
+// or below that. Held events it passes are dropped. h.mu must be held.
+func (st *stream) raiseToFrontiers() {
+	low := int64(math.MaxInt64)
+	for sub := range st.subs {
+		low = min(low, sub.after)
+	}
+	if len(st.subs) == 0 || low <= st.lastSeq {
+		return
+	}
+	st.lastSeq = low
+	for seq, e := range st.pending {
+		if seq <= low {
+			delete(st.pending, seq)
+			st.pendingBytes -= len(e.Frame)
+		}
+	}
 }
 
 // Publish hands committed events of stream key, ascending by seq, to its
@@ -143,9 +192,9 @@ func (h *Hub) subscribe(key string, afterSeq int64, view bool) *Subscription {
 // ahead of a missing seq and asks the poll loop to read the store once,
 // instead of letting every follower see the gap and read the store
 // itself; the missing events, from their publisher or from that poll,
-// release the held ones in order. Without a poll function, or when too many
-// events are held, they are delivered at once and followers fill the gap
-// from the store.
+// release the held ones in order. Without a poll function, or when more
+// than BufferEvents events or BufferBytes bytes of frames are held, they
+// are delivered at once and followers fill the gap from the store.
 func (h *Hub) Publish(key string, events []Event) {
 	if len(events) == 0 {
 		return
@@ -165,7 +214,7 @@ func (h *Hub) Publish(key string, events []Event) {
 			}
 		}
 	} else {
-		out = st.release(events, h.cfg.Poll != nil, h.cfg.BufferEvents)
+		out = st.release(events, h.cfg.Poll != nil, h.cfg.BufferEvents, h.cfg.BufferBytes)
 		if len(st.pending) > 0 {
 			h.wakeLocked(key)
 		}
@@ -173,6 +222,7 @@ func (h *Hub) Publish(key string, events []Event) {
 	if len(out) == 0 {
 		return
 	}
+	st.seen = out[len(out)-1].Seq
 	for sub := range st.subs {
 		sub.push(out, h.cfg.BufferEvents, h.cfg.BufferBytes)
 	}
@@ -180,15 +230,21 @@ func (h *Hub) Publish(key string, events []Event) {
 
 // release adds events to the held ones and returns, in order, those that
 // follow lastSeq without a gap. When it may not wait (no poll to fill the
-// gap) or more than limit events are held, it returns all of them.
-func (st *stream) release(events []Event, mayWait bool, limit int) []Event {
+// gap), or more than maxEvents events or maxBytes bytes of frames are held,
+// it returns all of them.
+func (st *stream) release(events []Event, mayWait bool, maxEvents, maxBytes int) []Event {
 	for _, e := range events {
-		if e.Seq > st.lastSeq {
-			if st.pending == nil {
-				st.pending = map[int64]Event{}
-			}
-			st.pending[e.Seq] = e
+		if e.Seq <= st.lastSeq {
+			continue
 		}
+		if st.pending == nil {
+			st.pending = map[int64]Event{}
+		}
+		if old, ok := st.pending[e.Seq]; ok {
+			st.pendingBytes -= len(old.Frame)
+		}
+		st.pending[e.Seq] = e
+		st.pendingBytes += len(e.Frame)
 	}
 	var out []Event
 	for {
@@ -198,9 +254,10 @@ func (st *stream) release(events []Event, mayWait bool, limit int) []Event {
 		}
 		out = append(out, e)
 		delete(st.pending, e.Seq)
+		st.pendingBytes -= len(e.Frame)
 		st.lastSeq = e.Seq
 	}
-	if len(st.pending) > 0 && (!mayWait || len(st.pending) > limit) {
+	if len(st.pending) > 0 && (!mayWait || len(st.pending) > maxEvents || st.pendingBytes > maxBytes) {
 		held := make([]Event, 0, len(st.pending))
 		for _, e := range st.pending {
 			held = append(held, e)
@@ -209,6 +266,7 @@ func (st *stream) release(events []Event, mayWait bool, limit int) []Event {
 		out = append(out, held...)
 		st.lastSeq = held[len(held)-1].Seq
 		clear(st.pending)
+		st.pendingBytes = 0
 	}
 	return out
 }
@@ -216,14 +274,29 @@ func (st *stream) release(events []Event, mayWait bool, limit int) []Event {
 // Wake asks the poll loop to read stream key now, for example because a
 // PostgreSQL notification said another instance appended to it. It never
 // blocks; a wake-up lost to a full queue is covered by the periodic poll.
+// A stream waits in the queue at most once: wake-ups while it waits, or
+// while it is being read, make at most one more read. Use WakeSeq when the
+// seq appended is known.
 func (h *Hub) Wake(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.wakeLocked(key)
 }
 
-// wakeLocked queues a poll of key, or, when one is in flight, asks for
-// another after it. h.mu must be held.
+// WakeSeq is Wake for an append whose newest seq is seq: it does nothing
+// when the hub already delivered seq to the stream's followers, as for
+// this instance's own appends, which it published itself.
+func (h *Hub) WakeSeq(key string, seq int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.streams[key]; st != nil && seq <= st.lastSeq {
+		return
+	}
+	h.wakeLocked(key)
+}
+
+// wakeLocked queues a poll of key, unless it is queued already, or, when
+// one is in flight, asks for another after it. h.mu must be held.
 func (h *Hub) wakeLocked(key string) {
 	st := h.streams[key]
 	switch {
@@ -232,12 +305,19 @@ func (h *Hub) wakeLocked(key string) {
 	case st.polling:
 		st.again = true
 		return
+	case st.queued:
+		return
 	}
 	select {
 	case h.wake <- key:
+		st.queued = true
 	default:
 	}
 }
+
+// Logger returns the hub's logger (Config.Logger), for its publishers to
+// report what they could not publish.
+func (h *Hub) Logger() *slog.Logger { return h.cfg.Logger }
 
 // Followed reports the number of subscriptions of stream key.
 func (h *Hub) Followed(key string) int {
@@ -249,7 +329,9 @@ func (h *Hub) Followed(key string) int {
 	return 0
 }
 
-// Run polls streams with followers until ctx is done.
+// Run polls streams with followers until ctx is done: the streams woken
+// (Wake), and every PollInterval each followed stream, one after another,
+// serving the wake-ups that came meanwhile between two streams.
 func (h *Hub) Run(ctx context.Context) {
 	if h.cfg.Poll == nil {
 		<-ctx.Done()
@@ -262,11 +344,32 @@ func (h *Hub) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case key := <-h.wake:
-			h.poll(ctx, key)
+			h.poll(ctx, key, true)
 		case <-ticker.C:
 			for _, key := range h.followedKeys() {
-				h.poll(ctx, key)
+				h.serveWakes(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				h.poll(ctx, key, false)
 			}
+		}
+	}
+}
+
+// serveWakes polls the streams waiting in the wake-up queue, as many as
+// wait when it starts, so that a stream woken without pause cannot hold
+// up the caller.
+func (h *Hub) serveWakes(ctx context.Context) {
+	for range len(h.wake) {
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case key := <-h.wake:
+			h.poll(ctx, key, true)
+		default:
+			return
 		}
 	}
 }
@@ -281,16 +384,21 @@ func (h *Hub) followedKeys() []string {
 	return keys
 }
 
-// poll reads stream key after the newest seq the hub has seen and publishes
-// the result. Streams without followers are skipped.
-func (h *Hub) poll(ctx context.Context, key string) {
+// poll reads stream key after its frontier and publishes the result.
+// Streams without followers are skipped. woken is true when key was taken
+// from the wake-up queue: a stream read since it was queued (by the
+// periodic poll) is not read again.
+func (h *Hub) poll(ctx context.Context, key string, woken bool) {
 	for {
 		h.mu.Lock()
 		st := h.streams[key]
-		if st == nil || st.polling {
+		if st == nil || st.polling || (woken && !st.queued) {
 			h.mu.Unlock()
 			return
 		}
+		woken = false // a read asked for by again is not queued
+		st.queued = false
+		st.raiseToFrontiers()
 		after := st.lastSeq
 		st.polling = true
 		h.mu.Unlock()

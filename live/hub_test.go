@@ -3,6 +3,9 @@ package live
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,7 +194,8 @@ func TestWakePollsAtOnce(t *testing.T) {
 
 // TestLateSubscriberDoesNotStarveOthers: a follower that joins with a
 // cursor ahead of what the hub delivered must not make the hub drop the
-// in-flight events the other followers still need.
+// in-flight events the other followers still need; it gets only what
+// follows its own cursor.
 func TestLateSubscriberDoesNotStarveOthers(t *testing.T) {
 	t.Parallel()
 	h := New(Config{})
@@ -201,8 +205,8 @@ func TestLateSubscriberDoesNotStarveOthers(t *testing.T) {
 	if got, _ := early.Take(); fmt.Sprint(seqsOf(got)) != "[11 12 13]" {
 		t.Errorf("early follower got %v, want [11 12 13]", seqsOf(got))
 	}
-	if got, _ := late.Take(); fmt.Sprint(seqsOf(got)) != "[11 12 13]" {
-		t.Errorf("late follower got %v (it drops what it has itself)", seqsOf(got))
+	if got, _ := late.Take(); fmt.Sprint(seqsOf(got)) != "[13]" {
+		t.Errorf("late follower got %v, want [13]: it read 11 and 12 from the store", seqsOf(got))
 	}
 }
 
@@ -318,4 +322,328 @@ func TestSlowPollTimesOut(t *testing.T) {
 			t.Errorf("the other stream was polled %d times after the hung poll's timeout, want 1", n)
 		}
 	})
+}
+
+// TestSubscriptionGetsNothingAtOrBelowItsFrontier: events at or below the
+// seq a subscription started after are neither buffered for it nor cut
+// it, whatever another follower of the stream needs.
+func TestSubscriptionGetsNothingAtOrBelowItsFrontier(t *testing.T) {
+	t.Parallel()
+	h := New(Config{BufferEvents: 10})
+	low, high := h.Subscribe("s", 0), h.Subscribe("s", 20)
+	h.Publish("s", events(1, 20)) // 20 events: more than the buffer holds
+	select {
+	case <-high.Ready():
+		t.Error("the follower at seq 20 was signalled for seqs 1 to 20")
+	default:
+	}
+	if got, cut := high.Take(); cut || len(got) != 0 {
+		t.Errorf("the follower at seq 20 got %v cut=%v; want nothing", seqsOf(got), cut)
+	}
+	if _, cut := low.Take(); !cut {
+		t.Error("the follower at seq 0 took 20 events in a buffer of 10")
+	}
+	h.Publish("s", events(21, 21))
+	for _, sub := range []*Subscription{low, high} {
+		if got, cut := sub.Take(); cut || fmt.Sprint(seqsOf(got)) != "[21]" {
+			t.Errorf("after seq 21: %v cut=%v, want [21]", seqsOf(got), cut)
+		}
+	}
+}
+
+// pagedPoll serves a stream a page of at most 500 events at a time, as
+// eventlog.PollPage, and records the lowest seq it was asked to read after.
+type pagedPoll struct {
+	countingPoll
+	lowest int64
+}
+
+func newPagedPoll(stored map[string]int64) *pagedPoll {
+	return &pagedPoll{countingPoll: countingPoll{stored: stored, queries: map[string]int{}}, lowest: math.MaxInt64}
+}
+
+func (p *pagedPoll) poll(ctx context.Context, key string, after int64) ([]Event, error) {
+	evs, err := p.countingPoll.poll(ctx, key, after)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lowest = min(p.lowest, after)
+	return evs[:min(len(evs), 500)], err
+}
+
+func (p *pagedPoll) lowestAfter() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lowest
+}
+
+// TestOldViewCursorDoesNotRereadHistory: view followers resuming from an
+// old cursor, whether they leave at once or stay, make the hub neither
+// read the view's history nor cut a follower at the head; they replay
+// from the store themselves.
+func TestOldViewCursorDoesNotRereadHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPagedPoll(map[string]int64{"v": 10_000})
+		h := New(Config{Poll: p.poll, PollInterval: 800 * time.Millisecond})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		head := h.SubscribeView("v", 10_000)
+		defer head.Close()
+		h.SubscribeView("v", 0).Close() // Last-Event-ID: 0, then gone (a 429, say)
+		time.Sleep(800 * time.Millisecond)
+		synctest.Wait()
+
+		p.mu.Lock()
+		p.stored["v"] = 10_001
+		p.mu.Unlock()
+		h.Publish("v", events(10_001, 10_001))
+		old := h.SubscribeView("v", 0) // another old cursor, which stays
+		defer old.Close()
+		var headGot []int64
+		for range 25 {
+			time.Sleep(800 * time.Millisecond)
+			synctest.Wait()
+			got, cut := head.Take()
+			if cut {
+				t.Fatal("the follower at the head was cut")
+			}
+			headGot = append(headGot, seqsOf(got)...)
+			if got, cut := old.Take(); cut || len(got) != 0 {
+				t.Fatalf("the old-cursor follower got %d events, cut=%v; it reads the history from the store", len(got), cut)
+			}
+		}
+		if fmt.Sprint(headGot) != "[10001]" {
+			t.Errorf("the follower at the head got %v, want [10001]", headGot)
+		}
+		if low := p.lowestAfter(); low < 10_000 {
+			t.Errorf("the hub read the view after seq %d, below its followers' seq 10000", low)
+		}
+	})
+}
+
+// TestOldViewCursorNeverCutsHeadFollowers: while a view has delivered
+// nothing, the hub cannot tell an old cursor from a head one past the
+// stored end, and reads the view after the lowest; what it reads goes to
+// no follower past it, which is never cut by it.
+func TestOldViewCursorNeverCutsHeadFollowers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPagedPoll(map[string]int64{"v": 10_000})
+		h := New(Config{Poll: p.poll, PollInterval: 800 * time.Millisecond})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		head := h.SubscribeView("v", 10_000)
+		defer head.Close()
+		old := h.SubscribeView("v", 0)
+		defer old.Close()
+		for range 25 {
+			time.Sleep(800 * time.Millisecond)
+			synctest.Wait()
+			if got, cut := head.Take(); cut || len(got) != 0 {
+				t.Fatalf("the follower at the head got %d old events, cut=%v", len(got), cut)
+			}
+			old.Take()
+		}
+		p.mu.Lock()
+		p.stored["v"] = 10_001
+		p.mu.Unlock()
+		h.Publish("v", events(10_001, 10_001))
+		if got, cut := head.Take(); cut || fmt.Sprint(seqsOf(got)) != "[10001]" {
+			t.Errorf("the follower at the head got %v cut=%v, want [10001]", seqsOf(got), cut)
+		}
+	})
+}
+
+// TestWakeForDeliveredSeqIsIgnored: a wake-up whose seq the hub already
+// delivered, as the instance's own NOTIFY, reads nothing; one with a new
+// seq reads the store.
+func TestWakeForDeliveredSeqIsIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPoll{stored: map[string]int64{"s": 3}, queries: map[string]int{}}
+		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		sub := h.Subscribe("s", 0)
+		defer sub.Close()
+		h.Publish("s", events(1, 3)) // local appends, delivered
+		for seq := range int64(4) {
+			h.WakeSeq("s", seq) // their NOTIFYs, and an older one
+		}
+		synctest.Wait()
+		if n := p.count("s"); n != 0 {
+			t.Errorf("wake-ups for delivered seqs made %d store reads, want 0", n)
+		}
+		p.mu.Lock()
+		p.stored["s"] = 4
+		p.mu.Unlock()
+		h.WakeSeq("s", 4) // another instance appended seq 4
+		synctest.Wait()
+		if n := p.count("s"); n != 1 {
+			t.Errorf("a wake-up for a new seq made %d store reads, want 1", n)
+		}
+		if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1 2 3 4]" {
+			t.Errorf("got %v, want [1 2 3 4]", seqsOf(got))
+		}
+	})
+}
+
+// TestWakesWhileBusyQueueOnePoll: a stream waits in the wake-up queue at
+// most once, however often it is woken while the loop is busy.
+func TestWakesWhileBusyQueueOnePoll(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		block := make(chan struct{})
+		p := &countingPoll{stored: map[string]int64{"s": 3}, queries: map[string]int{}}
+		poll := func(ctx context.Context, key string, after int64) ([]Event, error) {
+			if key == "busy" {
+				<-block
+			}
+			return p.poll(ctx, key, after)
+		}
+		h := New(Config{Poll: poll, PollInterval: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		busy, s := h.Subscribe("busy", 0), h.Subscribe("s", 0)
+		defer busy.Close()
+		defer s.Close()
+		h.Wake("busy")
+		synctest.Wait() // the loop is in busy's poll
+		for range 100 {
+			h.Wake("s")
+		}
+		close(block)
+		synctest.Wait()
+		if n := p.count("s"); n != 1 {
+			t.Errorf("100 wake-ups while the loop was busy made %d store reads, want 1", n)
+		}
+		if got, _ := s.Take(); fmt.Sprint(seqsOf(got)) != "[1 2 3]" {
+			t.Errorf("got %v, want [1 2 3]", seqsOf(got))
+		}
+	})
+}
+
+// hangingPoll never answers for keys it hangs, until its context ends; it
+// records when each key was read.
+type hangingPoll struct {
+	mu    sync.Mutex
+	hang  map[string]bool
+	reads map[string][]time.Time
+}
+
+func (p *hangingPoll) poll(ctx context.Context, key string, _ int64) ([]Event, error) {
+	p.mu.Lock()
+	p.reads[key] = append(p.reads[key], time.Now())
+	hang := p.hang[key]
+	p.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, nil
+}
+
+func (p *hangingPoll) readsOf(key string) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.reads[key])
+}
+
+func (p *hangingPoll) total() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, r := range p.reads {
+		n += len(r)
+	}
+	return n
+}
+
+// TestTickServesWakesBetweenStreams: a wake-up that comes while the
+// periodic poll reads slow streams is served after the stream being read,
+// not after all of them.
+func TestTickServesWakesBetweenStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &hangingPoll{hang: map[string]bool{"a": true, "b": true, "c": true}, reads: map[string][]time.Time{}}
+		h := New(Config{Poll: p.poll, PollInterval: 10 * time.Second, PollTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		for _, key := range []string{"a", "b", "c"} {
+			defer h.Subscribe(key, 0).Close()
+		}
+		time.Sleep(10*time.Second + 500*time.Millisecond) // the tick reads its first slow stream
+		w := h.Subscribe("w", 0)
+		defer w.Close()
+		woken := time.Now()
+		h.Wake("w")
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		reads := p.readsOf("w")
+		if len(reads) != 1 {
+			t.Fatalf("w was read %d times, want 1", len(reads))
+		}
+		if d := reads[0].Sub(woken); d > 500*time.Millisecond {
+			t.Errorf("w was read %v after its wake-up; want it read when the slow stream in progress gave up, 500ms", d)
+		}
+	})
+}
+
+// TestTickStopsWhenCancelled: the periodic poll reads no more streams once
+// the loop's context is done.
+func TestTickStopsWhenCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &hangingPoll{hang: map[string]bool{"a": true, "b": true, "c": true}, reads: map[string][]time.Time{}}
+		h := New(Config{Poll: p.poll, PollInterval: 10 * time.Second, PollTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			h.Run(ctx)
+			close(done)
+		}()
+		for _, key := range []string{"a", "b", "c"} {
+			defer h.Subscribe(key, 0).Close()
+		}
+		time.Sleep(10*time.Second + 500*time.Millisecond) // the tick reads its first stream
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Run did not return")
+		}
+		if n := p.total(); n != 1 {
+			t.Errorf("the tick made %d store reads, want 1: none after the cancellation", n)
+		}
+	})
+}
+
+// TestHeldEventsAreBoundedByBytes: events held ahead of a missing seq are
+// released, for the followers to read the store, once their frames pass
+// BufferBytes, however few they are.
+func TestHeldEventsAreBoundedByBytes(t *testing.T) {
+	t.Parallel()
+	// The poll is never run: nothing fills the gap but the late publisher.
+	h := New(Config{BufferEvents: 1000, BufferBytes: 100, Poll: func(context.Context, string, int64) ([]Event, error) { return nil, nil }})
+	sub := h.Subscribe("s", 0)
+	frame := func(seq int64) []Event { return []Event{{Seq: seq, Frame: make([]byte, 30)}} }
+	h.Publish("s", frame(1))
+	if got, cut := sub.Take(); cut || fmt.Sprint(seqsOf(got)) != "[1]" {
+		t.Fatalf("got %v cut=%v, want [1]", seqsOf(got), cut)
+	}
+	for seq := int64(3); seq <= 5; seq++ { // 90 bytes held, waiting for seq 2
+		h.Publish("s", frame(seq))
+	}
+	if got, cut := sub.Take(); cut || len(got) != 0 {
+		t.Fatalf("with 90 bytes held: %v cut=%v, want them held", seqsOf(got), cut)
+	}
+	h.Publish("s", frame(6)) // 120 bytes: past the bound
+	if got, cut := sub.Take(); !cut && len(got) == 0 {
+		t.Fatal("120 bytes of events are still held in a 100-byte bound")
+	}
+	h.Publish("s", frame(2)) // the late publisher: released already
+	h.Publish("s", frame(7))
+	if got, cut := sub.Take(); cut || fmt.Sprint(seqsOf(got)) != "[7]" {
+		t.Errorf("after the release: %v cut=%v, want [7]", seqsOf(got), cut)
+	}
 }

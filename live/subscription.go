@@ -8,6 +8,10 @@ type Subscription struct {
 	hub   *Hub
 	key   string
 	ready chan struct{}
+	// after is the subscription's frontier: the seq it started after, then
+	// the newest seq handed to it (buffered, or dropped by a cut). Events at
+	// or below it are not handed to it. Guarded by hub.mu.
+	after int64
 
 	mu     sync.Mutex
 	buf    []Event
@@ -44,8 +48,19 @@ func (s *Subscription) Close() {
 	s.hub.unsubscribe(s)
 }
 
-// push appends events, or cuts the subscription when they do not fit.
+// push appends the events past the subscription's frontier, or cuts the
+// subscription when they do not fit, and advances the frontier past them.
+// events are ascending by seq. hub.mu must be held.
 func (s *Subscription) push(events []Event, maxEvents, maxBytes int) {
+	i := 0
+	for i < len(events) && events[i].Seq <= s.after {
+		i++
+	}
+	events = events[i:]
+	if len(events) == 0 {
+		return
+	}
+	s.after = events[len(events)-1].Seq
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
