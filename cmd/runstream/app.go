@@ -50,7 +50,9 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
 	if backend.listen != nil {
-		go backend.listen(loopCtx, func(runID string) { hub.Wake(eventlog.WorkflowStreamKey(runID)) })
+		// An append this instance published itself is delivered already:
+		// WakeSeq ignores its notification.
+		go backend.listen(loopCtx, func(runID string, seq int64) { hub.WakeSeq(eventlog.WorkflowStreamKey(runID), seq) })
 	}
 	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)

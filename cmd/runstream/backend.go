@@ -31,9 +31,10 @@ type backend struct {
 	threads     runevents.ThreadReader
 	idempotency runevents.IdempotencyStore
 	ready       func(context.Context) error
-	// listen, when not nil, delivers other instances' appends (PostgreSQL
-	// LISTEN) until ctx is done.
-	listen func(ctx context.Context, wake func(runID string))
+	// listen, when not nil, delivers the appends of every instance, this
+	// one's included (PostgreSQL LISTEN), each with its run id and newest
+	// seq, until ctx is done.
+	listen func(ctx context.Context, wake func(runID string, seq int64))
 	close  func() error
 }
 
@@ -108,8 +109,8 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) 
 		threads:     db.RunEvents(),
 		idempotency: db.Idempotency(),
 		ready:       db.Ping,
-		listen: func(ctx context.Context, wake func(runID string)) {
-			db.NewListener(func(runID string, _ int64) { wake(runID) }).Run(ctx)
+		listen: func(ctx context.Context, wake func(runID string, seq int64)) {
+			db.NewListener(wake).Run(ctx)
 		},
 		close: db.Close,
 	}, nil

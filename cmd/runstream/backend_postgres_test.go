@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/workflow"
 )
 
 // TestOpenPostgresThreadStores opens the PostgreSQL backend and uses the
@@ -51,5 +54,67 @@ func TestOpenPostgresThreadStores(t *testing.T) {
 	}
 	if resp, err := b.idempotency.Begin(ctx, "alice", "k1", []byte("hash")); err != nil || resp != nil {
 		t.Errorf("Begin = %+v, %v; want a reservation", resp, err)
+	}
+}
+
+// TestOpenPostgresListenDeliversSeq: the PostgreSQL backend's listener
+// hands on the run id and the newest seq of an append, which the hub needs
+// to ignore the notifications of appends it delivered already.
+func TestOpenPostgresListenDeliversSeq(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL backend test")
+	}
+	schema := fmt.Sprintf("rs_cmd_test_%d", time.Now().UnixNano())
+	t.Cleanup(func() { dropSchema(t, url, schema) })
+	b, err := openPostgres(t.Context(), url, schema, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	type notice struct {
+		runID string
+		seq   int64
+	}
+	heard := make(chan notice, 16)
+	ctx, cancel := context.WithCancel(t.Context())
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		b.listen(ctx, func(runID string, seq int64) { heard <- notice{runID, seq} })
+	}()
+	defer func() { cancel(); <-listening }()
+
+	w, v, err := b.workflows.CreateWorkflow(t.Context(), workflow.Workflow{ID: "wf_listen", OwnerID: "u", Name: "listen"},
+		workflow.Version{ID: "wv_listen", Definition: json.RawMessage(`{"name":"listen","nodes":[]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := b.workflows.CreateRun(t.Context(), workflow.Run{ID: "run_listen", WorkflowID: w.ID, VersionID: v.ID, OwnerID: "u", Input: json.RawMessage(`{}`)},
+		[]workflow.NewEvent{{Event: workflow.EventRunCreated, Data: json.RawMessage(`{"version":1,"versionId":"wv_listen"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The listener may connect after the first append: append until it
+	// hears one, then check the seq of what it heard.
+	deadline := time.After(10 * time.Second)
+	for {
+		stored, err := b.workflows.Append(t.Context(), workflow.AppendParams{RunID: run.ID, Events: []workflow.NewEvent{
+			{Event: workflow.EventRunQueued, Data: json.RawMessage(`{"queue":"q"}`)},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case n := <-heard:
+			if n.runID != run.ID || n.seq < 1 || n.seq > stored[0].Seq {
+				t.Fatalf("heard %+v, want run %s and a seq from 1 to %d", n, run.ID, stored[0].Seq)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no notification in 10 s")
+		}
 	}
 }
