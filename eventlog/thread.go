@@ -118,18 +118,8 @@ func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runev
 		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "a batch holds at most %d events, got %d", l.limits.MaxBatchEvents, len(events)).
 			WithDetail("limit", l.limits.MaxBatchEvents)
 	}
-	total := 0
-	for i, e := range events {
-		size := len(e.Content) + len(e.Metadata)
-		if size > l.limits.MaxEventBytes {
-			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata, the limit is %d", i, size, l.limits.MaxEventBytes).
-				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
-		}
-		total += size
-	}
-	if total > l.limits.MaxBatchBytes {
-		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "the batch has %d bytes of content and metadata, the limit is %d", total, l.limits.MaxBatchBytes).
-			WithDetail("limit", l.limits.MaxBatchBytes)
+	if err := l.checkSizes(events, ""); err != nil {
+		return nil, err
 	}
 
 	var problems []contracts.Problem
@@ -156,7 +146,31 @@ func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runev
 		return nil, (&runstream.Error{Code: runstream.CodeValidationFailed,
 			Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
 	}
+	// Redaction markers may be longer than what they replace: what is
+	// stored keeps to the limits too.
+	if err := l.checkSizes(out, " once redacted"); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// checkSizes enforces the event and batch limits on the content and
+// metadata of events; stage, when not empty, says which form was measured.
+func (l *ThreadLog) checkSizes(events []runevents.NewEvent, stage string) error {
+	total := 0
+	for i, e := range events {
+		size := len(e.Content) + len(e.Metadata)
+		if size > l.limits.MaxEventBytes {
+			return runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata%s, the limit is %d", i, size, stage, l.limits.MaxEventBytes).
+				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
+		}
+		total += size
+	}
+	if total > l.limits.MaxBatchBytes {
+		return runstream.Errorf(runstream.CodePayloadTooLarge, "the batch has %d bytes of content and metadata%s, the limit is %d", total, stage, l.limits.MaxBatchBytes).
+			WithDetail("limit", l.limits.MaxBatchBytes)
+	}
+	return nil
 }
 
 // check appends the problems of event e, found at path at, and fills its

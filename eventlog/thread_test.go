@@ -278,6 +278,9 @@ func TestThreadAppendLimits(t *testing.T) {
 		{"configured count", eventlog.ThreadLimits{MaxBatchEvents: 2}, repeat(big(10), 3), runstream.CodePayloadTooLarge},
 		{"configured batch bytes", eventlog.ThreadLimits{MaxBatchBytes: 100}, repeat(big(50-meta), 3), runstream.CodePayloadTooLarge},
 		{"empty batch", eventlog.ThreadLimits{}, nil, runstream.CodeValidationFailed},
+		// Under the limit as sent, over it once each "a" is a redaction marker.
+		{"event over the limit once redacted", eventlog.ThreadLimits{MaxEventBytes: 2000}, []runevents.NewEvent{
+			newEvent("r1", runevents.EventRunError, `""`, `{"error_type":"E","l":[`+strings.Repeat(`{"password":"a"},`, 100)+`{}]}`)}, runstream.CodePayloadTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
