@@ -26,7 +26,11 @@
 //   - emitter.go: the run's only writer. Appends are fenced by the lease
 //     (AppendParams.LeaseOwner); node.output.delta is coalesced per (node
 //     attempt, channel) for DeltaWindow or DeltaMaxBytes and flushed before
-//     any other event of the run.
+//     any other event of the run. The events that set the run's status
+//     (run.awaiting_input, the terminal ones) are appended only while the
+//     status is the one they were chosen for (AppendParams.IfStatus), so
+//     that a run.cancel_requested the engine has not seen yet is never
+//     overwritten: the run ends cancelled instead.
 //   - noderun.go: what a node sees (NodeRun): its input, upstream outputs
 //     and the methods that write its events, AwaitInput included.
 //
@@ -43,5 +47,8 @@
 // A run whose instance died (its lease expired) is claimed by another
 // instance: nodes with stored outputs are not run again, and the
 // interrupted attempt gets node.failed with WORKFLOW_WORKER_LOST, then a
-// next attempt when the node's retry policy allows, else run.failed.
+// next attempt when the node's retry policy allows, else run.failed. An
+// instance that is alive but cannot renew a lease stops that run itself
+// before the lease expires, so that two instances do not run a node at
+// the same time.
 package engine

@@ -3,10 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/workflow"
 )
@@ -22,6 +26,13 @@ const (
 	maxDeltaChunk = 64 << 10
 )
 
+// errConditionFailed is wrapped by the error of an append conditional on
+// the run's status (AppendParams.IfStatus) that the store refused with
+// CodeConflict: the run's status is not the one required (its
+// cancellation was requested), or its lease was lost, or it ended. Such a
+// refusal does not halt the emitter; the caller decides what follows.
+var errConditionFailed = errors.New("the conditional append was refused")
+
 // emitter writes the events of one run through the event log, fenced by
 // the run's lease, and coalesces node.output.delta: deltas are merged per
 // (node attempt, channel) and written when the oldest pending one is
@@ -30,7 +41,9 @@ const (
 //
 // After its first failed append (the lease was lost, the run ended
 // elsewhere, the store failed) or after halt, the emitter writes nothing
-// more and every call returns that error.
+// more and every call returns that error. The one exception is a
+// conditional append refused with CodeConflict (errConditionFailed): it
+// writes nothing and the emitter goes on.
 type emitter struct {
 	log      *eventlog.WorkflowLog
 	runID    string
@@ -58,7 +71,9 @@ type pendingDelta struct {
 	text                       []byte
 }
 
-// delta queues text for (nodeID, nodeRunID, channel).
+// delta queues text for (nodeID, nodeRunID, channel). The text is made
+// valid UTF-8 first: each run of invalid bytes becomes one U+FFFD (so a
+// rune split across two calls is not joined again).
 func (em *emitter) delta(ctx context.Context, nodeID, nodeRunID, channel, text string) error {
 	em.mu.Lock()
 	defer em.mu.Unlock()
@@ -68,11 +83,19 @@ func (em *emitter) delta(ctx context.Context, nodeID, nodeRunID, channel, text s
 	if err := ctx.Err(); err != nil {
 		return err // the caller's attempt ended; the run's writing goes on
 	}
+	// Invalid text may hold no rune start to cut a chunk at, and JSON
+	// encoding would turn each of its bytes into a six-byte \ufffd escape.
+	// Valid UTF-8 has a rune start among any utf8.UTFMax consecutive
+	// bytes, so the cut below finds one in the chunk's last utf8.UTFMax
+	// bytes, and the stored deltas join to the text.
+	text = strings.ToValidUTF8(text, "\uFFFD")
 	for text != "" {
 		chunk := text
 		if len(chunk) > maxDeltaChunk {
+			// Bounded so that cut stays near maxDeltaChunk: every chunk
+			// makes progress, whatever the text.
 			cut := maxDeltaChunk
-			for cut > 0 && !utf8.RuneStart(chunk[cut]) {
+			for cut > maxDeltaChunk-utf8.UTFMax+1 && !utf8.RuneStart(chunk[cut]) {
 				cut--
 			}
 			chunk = chunk[:cut]
@@ -114,8 +137,13 @@ func (em *emitter) timerFlush(gen uint64) {
 }
 
 // emit appends events, after the pending deltas, in one batch. p carries
-// what the batch stores besides events (resume token, node outputs);
-// its RunID, Events and LeaseOwner are set here.
+// what the batch stores besides events (resume token, node outputs, a
+// status condition); its RunID, Events and LeaseOwner are set here.
+//
+// When p.IfStatus is set, the pending deltas are appended first in a batch
+// of their own, without the condition, and the events follow in a
+// conditional batch: a refusal of the events (an error wrapping
+// errConditionFailed) then loses no delta and does not halt the emitter.
 //
 // ctx is the caller's: when it is done the batch is not written and its
 // error returned, without stopping the run's writing (a node's attempt may
@@ -134,8 +162,14 @@ func (em *emitter) emit(ctx context.Context, p workflow.AppendParams, events ...
 	return em.flushLocked(events, p)
 }
 
-// flushLocked appends the pending deltas followed by events.
+// flushLocked appends the pending deltas followed by events (see emit for
+// a conditional p).
 func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendParams) error {
+	if p.IfStatus != "" && len(em.pending) > 0 {
+		if err := em.flushLocked(nil, workflow.AppendParams{}); err != nil {
+			return err
+		}
+	}
 	em.gen++
 	if em.timer != nil {
 		em.timer.Stop()
@@ -162,6 +196,9 @@ func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendPara
 		return em.failLocked(context.Cause(em.flushCtx))
 	}
 	if _, err := em.log.Append(em.flushCtx, p); err != nil {
+		if p.IfStatus != "" && runstream.ErrorCodeOf(err) == runstream.CodeConflict {
+			return fmt.Errorf("%w: %w", errConditionFailed, err)
+		}
 		return em.failLocked(err)
 	}
 	return nil

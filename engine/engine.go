@@ -42,7 +42,11 @@ type Config struct {
 	// suffix.
 	WorkerID string
 	// LeaseDuration is how long a claim lasts unless renewed; it is renewed
-	// every third of it. Defaults to DefaultLeaseDuration.
+	// every third of it. A run whose lease could not be renewed is stopped
+	// (nothing more is written, its nodes' contexts are cancelled) a fifth
+	// of it before the lease expires, so node functions should return
+	// within that margin once their context is done. Defaults to
+	// DefaultLeaseDuration.
 	LeaseDuration time.Duration
 	// PollInterval is how often the engine looks for claimable runs and
 	// checks its runs for cancellation. Defaults to DefaultPollInterval.
@@ -285,7 +289,8 @@ func (e *Engine) claimRuns() {
 		// next claim of the same run, as another instance's would be.
 		owner := e.cfg.WorkerID + "/" + NewID("lease")
 		now := e.now()
-		run, ok, err := e.queue.Claim(e.hardCtx, owner, now, now.Add(e.cfg.LeaseDuration))
+		leaseUntil := now.Add(e.cfg.LeaseDuration)
+		run, ok, err := e.queue.Claim(e.hardCtx, owner, now, leaseUntil)
 		if err != nil {
 			if e.hardCtx.Err() == nil {
 				e.logger.Error("claim runs", "error", err)
@@ -295,13 +300,14 @@ func (e *Engine) claimRuns() {
 		if !ok {
 			return
 		}
-		e.start(run, owner)
+		e.start(run, owner, leaseUntil)
 	}
 }
 
-// start executes a run claimed with lease owner in its own goroutine.
-func (e *Engine) start(run workflow.Run, owner string) {
-	r := newRunner(e, run, owner)
+// start executes a run claimed with lease owner until leaseUntil in its
+// own goroutine.
+func (e *Engine) start(run workflow.Run, owner string, leaseUntil time.Time) {
+	r := newRunner(e, run, owner, leaseUntil)
 	e.mu.Lock()
 	e.runs[run.ID] = r
 	e.mu.Unlock()

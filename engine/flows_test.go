@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"github.com/runstream/runstream/engine/enginetest"
@@ -217,6 +218,99 @@ func TestCancelRequestedBeforeClaim(t *testing.T) {
 		_, events := e.waitTerminal(t, run.ID)
 		enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.cancel_requested", "run.cancelled")
 	})
+}
+
+// A cancellation requested while the run's last steps are under way, and
+// not yet seen by the engine (the API may live in another process; here
+// the engine polls hourly), ends the run cancelled. The status cancelling
+// is not replaced by the run.awaiting_input of a node that parks next
+// (which would park a cancelled run and release it for good), nor by the
+// run.completed or run.failed of the run's last node. Deltas a parking
+// node streamed before it asked for input are kept.
+func TestCancelRequestedBeforeRunEnds(t *testing.T) {
+	tests := []struct {
+		name string
+		// def starts with node p, which ends when the test lets it.
+		def string
+		// fail: p fails for good.
+		fail bool
+		// tail: the events between run.cancel_requested and run.cancelled.
+		tail []string
+	}{
+		{
+			name: "HumanInputParks",
+			def: `{"name":"x","nodes":[{"id":"p","type":"probe"},
+				{"id":"ask","type":"human_input","needs":["p"]}]}`,
+			tail: []string{"node.completed:p", "node.queued:ask", "node.started:ask"},
+		},
+		{
+			name: "NodeParksAfterDeltas",
+			def: `{"name":"x","nodes":[{"id":"p","type":"probe"},
+				{"id":"ask","type":"probe","needs":["p"]}]}`,
+			tail: []string{"node.completed:p", "node.queued:ask", "node.started:ask", "node.output.delta:ask"},
+		},
+		{
+			name: "LastNodeCompletes",
+			def:  probeDefinition,
+			tail: []string{"node.completed:p"},
+		},
+		{
+			name: "LastNodeFails",
+			def:  probeDefinition,
+			fail: true,
+			tail: []string{"node.failed:p"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				gate := make(chan struct{})
+				reg := probeRegistry(t, func(ctx context.Context, n *engine.NodeRun) error {
+					if n.NodeID == "ask" {
+						if err := n.Delta(ctx, "text", "let me ask"); err != nil {
+							return err
+						}
+						return n.AwaitInput(ctx, json.RawMessage(`{"type":"object"}`), []string{"ok"}, 0)
+					}
+					select {
+					case <-gate:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+					if tc.fail {
+						return runstream.Errorf(runstream.CodeInvalidArgument, "p refuses")
+					}
+					return nil
+				})
+				run := e.createRun(t, tc.def, `{}`)
+				eng := e.start(t, func(c *engine.Config) {
+					c.Registry, c.PollInterval, c.LeaseDuration = reg, time.Hour, time.Hour
+				})
+				e.wait(t, run.ID, "p started", func(_ workflow.Run, envs []workflow.Envelope) bool {
+					return slices.Contains(enginetest.Sequence(envs), "node.started:p")
+				})
+				// What POST /cancel does for a running run, without telling
+				// the engine.
+				if _, err := e.log.Append(t.Context(), workflow.AppendParams{RunID: run.ID, IfStatus: workflow.StatusRunning,
+					Events: []workflow.NewEvent{{Event: workflow.EventRunCancelRequested, Data: engine.CancelRequestedData("alice")}}}); err != nil {
+					t.Fatal(err)
+				}
+				close(gate)
+				got, events := e.waitTerminal(t, run.ID)
+				want := []string{"run.created", "run.queued", "run.started", "node.queued:p", "node.started:p", "run.cancel_requested"}
+				want = append(append(want, tc.tail...), "run.cancelled")
+				enginetest.CheckSequence(t, events, want...)
+				if got.Status != workflow.StatusCancelled || got.LeaseOwner != "" {
+					t.Errorf("run %s leased to %q, want cancelled and released", got.Status, got.LeaseOwner)
+				}
+				synctest.Wait()
+				if n := eng.Running(); n != 0 {
+					t.Errorf("the engine still runs %d runs", n)
+				}
+			})
+		})
+	}
 }
 
 func TestPauseResume(t *testing.T) {

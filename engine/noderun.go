@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -33,6 +34,9 @@ type NodeRun struct {
 	em    *emitter
 	clock func() time.Time
 	ttl   time.Duration
+	// cancelRun stops the run's nodes and ends the run cancelled; AwaitInput
+	// calls it when the run is no longer running.
+	cancelRun func()
 }
 
 // errParked is returned (wrapped) by AwaitInput: the node waits for input.
@@ -46,7 +50,9 @@ func (n *NodeRun) Env() (Env, error) { return NewEnv(n.Input, n.Outputs) }
 func (n *NodeRun) Now() time.Time { return n.clock() }
 
 // Delta streams text on a channel ("text" for model tokens) as
-// node.output.delta events, coalesced before they are stored.
+// node.output.delta events, coalesced before they are stored. text should
+// be whole runes of UTF-8: each run of invalid bytes is stored as one
+// U+FFFD, even when the next call would complete a rune.
 func (n *NodeRun) Delta(ctx context.Context, channel, text string) error {
 	return n.em.delta(ctx, n.NodeID, n.NodeRunID, channel, text)
 }
@@ -99,7 +105,12 @@ func (n *NodeRun) ToolFinished(ctx context.Context, toolCallID, name string, out
 // SHA-256 is stored) that expires after ttl (the engine's default when
 // ttl <= 0). The node must return the error AwaitInput returns; when the
 // run is resumed, the node's output is {"action", "values"} of the resume
-// request.
+// request. At most one node of a run may await input at a time.
+//
+// run.awaiting_input is appended only while the run's status is running.
+// When it is not (the run's cancellation was requested since it was last
+// read), nothing is appended: the run's nodes are stopped and the run ends
+// cancelled, as when the engine sees the request itself.
 func (n *NodeRun) AwaitInput(ctx context.Context, formSchema json.RawMessage, actions []string, ttl time.Duration) error {
 	if ttl <= 0 {
 		ttl = n.ttl
@@ -113,12 +124,19 @@ func (n *NodeRun) AwaitInput(ctx context.Context, formSchema json.RawMessage, ac
 		NodeID: n.NodeID, NodeRunID: n.NodeRunID, Hash: hash[:],
 		Actions: actions, FormSchema: formSchema, ExpiresAt: expires,
 	}
-	err := n.emit(ctx, workflow.AppendParams{ResumeToken: stored}, workflow.EventRunAwaitingInput, struct {
+	// Unconditional, run.awaiting_input would replace the status
+	// cancelling of a run whose cancellation was just requested, and the
+	// parked run would never be cancelled.
+	err := n.emit(ctx, workflow.AppendParams{ResumeToken: stored, IfStatus: workflow.StatusRunning}, workflow.EventRunAwaitingInput, struct {
 		FormSchema  json.RawMessage `json:"formSchema"`
 		Actions     []string        `json:"actions"`
 		ResumeToken string          `json:"resumeToken"`
 		ExpiresAt   string          `json:"expiresAt"`
 	}{formSchema, actions, token, timestamp(expires)})
+	if errors.Is(err, errConditionFailed) {
+		n.cancelRun()
+		return fmt.Errorf("await input: %w", err)
+	}
 	if err != nil {
 		return err
 	}

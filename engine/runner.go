@@ -40,12 +40,34 @@ var (
 	errRunnerDone      = errors.New("the runner finished")
 )
 
+// Lease upkeep, as divisors of Config.LeaseDuration.
+const (
+	// renewDivisor: the lease is renewed once a third of it has passed
+	// since it was last renewed.
+	renewDivisor = 3
+	// fenceDivisor: a runner that could not renew its lease stops its run
+	// (the same as when the lease is lost) a fifth of the lease before the
+	// lease it last obtained expires. The margin is for its nodes to see
+	// their context cancelled and return, and for clocks that differ
+	// between instances, before another instance may claim the run and
+	// start the same nodes.
+	fenceDivisor = 5
+	// storeCallDivisor: each lease renewal and read of the run is
+	// abandoned after a sixth of the lease (and at the latest when the
+	// runner must stop), so that a store that does not answer cannot keep
+	// a runner from stopping its run in time.
+	storeCallDivisor = 6
+)
+
 // runner executes one claimed run until it ends, yields or is lost.
 type runner struct {
 	e   *Engine
 	run workflow.Run
 	// owner is the lease owner of this runner's claim.
 	owner string
+	// leaseUntil is when the lease of this runner's claim expires, as set
+	// by the claim; supervise renews it.
+	leaseUntil time.Time
 
 	// ctx is the run's writing context, cancelled (with its cause) when
 	// the run must not be written any more.
@@ -70,8 +92,8 @@ type runner struct {
 	artifacts []artifactRef
 }
 
-func newRunner(e *Engine, run workflow.Run, owner string) *runner {
-	r := &runner{e: e, run: run, owner: owner, poke: make(chan struct{}, 1), cancelReq: make(chan struct{}), outputs: map[string]json.RawMessage{}}
+func newRunner(e *Engine, run workflow.Run, owner string, leaseUntil time.Time) *runner {
+	r := &runner{e: e, run: run, owner: owner, leaseUntil: leaseUntil, poke: make(chan struct{}, 1), cancelReq: make(chan struct{}), outputs: map[string]json.RawMessage{}}
 	r.ctx, r.stopWriting = context.WithCancelCause(e.hardCtx)
 	r.nodesCtx, r.stopNodes = context.WithCancelCause(r.ctx)
 	r.em = &emitter{
@@ -96,14 +118,26 @@ func (r *runner) execute() {
 	wg.Wait()
 	switch end {
 	case yielded:
-		if r.em.emit(r.ctx, workflow.AppendParams{}) == nil { // pending deltas first
-			r.em.halt(errRunnerDone)
-			r.e.releaseLease(r.ctx, r.run.ID, r.owner)
+		// Pending deltas first; when they cannot be written the run is
+		// left as when lost: its lease expires.
+		if err := r.em.emit(r.ctx, workflow.AppendParams{}); err != nil {
+			r.left(fmt.Errorf("write pending deltas: %w", err))
+			return
 		}
+		r.em.halt(errRunnerDone)
+		r.e.releaseLease(r.ctx, r.run.ID, r.owner)
 	case lost:
-		if cause := context.Cause(r.ctx); cause != nil && r.e.hardCtx.Err() == nil {
-			r.e.logger.Warn("run left", "run_id", r.run.ID, "cause", cause)
+		if cause := context.Cause(r.ctx); cause != nil {
+			r.left(cause)
 		}
+	}
+}
+
+// left logs why the run was left without a terminal event or a release,
+// unless the engine abandoned its runs.
+func (r *runner) left(cause error) {
+	if r.e.hardCtx.Err() == nil {
+		r.e.logger.Warn("run left", "run_id", r.run.ID, "cause", cause)
 	}
 }
 
@@ -172,7 +206,7 @@ func (r *runner) schedule(states map[string]*nodeState, restart map[string]start
 	var failedID string
 	var failure *runstream.Error
 	var failureRetryable bool
-	stopping, cancelled := false, false
+	stopping := false
 	cancelReq, drain, writing := r.cancelReq, r.e.drain, r.ctx.Done()
 	for {
 		if !stopping && r.nodesCtx.Err() == nil {
@@ -223,9 +257,8 @@ func (r *runner) schedule(states map[string]*nodeState, restart map[string]start
 			case nodeYielded:
 				stopping = true
 			}
-		case <-cancelReq:
-			cancelReq, cancelled, stopping = nil, true, true
-			r.stopNodes(errCancelRequested)
+		case <-cancelReq: // requestCancel stopped the nodes
+			cancelReq, stopping = nil, true
 		case <-drain:
 			drain, stopping = nil, true
 		case <-writing:
@@ -235,7 +268,7 @@ func (r *runner) schedule(states map[string]*nodeState, restart map[string]start
 	switch {
 	case r.ctx.Err() != nil:
 		return lost
-	case cancelled:
+	case r.cancelRequested(): // also when the last node ended first
 		return r.cancelled()
 	case failure != nil:
 		return r.failRun(failedID, mustJSON(nodeErrorObject(failure, failureRetryable)))
@@ -283,7 +316,7 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		n := &NodeRun{
 			RunID: r.run.ID, WorkflowID: r.run.WorkflowID, NodeID: id, NodeRunID: NewID("nr"),
 			Attempt: attempt, Input: r.run.Input, Outputs: maps.Clone(upstream),
-			em: r.em, clock: r.e.cfg.Clock, ttl: r.e.cfg.ResumeTokenTTL,
+			em: r.em, clock: r.e.cfg.Clock, ttl: r.e.cfg.ResumeTokenTTL, cancelRun: r.requestCancel,
 		}
 		begin := time.Now()
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeStarted, id, n.NodeRunID, nodeStartedData{Attempt: attempt})) != nil {
@@ -376,7 +409,8 @@ func (r *runner) nodeError(id string, err error) *runstream.Error {
 	return runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s failed", id).WithNode(id)
 }
 
-// complete writes run.completed with the run's output.
+// complete writes run.completed with the run's output, or run.cancelled
+// when the run's cancellation was requested meanwhile (see endRunning).
 func (r *runner) complete() outcome {
 	def := r.plan.def
 	out := json.RawMessage("null")
@@ -399,45 +433,95 @@ func (r *runner) complete() outcome {
 	// Ids are time-ordered: creation order.
 	slices.SortStableFunc(artifacts, func(a, b artifactRef) int { return strings.Compare(a.ArtifactID, b.ArtifactID) })
 	data := runCompletedData{Output: out, Artifacts: artifacts, FinishedAt: timestamp(r.e.now())}
-	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunCompleted, data)) != nil {
-		return lost
-	}
-	return ended
+	return r.endRunning(runEvent(workflow.EventRunCompleted, data))
 }
 
-// failRun writes run.failed with an error object.
+// failRun writes run.failed with an error object, or run.cancelled when
+// the run's cancellation was requested meanwhile (see endRunning).
 func (r *runner) failRun(nodeID string, errObj json.RawMessage) outcome {
 	data := runFailedData{Error: errObj, FinishedAt: timestamp(r.e.now())}
 	if nodeID != "" {
 		data.FailedNodeID = &nodeID
 	}
-	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunFailed, data)) != nil {
-		return lost
-	}
-	return ended
+	return r.endRunning(runEvent(workflow.EventRunFailed, data))
 }
 
-// cancelled writes run.cancelled.
+// endRunning appends the terminal event end only while the run's status
+// is running. A cancellation requested since the runner last read the run
+// made it cancelling: then end is not written, the run ends cancelled.
+func (r *runner) endRunning(end workflow.NewEvent) outcome {
+	err := r.em.emit(r.ctx, workflow.AppendParams{IfStatus: workflow.StatusRunning}, end)
+	switch {
+	case err == nil:
+		return ended
+	case errors.Is(err, errConditionFailed):
+		return r.cancelled()
+	}
+	return lost
+}
+
+// cancelled writes run.cancelled, which only follows run.cancel_requested:
+// it is appended only while the run's status is cancelling. When it cannot
+// be written the run is lost.
 func (r *runner) cancelled() outcome {
-	if r.em.emit(r.ctx, workflow.AppendParams{}, runEvent(workflow.EventRunCancelled, runCancelledData{FinishedAt: timestamp(r.e.now())})) != nil {
+	end := runEvent(workflow.EventRunCancelled, runCancelledData{FinishedAt: timestamp(r.e.now())})
+	if err := r.em.emit(r.ctx, workflow.AppendParams{IfStatus: workflow.StatusCancelling}, end); err != nil {
+		r.stopWriting(fmt.Errorf("write run.cancelled: %w", err))
 		return lost
 	}
 	return ended
 }
 
-// requestCancel stops the run's nodes; the run then ends cancelled.
+// requestCancel stops the run's nodes at once and tells schedule, which
+// starts no node more; the run then ends cancelled. It may be called from
+// any goroutine, more than once.
 func (r *runner) requestCancel() {
-	r.cancelOnce.Do(func() { close(r.cancelReq) })
+	r.cancelOnce.Do(func() {
+		r.stopNodes(errCancelRequested)
+		close(r.cancelReq)
+	})
+}
+
+// cancelRequested reports whether requestCancel was called.
+func (r *runner) cancelRequested() bool {
+	select {
+	case <-r.cancelReq:
+		return true
+	default:
+		return false
+	}
 }
 
 // supervise renews the lease and watches the stored run until done is
 // closed: a cancellation request stops the nodes; a lost lease or a run
-// ended elsewhere stops all writing.
+// ended elsewhere stops all writing. So does a lease that could not be
+// renewed until a fifth of it before it expires (fenceDivisor): the
+// runner stops its run rather than let another instance run its nodes at
+// the same time.
 func (r *runner) supervise(done <-chan struct{}) {
 	lease := r.e.cfg.LeaseDuration
-	t := time.NewTicker(min(r.e.cfg.PollInterval, lease/3))
+	margin, callTimeout := lease/fenceDivisor, lease/storeCallDivisor
+	t := time.NewTicker(min(r.e.cfg.PollInterval, lease/renewDivisor))
 	defer t.Stop()
-	renewed := r.e.now()
+	renewed := r.leaseUntil.Add(-lease)
+	// fenceAt is when the runner stops the run unless it renewed the
+	// lease; fence fires then (in the timers' time, as Clock may be
+	// offset), in case no tick comes soon enough.
+	fenceAt := r.leaseUntil.Add(-margin)
+	fence := time.NewTimer(fenceAt.Sub(r.e.now()))
+	defer fence.Stop()
+	expired := func() bool {
+		now := r.e.now()
+		if now.Before(fenceAt) {
+			return false
+		}
+		r.stopWriting(fmt.Errorf("lease expired: not renewed since %s, it expires at %s", timestamp(renewed), timestamp(fenceAt.Add(margin))))
+		return true
+	}
+	// storeCtx bounds one store call: callTimeout, and fenceAt.
+	storeCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(r.ctx, min(callTimeout, fenceAt.Sub(r.e.now())))
+	}
 	for {
 		select {
 		case <-done:
@@ -446,21 +530,32 @@ func (r *runner) supervise(done <-chan struct{}) {
 			return
 		case <-t.C:
 		case <-r.poke:
+		case <-fence.C:
 		}
-		now := r.e.now()
-		if now.Sub(renewed) >= lease/3 {
-			err := r.e.queue.RenewLease(r.ctx, r.run.ID, r.owner, now.Add(lease))
+		if expired() {
+			return
+		}
+		if now := r.e.now(); now.Sub(renewed) >= lease/renewDivisor {
+			ctx, cancel := storeCtx()
+			err := r.e.queue.RenewLease(ctx, r.run.ID, r.owner, now.Add(lease))
+			cancel()
 			switch code := runstream.ErrorCodeOf(err); {
 			case err == nil:
-				renewed = now
+				renewed, fenceAt = now, now.Add(lease-margin)
+				fence.Reset(fenceAt.Sub(r.e.now()))
 			case code == runstream.CodeConflict || code == runstream.CodeWorkflowRunNotFound:
 				r.stopWriting(fmt.Errorf("lease lost: %w", err))
 				return
 			case r.ctx.Err() == nil:
 				r.e.logger.Warn("renew lease", "run_id", r.run.ID, "error", err)
 			}
+			if expired() {
+				return
+			}
 		}
-		run, err := r.e.store.GetRun(r.ctx, r.run.ID, runstream.AnyOwner)
+		ctx, cancel := storeCtx()
+		run, err := r.e.store.GetRun(ctx, r.run.ID, runstream.AnyOwner)
+		cancel()
 		if err != nil {
 			if r.ctx.Err() == nil {
 				r.e.logger.Warn("watch run", "run_id", r.run.ID, "error", err)

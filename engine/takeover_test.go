@@ -1,10 +1,14 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"github.com/runstream/runstream/engine/enginetest"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -299,4 +303,164 @@ func TestOwnReclaimIsFenced(t *testing.T) {
 			t.Errorf("slow completed by attempt %d, want the retry, 2", completed.Attempt)
 		}
 	})
+}
+
+// partitioned is a store that an engine cannot reach for claims, lease
+// renewals and reads of a run from cut until heal, as in a network
+// partition: the calls fail at once or, when hang is set, only when their
+// context ends or the partition heals. Appends go through the env's log,
+// not this store: nothing on the engine's write path fails.
+type partitioned struct {
+	*memory.WorkflowStore
+	hang   bool
+	cutOff atomic.Bool
+	healed chan struct{}
+}
+
+func newPartitioned(s *memory.WorkflowStore, hang bool) *partitioned {
+	return &partitioned{WorkflowStore: s, hang: hang, healed: make(chan struct{})}
+}
+
+func (s *partitioned) cut()  { s.cutOff.Store(true) }
+func (s *partitioned) heal() { s.cutOff.Store(false); close(s.healed) }
+
+func (s *partitioned) unreachable(ctx context.Context) error {
+	if !s.cutOff.Load() {
+		return nil
+	}
+	if s.hang {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.healed:
+		}
+	}
+	return runstream.Errorf(runstream.CodeUnavailable, "store unreachable")
+}
+
+func (s *partitioned) Claim(ctx context.Context, owner string, now, until time.Time) (workflow.Run, bool, error) {
+	if err := s.unreachable(ctx); err != nil {
+		return workflow.Run{}, false, err
+	}
+	return s.WorkflowStore.Claim(ctx, owner, now, until)
+}
+
+func (s *partitioned) RenewLease(ctx context.Context, runID, owner string, until time.Time) error {
+	if err := s.unreachable(ctx); err != nil {
+		return err
+	}
+	return s.WorkflowStore.RenewLease(ctx, runID, owner, until)
+}
+
+func (s *partitioned) GetRun(ctx context.Context, id string, owner runstream.Owner) (workflow.Run, error) {
+	if err := s.unreachable(ctx); err != nil {
+		return workflow.Run{}, err
+	}
+	return s.WorkflowStore.GetRun(ctx, id, owner)
+}
+
+// logBuffer collects an engine's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// An engine that cannot renew its lease (the store fails or does not
+// answer) stops its run before the lease expires: it cancels the node's
+// context, writes nothing more and logs it. When another engine takes the
+// run over after the lease expired, the node's attempts never run at the
+// same time (as side effects done twice would), and the run completes with
+// the second attempt.
+func TestLeaseExpiryStopsRun(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		name := "StoreFails"
+		if hang {
+			name = "StoreHangs"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				// running counts the attempts of p under way, maxRunning the
+				// most at once.
+				var mu sync.Mutex
+				running, maxRunning := 0, 0
+				attempts := func() (now, most int) {
+					mu.Lock()
+					defer mu.Unlock()
+					return running, maxRunning
+				}
+				reg := probeRegistry(t, func(ctx context.Context, n *engine.NodeRun) error {
+					mu.Lock()
+					running++
+					maxRunning = max(maxRunning, running)
+					mu.Unlock()
+					defer func() {
+						mu.Lock()
+						running--
+						mu.Unlock()
+					}()
+					select { // a side effect that writes no event
+					case <-time.After(20 * time.Second):
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+				pa := newPartitioned(e.store, hang)
+				var logs logBuffer
+				a := e.start(t, func(c *engine.Config) {
+					c.Store, c.Registry, c.WorkerID = pa, reg, "a"
+					c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				})
+				run := e.createRun(t, `{"name":"x","nodes":[{"id":"p","type":"probe","retry":{"maxAttempts":2}}]}`, `{}`)
+				a.Notify(run.ID)
+				e.wait(t, run.ID, "p started", func(_ workflow.Run, envs []workflow.Envelope) bool {
+					return slices.Contains(enginetest.Sequence(envs), "node.started:p")
+				})
+				pa.cut()
+				time.Sleep(4 * time.Second) // a's lease (3 s) has expired
+				if now, _ := attempts(); now != 0 {
+					t.Errorf("a still runs p after its lease expired")
+				}
+				if n := a.Running(); n != 0 {
+					t.Errorf("a still runs %d runs after their lease expired", n)
+				}
+				if !strings.Contains(logs.String(), "lease expired") {
+					t.Errorf("a did not log that the lease expired; its log:\n%s", logs.String())
+				}
+				e.start(t, func(c *engine.Config) { c.Registry, c.WorkerID = reg, "b" })
+				e.wait(t, run.ID, "p's second attempt", func(_ workflow.Run, envs []workflow.Envelope) bool {
+					return slices.Equal(enginetest.Attempts(t, envs, "p"), []int{1, 2})
+				})
+				pa.heal()
+				got, events := e.waitTerminal(t, run.ID)
+				if _, most := attempts(); most != 1 {
+					t.Errorf("%d attempts of p ran at once", most)
+				}
+				enginetest.CheckSequence(t, events,
+					"run.created", "run.queued", "run.started", "node.queued:p", "node.started:p",
+					"node.failed:p", "node.started:p", "node.completed:p", "run.completed")
+				var lostErr failedData
+				enginetest.Data(t, events, workflow.EventNodeFailed, "p", 0, &lostErr)
+				if lostErr.Error.Code != runstream.CodeWorkflowWorkerLost || !lostErr.WillRetry {
+					t.Errorf("node.failed of p's first attempt: %+v", lostErr)
+				}
+				if got.Status != workflow.StatusCompleted {
+					t.Errorf("run %s", got.Status)
+				}
+			})
+		})
+	}
 }

@@ -1,0 +1,115 @@
+package engine
+
+// The emitter is tested from inside the package: a Delta that never
+// returns holds the emitter's mutex, so a run whose node calls it can
+// neither end nor be stopped, and a test through an engine would hang
+// instead of failing.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflow"
+)
+
+// newTestEmitter returns an emitter for a new run in a memory store, with
+// no lease, and a function that returns the run's node.output.delta texts.
+// The caller halts the emitter (which stops its flush timer).
+func newTestEmitter(t *testing.T) (*emitter, func() []string) {
+	t.Helper()
+	v, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.NewWorkflowStore()
+	t.Cleanup(func() { store.Close() })
+	log := eventlog.NewWorkflowLog(store, v, nil, nil)
+	ctx := context.Background()
+	w, ver, err := store.CreateWorkflow(ctx, workflow.Workflow{ID: "wf_1", OwnerID: "alice", Name: "test"},
+		workflow.Version{ID: "wv_1", Definition: json.RawMessage(`{"name":"x","nodes":[{"id":"p","type":"transform","config":{"expression":"1"}}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := log.CreateRun(ctx, workflow.Run{ID: "run_1", WorkflowID: w.ID, VersionID: ver.ID, OwnerID: "alice", Input: json.RawMessage(`{}`)},
+		[]workflow.NewEvent{{Event: workflow.EventRunCreated, Data: RunCreatedData(ver, json.RawMessage(`{}`))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := &emitter{log: log, runID: run.ID, window: DefaultDeltaWindow, maxBytes: DefaultDeltaMaxBytes, flushCtx: ctx}
+	deltas := func() []string {
+		t.Helper()
+		envs, err := store.ListEvents(ctx, run.ID, 0, workflow.MaxEventPageLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, env := range envs {
+			if env.Event != workflow.EventNodeOutputDelta {
+				continue
+			}
+			var d struct{ Delta string }
+			if err := json.Unmarshal(env.Data, &d); err != nil {
+				t.Fatalf("seq %d: %v", env.Seq, err)
+			}
+			out = append(out, d.Delta)
+		}
+		return out
+	}
+	return em, deltas
+}
+
+// TestDeltaLongText: text longer than maxDeltaChunk is stored in chunks
+// cut at rune boundaries, each valid UTF-8, that join to the text; text
+// that is not valid UTF-8, even with no rune start in its first
+// maxDeltaChunk bytes, is stored with each run of invalid bytes replaced
+// by one U+FFFD, and Delta returns.
+func TestDeltaLongText(t *testing.T) {
+	// Two-byte runes, shifted by one byte so that maxDeltaChunk falls
+	// inside a rune.
+	multiByte := "a" + strings.Repeat("é", maxDeltaChunk)
+	tests := []struct {
+		name, text, want string
+	}{
+		{"ValidMultiByte", multiByte, multiByte},
+		{"NoRuneStart", strings.Repeat("\x80", 70<<10), "\uFFFD"},
+		{"InvalidRuns", "ok\xff\xfe" + multiByte + strings.Repeat("\xbf", maxDeltaChunk), "ok\uFFFD" + multiByte + "\uFFFD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			em, deltas := newTestEmitter(t)
+			done := make(chan error, 1)
+			go func() {
+				err := em.delta(t.Context(), "p", "nr_1", "text", tc.text)
+				if err == nil {
+					err = em.emit(t.Context(), workflow.AppendParams{}) // the pending rest
+				}
+				em.halt(errRunnerDone)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("Delta did not return within a minute")
+			}
+			got := deltas()
+			for i, d := range got {
+				if !utf8.ValidString(d) || len(d) > maxDeltaChunk {
+					t.Errorf("delta %d of %d: %d bytes, valid UTF-8: %t", i, len(got), len(d), utf8.ValidString(d))
+				}
+			}
+			if joined := strings.Join(got, ""); joined != tc.want {
+				t.Errorf("the %d stored deltas join to %d bytes, want %d", len(got), len(joined), len(tc.want))
+			}
+		})
+	}
+}
