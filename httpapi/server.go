@@ -18,6 +18,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/workflow"
+	"golang.org/x/sync/singleflight"
 )
 
 // Defaults of Config.
@@ -101,6 +102,8 @@ type Server struct {
 	streams *streamSet
 	// perUser counts each user's open streams (StreamConfig.MaxPerUser).
 	perUser *userStreams
+	// runReads shares the run reads of simultaneous stream requests.
+	runReads singleflight.Group
 	// registered lists the routes in the order routes() registered them;
 	// the OpenAPI test compares them with openapi.json.
 	registered []registeredRoute

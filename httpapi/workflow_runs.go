@@ -100,13 +100,30 @@ func (s *Server) listWorkflowRunEvents(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
+// streamRun reads the run a stream request names for user. Requests for
+// the same run and user that arrive while a read is in flight share it, so
+// that the followers of a run reconnecting at once (after a restart, say)
+// make one store read rather than one each. A shared read was made after
+// each of its requests arrived, so its LastSeq is one the store held
+// before they subscribe, as Subscribe needs.
+func (s *Server) streamRun(ctx context.Context, runID, user string) (workflow.Run, error) {
+	v, err, _ := s.runReads.Do(runID+"\x00"+user, func() (any, error) {
+		// Not cancelled with the first request: the others wait on it.
+		return s.cfg.Workflows.GetRun(context.WithoutCancel(ctx), runID, runstream.OwnedBy(user))
+	})
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	return v.(workflow.Run), nil
+}
+
 func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	cursor, err := parseCursor(r)
 	if err != nil {
 		return err
 	}
-	run, err := s.cfg.Workflows.GetRun(ctx, r.PathValue("run_id"), ownerOf(r))
+	run, err := s.streamRun(ctx, r.PathValue("run_id"), userOf(r))
 	if err != nil {
 		return err
 	}
