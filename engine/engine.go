@@ -290,7 +290,12 @@ func (e *Engine) claimRuns() {
 		owner := e.cfg.WorkerID + "/" + NewID("lease")
 		now := e.now()
 		leaseUntil := now.Add(e.cfg.LeaseDuration)
-		run, ok, err := e.queue.Claim(e.hardCtx, owner, now, leaseUntil)
+		// A claim that does not answer in time is abandoned, so that a store
+		// that hangs cannot block Stop; had it committed, its lease expires
+		// unused and the run is claimed again.
+		ctx, cancel := context.WithTimeout(e.hardCtx, e.cfg.LeaseDuration/storeCallDivisor)
+		run, ok, err := e.queue.Claim(ctx, owner, now, leaseUntil)
+		cancel()
 		if err != nil {
 			if e.hardCtx.Err() == nil {
 				e.logger.Error("claim runs", "error", err)

@@ -464,3 +464,21 @@ func TestLeaseExpiryStopsRun(t *testing.T) {
 		})
 	}
 }
+
+// A claim the store does not answer is abandoned after a sixth of the
+// lease, so it cannot keep Stop from draining the engine.
+func TestStopWhileAClaimHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		pa := newPartitioned(e.store, true)
+		pa.cut()
+		a := e.start(t, func(c *engine.Config) { c.Store = pa })
+		synctest.Wait() // the engine's first claim hangs
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if err := a.Stop(ctx); err != nil {
+			t.Errorf("Stop while a claim hangs: %v", err)
+		}
+		pa.heal()
+	})
+}
