@@ -52,8 +52,8 @@ func newThreadRunView(r runevents.ThreadRun) threadRunView {
 // putThreadRunBody is the body of PUT /api/threads/{thread_id}/runs/{run_id}.
 type putThreadRunBody struct {
 	Status        runevents.RunStatus `json:"status"`
-	CreatedAt     *time.Time          `json:"created_at"`
-	UpdatedAt     *time.Time          `json:"updated_at"`
+	CreatedAt     *string             `json:"created_at"`
+	UpdatedAt     *string             `json:"updated_at"`
 	ModelName     *string             `json:"model_name"`
 	OperationKind *string             `json:"operation_kind"`
 	Metadata      json.RawMessage     `json:"metadata"`
@@ -122,11 +122,19 @@ func (b putThreadRunBody) toRun(threadID, runID, user string) (runevents.ThreadR
 		}
 		run.ModelName = *b.ModelName
 	}
-	if b.CreatedAt != nil {
-		run.CreatedAt = *b.CreatedAt
-	}
-	if b.UpdatedAt != nil {
-		run.UpdatedAt = *b.UpdatedAt
+	for _, ts := range []struct {
+		path  string
+		value *string
+		into  *time.Time
+	}{{"/created_at", b.CreatedAt, &run.CreatedAt}, {"/updated_at", b.UpdatedAt, &run.UpdatedAt}} {
+		if ts.value == nil {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, *ts.value)
+		if err != nil {
+			return run, bodyProblem(ts.path, errors.New("must be an RFC 3339 date-time with a time zone"))
+		}
+		*ts.into = t
 	}
 	if len(b.Metadata) > 0 && string(b.Metadata) != "null" {
 		var meta map[string]json.RawMessage

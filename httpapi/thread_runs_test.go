@@ -80,6 +80,13 @@ func testPutThreadRunRefusals(t *testing.T, b threadBackend) {
 			}
 		})
 	}
+	// A bad time names its member, and does not echo the value.
+	env := newThreadEnvOn(t, b)
+	body := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1", `{"status":"running","updated_at":"yesterday"}`), 422, runstream.CodeValidationFailed)
+	problems, _ := body.Details["problems"].([]any)
+	if at, _ := problemAt(problems, 0); at != "/updated_at" || strings.Contains(body.Message, "yesterday") {
+		t.Errorf("bad updated_at: problem at %q, message %q", at, body.Message)
+	}
 }
 
 func TestThreadRunOwners(t *testing.T) { forEachThreadBackend(t, testThreadRunOwners) }
