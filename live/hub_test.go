@@ -133,9 +133,7 @@ func TestPollIsSharedPerStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &countingPoll{stored: map[string]int64{"followed": 3, "idle": 9}, queries: map[string]int{}}
 		h := New(Config{Poll: p.poll, PollInterval: 800 * time.Millisecond})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 
 		subs := make([]*Subscription, 50)
 		for i := range subs {
@@ -174,9 +172,7 @@ func TestWakePollsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &countingPoll{stored: map[string]int64{"s": 1}, queries: map[string]int{}}
 		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		sub := h.Subscribe("s", 0)
 		defer sub.Close()
 		h.Wake("s")
@@ -217,9 +213,7 @@ func TestOutOfOrderPublishesAreReordered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &countingPoll{stored: map[string]int64{"s": 0}, queries: map[string]int{}}
 		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		subs := []*Subscription{h.Subscribe("s", 0), h.Subscribe("s", 0)}
 		h.Publish("s", events(1, 1))
 		h.Publish("s", events(3, 3)) // seq 2's publisher is late
@@ -245,9 +239,7 @@ func TestGapFilledByThePoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &countingPoll{stored: map[string]int64{"s": 3}, queries: map[string]int{}}
 		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		sub := h.Subscribe("s", 0)
 		h.Publish("s", events(3, 3)) // 1 and 2 were appended by another instance
 		synctest.Wait()
@@ -307,9 +299,7 @@ func TestSlowPollTimesOut(t *testing.T) {
 			return nil, nil
 		}
 		h := New(Config{Poll: poll, PollInterval: time.Hour, PollTimeout: time.Second})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		hung, fast := h.Subscribe("hung", 0), h.Subscribe("fast", 0)
 		defer hung.Close()
 		defer fast.Close()
@@ -384,9 +374,7 @@ func TestOldViewCursorDoesNotRereadHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPagedPoll(map[string]int64{"v": 10_000})
 		h := New(Config{Poll: p.poll, PollInterval: 800 * time.Millisecond})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		head := h.SubscribeView("v", 10_000)
 		defer head.Close()
 		h.SubscribeView("v", 0).Close() // Last-Event-ID: 0, then gone (a 429, say)
@@ -429,9 +417,7 @@ func TestOldViewCursorNeverCutsHeadFollowers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPagedPoll(map[string]int64{"v": 10_000})
 		h := New(Config{Poll: p.poll, PollInterval: 800 * time.Millisecond})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		head := h.SubscribeView("v", 10_000)
 		defer head.Close()
 		old := h.SubscribeView("v", 0)
@@ -461,9 +447,7 @@ func TestWakeForDeliveredSeqIsIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &countingPoll{stored: map[string]int64{"s": 3}, queries: map[string]int{}}
 		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		sub := h.Subscribe("s", 0)
 		defer sub.Close()
 		h.Publish("s", events(1, 3)) // local appends, delivered
@@ -501,9 +485,7 @@ func TestWakesWhileBusyQueueOnePoll(t *testing.T) {
 			return p.poll(ctx, key, after)
 		}
 		h := New(Config{Poll: poll, PollInterval: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		busy, s := h.Subscribe("busy", 0), h.Subscribe("s", 0)
 		defer busy.Close()
 		defer s.Close()
@@ -566,9 +548,7 @@ func TestTickServesWakesBetweenStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &hangingPoll{hang: map[string]bool{"a": true, "b": true, "c": true}, reads: map[string][]time.Time{}}
 		h := New(Config{Poll: p.poll, PollInterval: 10 * time.Second, PollTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		go h.Run(ctx)
+		go h.Run(t.Context()) // until the test ends
 		for _, key := range []string{"a", "b", "c"} {
 			defer h.Subscribe(key, 0).Close()
 		}

@@ -18,21 +18,7 @@ import (
 // and the idempotency store are provided and share the database.
 func TestOpenPostgresThreadStores(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL backend test")
-	}
-	schema := fmt.Sprintf("rs_cmd_test_%d", time.Now().UnixNano())
-	t.Cleanup(func() { dropSchema(t, url, schema) })
-	b, err := openPostgres(t.Context(), url, schema, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := b.close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	}()
+	b := openTestPostgres(t)
 	if b.runs == nil || b.threads == nil || b.idempotency == nil {
 		t.Fatalf("backend stores: runs %v, threads %v, idempotency %v; want all three", b.runs, b.threads, b.idempotency)
 	}
@@ -62,17 +48,7 @@ func TestOpenPostgresThreadStores(t *testing.T) {
 // to ignore the notifications of appends it delivered already.
 func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL backend test")
-	}
-	schema := fmt.Sprintf("rs_cmd_test_%d", time.Now().UnixNano())
-	t.Cleanup(func() { dropSchema(t, url, schema) })
-	b, err := openPostgres(t.Context(), url, schema, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.close()
+	b := openTestPostgres(t)
 	type notice struct {
 		runID string
 		seq   int64
@@ -117,4 +93,27 @@ func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 			t.Fatal("no notification in 10 s")
 		}
 	}
+}
+
+// openTestPostgres opens the PostgreSQL backend in a schema of its own,
+// closed and dropped when the test ends, or skips the test without
+// RUNSTREAM_TEST_POSTGRES_URL.
+func openTestPostgres(t *testing.T) *backend {
+	t.Helper()
+	url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL backend test")
+	}
+	schema := fmt.Sprintf("rs_cmd_test_%d", time.Now().UnixNano())
+	t.Cleanup(func() { dropSchema(t, url, schema) })
+	b, err := openPostgres(t.Context(), url, schema, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return b
 }
