@@ -129,15 +129,28 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 			e.Metadata = nil
 		}
 		if in.CreatedAt != nil {
-			t, err := time.Parse(time.RFC3339Nano, *in.CreatedAt)
+			t, err := parseTimestamp(at+"/created_at", *in.CreatedAt)
 			if err != nil {
-				return nil, bodyProblem(at+"/created_at", errors.New("must be an RFC 3339 date-time with a time zone"))
+				return nil, err
 			}
 			e.CreatedAt = t
 		}
 		out[i] = e
 	}
 	return out, nil
+}
+
+// parseTimestamp reads a body's date-time member at path: RFC 3339 with a
+// time zone, and not the zero time, which the stores read as "now".
+func parseTimestamp(path, value string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return time.Time{}, bodyProblem(path, errors.New("must be an RFC 3339 date-time with a time zone"))
+	}
+	if t.IsZero() {
+		return time.Time{}, bodyProblem(path, errors.New("must not be 0001-01-01T00:00:00Z, the zero time"))
+	}
+	return t, nil
 }
 
 // decodeStrict decodes a JSON object into v, refusing unknown members,

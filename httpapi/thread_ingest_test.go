@@ -101,6 +101,7 @@ func testIngestRefusals(t *testing.T, b threadBackend) {
 		{"schema", eventsPath, batch(startJSON, `{"event_type":"run.start","content":{},"metadata":{"caller":"x"}}`), nil, 422, runstream.CodeValidationFailed, "/events/1/content/chain"},
 		{"bad created_at", eventsPath, batch(strings.Replace(aiJSON, "2026-05-01T10:00:00.5+02:00", "2026-05-01 10:00", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/created_at"},
 		{"created_at without zone", eventsPath, batch(strings.Replace(aiJSON, "+02:00", "", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/created_at"},
+		{"zero created_at", eventsPath, batch(strings.Replace(aiJSON, "2026-05-01T10:00:00.5+02:00", "0001-01-01T00:00:00Z", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/created_at"},
 		{"101 events", eventsPath, batch(many...), nil, 413, runstream.CodePayloadTooLarge, ""},
 		{"event too large", eventsPath, batch(`{"event_type":"run.error","content":` + huge + `,"metadata":{"error_type":"E"}}`), nil, 413, runstream.CodePayloadTooLarge, ""},
 		{"singleton of two", eventsPath + "?if_absent=true", batch(deliveryJSON, deliveryJSON), nil, 422, runstream.CodeValidationFailed, ""},

@@ -130,9 +130,9 @@ func (b putThreadRunBody) toRun(threadID, runID, user string) (runevents.ThreadR
 		if ts.value == nil {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, *ts.value)
+		t, err := parseTimestamp(ts.path, *ts.value)
 		if err != nil {
-			return run, bodyProblem(ts.path, errors.New("must be an RFC 3339 date-time with a time zone"))
+			return run, err
 		}
 		*ts.into = t
 	}

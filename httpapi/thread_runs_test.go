@@ -67,6 +67,7 @@ func testPutThreadRunRefusals(t *testing.T, b threadBackend) {
 		{"negative model tokens", "/api/threads/t1/runs/r1", `{"status":"running","token_usage_by_model":{"m":{"total_tokens":-2}}}`},
 		{"fractional tokens", "/api/threads/t1/runs/r1", `{"status":"running","total_tokens":1.5}`},
 		{"bad time", "/api/threads/t1/runs/r1", `{"status":"running","created_at":"yesterday"}`},
+		{"zero time", "/api/threads/t1/runs/r1", `{"status":"running","created_at":"0001-01-01T00:00:00Z"}`},
 		{"empty operation kind", "/api/threads/t1/runs/r1", `{"status":"running","operation_kind":""}`},
 		{"bad run id", "/api/threads/t1/runs/r%201", `{"status":"running"}`},
 		{"bad thread id", "/api/threads/t%2F1/runs/r1", `{"status":"running"}`},
