@@ -70,14 +70,14 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 		if ifAbsent && len(events) != 1 {
 			return 0, nil, badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
 		}
-		if err := s.requireWritableThread(r, threadID); err != nil {
+		if err := s.requireWritableThread(r.WithContext(ctx), threadID); err != nil {
 			return 0, nil, err
 		}
 		user := userOf(r)
 		if ifAbsent {
 			rec, created, err := log.AppendIfAbsent(ctx, user, events[0])
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, writeFailed{err}
 			}
 			status := http.StatusOK
 			if created {
@@ -87,11 +87,18 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 		}
 		recs, err := log.Append(ctx, user, events)
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, writeFailed{err}
 		}
 		return http.StatusCreated, ingestResponse{Events: recs}, nil
 	})
 }
+
+// writeFailed marks the error of a write, as opposed to one of the checks
+// before it: a write that failed on the server's side may have committed.
+type writeFailed struct{ err error }
+
+func (e writeFailed) Error() string { return e.err.Error() }
+func (e writeFailed) Unwrap() error { return e.err }
 
 // decodeIngest decodes an ingest body into events of the thread and run.
 // Unknown members are refused, so a misspelt field is never dropped
@@ -191,6 +198,16 @@ func exactMembers(raw []byte, t reflect.Type) error {
 				return err
 			}
 		}
+	case reflect.Map:
+		var members map[string]json.RawMessage
+		if json.Unmarshal(raw, &members) != nil {
+			return nil
+		}
+		for _, value := range members {
+			if err := exactMembers(value, t.Elem()); err != nil {
+				return err
+			}
+		}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 { // json.RawMessage, []byte
 			return nil
@@ -266,11 +283,11 @@ func bodyProblem(path string, err error) error {
 // (with Idempotency-Replayed: true), another request with the same key
 // VALIDATION_FAILED, and a retry while the first is in progress CONFLICT.
 // Under a key, do runs to its end even if the client leaves, so that its
-// outcome is known. A request refused as the client's fault (a 4xx error:
-// nothing was written) releases its key for a retry; one that failed on
-// the server's side (5xx) keeps it reserved, answering later retries
-// CONFLICT, because its write may have committed: a key never applies a
-// write twice.
+// outcome is known. A request whose write (an error do marks writeFailed)
+// failed on the server's side (5xx) keeps its key reserved, answering
+// later retries CONFLICT, because the write may have committed: a key
+// never applies a write twice. Any other failure releases the key for a
+// retry.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func(ctx context.Context) (int, any, error)) error {
 	keys := r.Header.Values(IdempotencyKeyHeader)
 	if len(keys) == 0 {
@@ -315,7 +332,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 	}()
 	status, v, err := do(ctx)
 	if err != nil {
-		if runstream.ErrorCodeOf(err).HTTPStatus() >= 500 {
+		if errors.As(err, new(writeFailed)) && runstream.ErrorCodeOf(err).HTTPStatus() >= 500 {
 			release = false
 			s.logger.Warn("idempotency key kept reserved: the request failed with an unknown outcome",
 				"request_id", requestID(ctx), "error", err)

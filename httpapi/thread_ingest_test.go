@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/runstream/runstream"
@@ -296,6 +297,35 @@ func TestIngestKeyKeptAfterAnUnknownOutcome(t *testing.T) {
 	rows, err := store.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
 	if err != nil || len(rows) != 1 {
 		t.Errorf("%d rows after the retry (%v); want the batch once", len(rows), err)
+	}
+}
+
+// flakyThreadReader fails its first fails reads with UNAVAILABLE, as a
+// busy database does.
+type flakyThreadReader struct {
+	runevents.ThreadReader
+	fails atomic.Int32
+}
+
+func (f *flakyThreadReader) ListThreadEvents(ctx context.Context, p runevents.ListThreadEventsParams) ([]runevents.Record, error) {
+	if f.fails.Add(-1) >= 0 {
+		return nil, runstream.Errorf(runstream.CodeUnavailable, "the database is busy")
+	}
+	return f.ThreadReader.ListThreadEvents(ctx, p)
+}
+
+// A server-side failure before the write (here the thread check) wrote
+// nothing: the key is released and a retry with it writes the batch.
+func TestIngestKeyReleasedAfterAFailureBeforeTheWrite(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, func(c *Config) {
+		reader := &flakyThreadReader{ThreadReader: c.RunEvents.(runevents.ThreadReader)}
+		reader.fails.Store(1)
+		c.Threads = reader
+	})
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
+	if rec := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"); rec.Code != 201 {
+		t.Errorf("retry after a failed check (nothing written): %d %s; want 201", rec.Code, rec.Body)
 	}
 }
 

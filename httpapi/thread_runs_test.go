@@ -68,6 +68,8 @@ func testPutThreadRunRefusals(t *testing.T, b threadBackend) {
 		{"fractional tokens", "/api/threads/t1/runs/r1", `{"status":"running","total_tokens":1.5}`},
 		{"bad time", "/api/threads/t1/runs/r1", `{"status":"running","created_at":"yesterday"}`},
 		{"zero time", "/api/threads/t1/runs/r1", `{"status":"running","created_at":"0001-01-01T00:00:00Z"}`},
+		{"member name in another case", "/api/threads/t1/runs/r1", `{"status":"running","STATUS":"error"}`},
+		{"model member name in another case", "/api/threads/t1/runs/r1", `{"status":"success","token_usage_by_model":{"m":{"input_tokens":1,"INPUT_TOKENS":999}}}`},
 		{"empty operation kind", "/api/threads/t1/runs/r1", `{"status":"running","operation_kind":""}`},
 		{"bad run id", "/api/threads/t1/runs/r%201", `{"status":"running"}`},
 		{"bad thread id", "/api/threads/t%2F1/runs/r1", `{"status":"running"}`},
