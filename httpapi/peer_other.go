@@ -4,6 +4,6 @@ package httpapi
 
 import "net"
 
-// peerClosed cannot peek here: a client that left is noticed when a write
-// to it fails.
-func peerClosed(net.Conn) bool { return false }
+// peerClosed cannot look at the socket here: a client that left is noticed
+// when a write to it fails.
+func peerClosed(net.Conn, []byte) bool { return false }

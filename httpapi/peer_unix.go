@@ -9,10 +9,12 @@ import (
 )
 
 // peerClosed reports whether the client closed conn (or the connection
-// broke), without blocking and without consuming a byte: a peek that
-// reads nothing means the end of the stream. Bytes the client sent that
-// nobody reads make it report false.
-func peerClosed(conn net.Conn) bool {
+// broke), without blocking. Nothing else reads a taken-over connection, so
+// what the client sent is read and dropped on the way to the end of the
+// stream: a TLS client's close_notify alert, say, which comes before its
+// FIN. It reads at most len(buf) bytes at a time and 16 times per call; a
+// client that keeps sending looks open.
+func peerClosed(conn net.Conn, buf []byte) bool {
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn
 		conn = nc.NetConn()
 	}
@@ -25,16 +27,21 @@ func peerClosed(conn net.Conn) bool {
 		return true
 	}
 	var closed bool
-	var b [1]byte
 	err = raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case err == nil:
-			closed = n == 0
-		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EWOULDBLOCK), errors.Is(err, syscall.EINTR):
-			closed = false
-		default:
-			closed = true // reset, or otherwise broken
+		for range 16 {
+			n, _, err := syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+			switch {
+			case err == nil && n == 0:
+				closed = true // the end of the stream
+				return true
+			case err == nil:
+				continue // bytes nobody will read
+			case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EWOULDBLOCK), errors.Is(err, syscall.EINTR):
+				return true
+			default:
+				closed = true // reset, or otherwise broken
+				return true
+			}
 		}
 		return true // never wait for readability
 	})

@@ -154,7 +154,7 @@ type streamSet struct {
 }
 
 // peerCheckInterval is how often the taken-over connections are checked
-// for a client that closed its end.
+// for a client that closed its end (peerClosed).
 const peerCheckInterval = time.Second
 
 func newStreamSet() *streamSet {
@@ -207,6 +207,7 @@ func (set *streamSet) sweep() {
 	tick := time.NewTicker(peerCheckInterval)
 	defer tick.Stop()
 	var conns []net.Conn
+	buf := make([]byte, 4<<10) // for what clients send: read and dropped
 	for {
 		select {
 		case <-tick.C:
@@ -228,7 +229,7 @@ func (set *streamSet) sweep() {
 		}
 		set.mu.Unlock()
 		for _, c := range conns {
-			if peerClosed(c) {
+			if peerClosed(c, buf) {
 				set.mu.Lock()
 				cancel := set.watched[c]
 				set.mu.Unlock()
