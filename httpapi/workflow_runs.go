@@ -103,18 +103,24 @@ func (s *Server) listWorkflowRunEvents(w http.ResponseWriter, r *http.Request) e
 // streamRun reads the run a stream request names for user. Requests for
 // the same run and user that arrive while a read is in flight share it, so
 // that the followers of a run reconnecting at once (after a restart, say)
-// make one store read rather than one each. A shared read was made after
-// each of its requests arrived, so its LastSeq is one the store held
-// before they subscribe, as Subscribe needs.
+// make one store read rather than one each. A request stops waiting when
+// its client leaves. Every shared read ends before its requests subscribe,
+// so its LastSeq is one the store held before they subscribe, as
+// Subscribe needs.
 func (s *Server) streamRun(ctx context.Context, runID, user string) (workflow.Run, error) {
-	v, err, _ := s.runReads.Do(runID+"\x00"+user, func() (any, error) {
+	read := s.runReads.DoChan(runID+"\x00"+user, func() (any, error) {
 		// Not cancelled with the first request: the others wait on it.
 		return s.cfg.Workflows.GetRun(context.WithoutCancel(ctx), runID, runstream.OwnedBy(user))
 	})
-	if err != nil {
-		return workflow.Run{}, err
+	select {
+	case res := <-read:
+		if res.Err != nil {
+			return workflow.Run{}, res.Err
+		}
+		return res.Val.(workflow.Run), nil
+	case <-ctx.Done():
+		return workflow.Run{}, ctx.Err()
 	}
-	return v.(workflow.Run), nil
 }
 
 func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error {
