@@ -3,13 +3,13 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -266,34 +266,23 @@ func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) er
 	if err := decodeStrict(raw, &body); err != nil {
 		return bodyProblem("", err)
 	}
-	var rating any
-	json.Unmarshal(body.Rating, &rating)
-	switch v := rating.(type) {
-	case float64:
-	case string:
-		if strings.ContainsRune(v, 0) {
-			return bodyProblem("/rating", errors.New("must not contain NUL characters"))
-		}
-	default:
-		return bodyProblem("/rating", errors.New("required: a number or a string"))
-	}
-	if len(body.Rating) > runevents.MaxFeedbackRating {
-		return bodyProblem("/rating", fmt.Errorf("longer than %d bytes", runevents.MaxFeedbackRating))
-	}
 	comment := ""
 	if body.Comment != nil {
 		comment = *body.Comment
 	}
-	if len(comment) > runevents.MaxFeedbackComment {
-		return bodyProblem("/comment", fmt.Errorf("longer than %d bytes", runevents.MaxFeedbackComment))
-	}
-	if strings.ContainsRune(comment, 0) {
-		return bodyProblem("/comment", errors.New("must not contain NUL characters"))
+	f := runevents.Feedback{ThreadID: threadID, RunID: runID, UserID: userOf(r), Rating: body.Rating, Comment: comment}
+	// The stores' own check, answered as a problem of the body's member.
+	if _, err := f.Prepare(); err != nil {
+		e := runstream.AsError(err)
+		if field, ok := e.Details["field"].(string); ok {
+			return bodyProblem("/"+field, errors.New(e.Message))
+		}
+		return err
 	}
 	if _, err := runs.GetRun(r.Context(), threadID, runID, ownerOf(r)); err != nil {
 		return err
 	}
-	f, err := runs.PutFeedback(r.Context(), runevents.Feedback{ThreadID: threadID, RunID: runID, UserID: userOf(r), Rating: body.Rating, Comment: comment})
+	f, err = runs.PutFeedback(r.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -143,6 +143,12 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 		`{"rating":1,"comment":"a\u0000b"}`, `{"rating":"a\u0000b"}`, `{"rating":"` + strings.Repeat("u", 256) + `"}`} {
 		wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed)
 	}
+	for body, path := range map[string]string{`{"rating":1,"comment":"a\u0000b"}`: "/comment", `{"rating":"a\u0000b"}`: "/rating", `{"rating":[1]}`: "/rating"} {
+		problems, _ := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed).Details["problems"].([]any)
+		if at, _ := problemAt(problems, 0); at != path {
+			t.Errorf("%s: problem at %q, want %q", body, at, path)
+		}
+	}
 	// The refused writes left the feedback as it was.
 	if list := decodeAs[[]map[string]any](t, env.get(t, "/api/runs/r1/feedback", "")); len(list) != 1 || list[0]["rating"] != -1.0 {
 		t.Errorf("feedback after refused writes = %v", list)

@@ -123,7 +123,8 @@ const (
 // rating compacted, as every RunStore stores it: the rating is a JSON
 // number or string of at most MaxFeedbackRating bytes, the comment at most
 // MaxFeedbackComment bytes; both are valid UTF-8 without NUL characters. Its error is
-// CodeInvalidArgument.
+// CodeInvalidArgument, with details.field "rating" or "comment" when one
+// of them is refused.
 func (f Feedback) Prepare() (Feedback, error) {
 	if err := ValidateID("thread_id", f.ThreadID); err != nil {
 		return f, err
@@ -131,21 +132,24 @@ func (f Feedback) Prepare() (Feedback, error) {
 	if err := ValidateID("run_id", f.RunID); err != nil {
 		return f, err
 	}
+	badRating := runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string of at most %d bytes, without NUL characters", MaxFeedbackRating).
+		WithDetail("field", "rating")
 	var rating any
 	if len(f.Rating) > MaxFeedbackRating || !utf8.Valid(f.Rating) || json.Unmarshal(f.Rating, &rating) != nil {
-		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string of at most %d bytes", MaxFeedbackRating)
+		return f, badRating
 	}
 	switch v := rating.(type) {
 	case float64:
 	case string:
 		if strings.ContainsRune(v, 0) {
-			return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must not contain NUL characters")
+			return f, badRating
 		}
 	default:
-		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string of at most %d bytes", MaxFeedbackRating)
+		return f, badRating
 	}
 	if len(f.Comment) > MaxFeedbackComment || !utf8.ValidString(f.Comment) || strings.ContainsRune(f.Comment, 0) {
-		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback comment must be valid UTF-8 of at most %d bytes without NUL characters", MaxFeedbackComment)
+		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback comment must be valid UTF-8 of at most %d bytes without NUL characters", MaxFeedbackComment).
+			WithDetail("field", "comment")
 	}
 	var buf bytes.Buffer
 	json.Compact(&buf, f.Rating) // valid: it was just decoded
