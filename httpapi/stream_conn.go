@@ -276,10 +276,9 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown
 // subscribed, when the caller has too many streams open or the server is
 // shutting down; a HEAD request gets the headers only.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, subscribe func() *live.Subscription, src streamSource, cursor int64, what slog.Attr) error {
-	retryAfter := strconv.Itoa(int(math.Ceil(s.cfg.Stream.Retry.Seconds())))
 	release, err := s.perUser.acquire(userOf(r))
 	if err != nil {
-		w.Header().Set("Retry-After", retryAfter)
+		s.setRetryAfter(w)
 		return err
 	}
 	setStreamHeaders(w.Header())
@@ -293,7 +292,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, subscribe f
 	ctx, cancel, done, ok := s.streams.add(context.WithoutCancel(r.Context()))
 	if !ok {
 		release()
-		w.Header().Set("Retry-After", retryAfter)
+		s.setRetryAfter(w)
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
 	f := &follower{cfg: s.cfg.Stream, sub: subscribe(), src: src, cursor: cursor}
@@ -322,6 +321,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, subscribe f
 	f.out = responseStream{w: w, rc: http.NewResponseController(w)}
 	s.follow(ctx, f, what, release)
 	return nil
+}
+
+// setRetryAfter tells a refused stream request to come back after the
+// streams' retry delay, in whole seconds.
+func (s *Server) setRetryAfter(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(s.cfg.Stream.Retry.Seconds()))))
 }
 
 // follow runs f until its stream ends, then closes its subscription and
