@@ -1,11 +1,13 @@
 // Package runstream holds what every part of runstream shares: the
 // application error type with its stable codes, and the table from code to
-// HTTP status and retryability.
+// retryability. It imports only the standard library, and not net/http: the
+// HTTP status of each code is the HTTP layer's (httpapi).
 //
-// The codes are generated from contracts/errors.json (go generate); a test
-// fails when the generated file is stale. Domain packages live beside this
-// one: runevents (thread run events) and workflow (workflow runs and their
-// events); adapters are one package per dependency (sqlite, postgres, …).
+// The codes, and httpapi's table of their statuses, are generated from
+// contracts/errors.json (go generate); a test fails when a generated file is
+// stale. Domain packages live beside this one: runevents (thread run
+// events) and workflow (workflow runs and their events); adapters are one
+// package per dependency (sqlite, postgres, …).
 package runstream
 
 //go:generate go run ./internal/contractgen

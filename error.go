@@ -3,21 +3,13 @@ package runstream
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // ErrorCode is a stable, machine-readable error code. The set of codes, and
-// the HTTP status and retryability of each, come from contracts/errors.json.
+// the retryability and meaning of each, come from contracts/errors.json; the
+// HTTP status of each is the HTTP layer's (httpapi.ErrorStatus), generated
+// from the same contract.
 type ErrorCode string
-
-// HTTPStatus returns the HTTP status that answers an error with this code.
-// Unknown codes answer 500.
-func (c ErrorCode) HTTPStatus() int {
-	if info, ok := errorCodes[c]; ok {
-		return info.status
-	}
-	return http.StatusInternalServerError
-}
 
 // Retryable reports whether a client may retry the same request unchanged.
 func (c ErrorCode) Retryable() bool {
@@ -41,7 +33,6 @@ func ErrorCodes() []ErrorCode {
 }
 
 type errorCodeInfo struct {
-	status    int
 	retryable bool
 	meaning   string
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 type errorsContract struct {
 	Codes []struct {
 		Code      string `json:"code"`
-		Status    int    `json:"status"`
 		Retryable bool   `json:"retryable"`
 		Meaning   string `json:"meaning"`
 	} `json:"codes"`
@@ -54,9 +52,6 @@ func TestErrorCodesMatchContract(t *testing.T) {
 		code := runstream.ErrorCode(e.Code)
 		if !code.Known() {
 			t.Errorf("%s.Known() = false", code)
-		}
-		if got := code.HTTPStatus(); got != e.Status {
-			t.Errorf("%s.HTTPStatus() = %d, contract says %d", code, got, e.Status)
 		}
 		if got := code.Retryable(); got != e.Retryable {
 			t.Errorf("%s.Retryable() = %t, contract says %t", code, got, e.Retryable)
@@ -103,28 +98,24 @@ func TestRequiredCodesExist(t *testing.T) {
 func TestErrorCodeTable(t *testing.T) {
 	t.Parallel()
 	// A few rows checked against the protocol's intent, independently of the
-	// contract file.
+	// contract file. The HTTP statuses are httpapi's (TestErrorStatus).
 	tests := []struct {
 		code      runstream.ErrorCode
-		status    int
 		retryable bool
 	}{
-		{runstream.CodeInvalidArgument, http.StatusBadRequest, false},
-		{runstream.CodeNotFound, http.StatusNotFound, false},
-		{runstream.CodeValidationFailed, http.StatusUnprocessableEntity, false},
-		{runstream.CodeRateLimited, http.StatusTooManyRequests, true},
-		{runstream.CodeInternal, http.StatusInternalServerError, true},
-		{runstream.CodeUnavailable, http.StatusServiceUnavailable, true},
-		{runstream.CodeWorkflowInvalidCursor, http.StatusBadRequest, false},
-		{runstream.CodeWorkflowRunAlreadyTerminal, http.StatusConflict, false},
-		{runstream.CodeWorkflowResumeTokenExpired, http.StatusGone, false},
-		{runstream.CodeWorkflowNodeTimeout, http.StatusGatewayTimeout, true},
-		{"NO_SUCH_CODE", http.StatusInternalServerError, false},
+		{runstream.CodeInvalidArgument, false},
+		{runstream.CodeNotFound, false},
+		{runstream.CodeValidationFailed, false},
+		{runstream.CodeRateLimited, true},
+		{runstream.CodeInternal, true},
+		{runstream.CodeUnavailable, true},
+		{runstream.CodeWorkflowInvalidCursor, false},
+		{runstream.CodeWorkflowRunAlreadyTerminal, false},
+		{runstream.CodeWorkflowResumeTokenExpired, false},
+		{runstream.CodeWorkflowNodeTimeout, true},
+		{"NO_SUCH_CODE", false},
 	}
 	for _, tt := range tests {
-		if got := tt.code.HTTPStatus(); got != tt.status {
-			t.Errorf("%s.HTTPStatus() = %d, want %d", tt.code, got, tt.status)
-		}
 		if got := tt.code.Retryable(); got != tt.retryable {
 			t.Errorf("%s.Retryable() = %t, want %t", tt.code, got, tt.retryable)
 		}

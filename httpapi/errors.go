@@ -8,6 +8,15 @@ import (
 	"github.com/runstream/runstream"
 )
 
+// ErrorStatus returns the HTTP status that answers an error with code, as
+// contracts/errors.json gives it (status_gen.go). Unknown codes answer 500.
+func ErrorStatus(code runstream.ErrorCode) int {
+	if status, ok := codeStatus[code]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
 // errorBody is the unified error body of the protocol plus requestId.
 type errorBody struct {
 	Code      runstream.ErrorCode `json:"code"`
@@ -35,7 +44,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		Details:   e.Details,
 		RequestID: requestID(r.Context()),
 	}
-	status := e.Code.HTTPStatus()
+	status := ErrorStatus(e.Code)
 	if status >= 500 {
 		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.String("request_id", body.RequestID),

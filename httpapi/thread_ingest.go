@@ -332,7 +332,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 	}()
 	status, v, err := do(ctx)
 	if err != nil {
-		if errors.As(err, new(writeFailed)) && runstream.ErrorCodeOf(err).HTTPStatus() >= 500 {
+		if errors.As(err, new(writeFailed)) && ErrorStatus(runstream.ErrorCodeOf(err)) >= 500 {
 			release = false
 			s.logger.Warn("idempotency key kept reserved: the request failed with an unknown outcome",
 				"request_id", requestID(ctx), "error", err)

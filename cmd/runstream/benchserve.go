@@ -88,7 +88,7 @@ func (p *producer) createRun(w http.ResponseWriter, r *http.Request) {
 			[]workflow.NewEvent{{Event: workflow.EventRunCreated, Data: json.RawMessage(`{"version":1,"versionId":"` + v.ID + `"}`)}})
 	}
 	if err != nil {
-		http.Error(w, runstream.ErrorMessage(err), runstream.ErrorCodeOf(err).HTTPStatus())
+		http.Error(w, runstream.ErrorMessage(err), httpapi.ErrorStatus(runstream.ErrorCodeOf(err)))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -142,14 +142,14 @@ func (p *producer) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		http.Error(w, runstream.ErrorMessage(*err), runstream.ErrorCodeOf(*err).HTTPStatus())
+		http.Error(w, runstream.ErrorMessage(*err), httpapi.ErrorStatus(runstream.ErrorCodeOf(*err)))
 		return
 	}
 	if q.Get("complete") == "1" {
 		if _, err := p.app.log.Append(ctx, workflow.AppendParams{RunID: runID, Events: []workflow.NewEvent{{
 			Event: workflow.EventRunCompleted, Data: json.RawMessage(`{"output":null,"artifacts":[]}`),
 		}}}); err != nil {
-			http.Error(w, runstream.ErrorMessage(err), runstream.ErrorCodeOf(err).HTTPStatus())
+			http.Error(w, runstream.ErrorMessage(err), httpapi.ErrorStatus(runstream.ErrorCodeOf(err)))
 			return
 		}
 	}

@@ -1,6 +1,7 @@
 // Package contractgen turns the JSON contracts in contracts/ into Go
-// constants: error codes (package runstream), the run-event catalogue
-// (package runevents) and the workflow event set (package workflow).
+// constants: error codes (package runstream), the HTTP status of each code
+// (package httpapi), the run-event catalogue (package runevents) and the
+// workflow event set (package workflow).
 //
 // It runs through go generate in the module root; a test compares its output
 // with the files on disk so a stale generated file fails the build.
@@ -21,6 +22,7 @@ import (
 // Output paths, relative to the module root.
 const (
 	errorsOut    = "errors_gen.go"
+	statusOut    = "httpapi/status_gen.go"
 	catalogueOut = "runevents/catalogue_gen.go"
 	workflowOut  = "workflow/events_gen.go"
 )
@@ -78,6 +80,7 @@ func Generate(root string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for path, gen := range map[string]func() ([]byte, error){
 		errorsOut:    func() ([]byte, error) { return genErrors(errs) },
+		statusOut:    func() ([]byte, error) { return genStatus(errs) },
 		catalogueOut: func() ([]byte, error) { return genCatalogue(events) },
 		workflowOut:  func() ([]byte, error) { return genWorkflow(wf) },
 	} {
@@ -126,7 +129,26 @@ func genErrors(c errorsContract) ([]byte, error) {
 	buf.WriteString("}\n\n")
 	buf.WriteString("var errorCodes = map[ErrorCode]errorCodeInfo{\n")
 	for _, e := range c.Codes {
-		fmt.Fprintf(&buf, "\t%s: {status: %d, retryable: %t, meaning: %q},\n", goName("Code", e.Code, "_"), e.Status, e.Retryable, e.Meaning)
+		fmt.Fprintf(&buf, "\t%s: {retryable: %t, meaning: %q},\n", goName("Code", e.Code, "_"), e.Retryable, e.Meaning)
+	}
+	buf.WriteString("}\n")
+	return format.Source(buf.Bytes())
+}
+
+// genStatus writes the HTTP layer's table from error code to status, so
+// that the root package needs no net/http. Every status must be an HTTP
+// error status (400 to 599).
+func genStatus(c errorsContract) ([]byte, error) {
+	var buf bytes.Buffer
+	header(&buf, "errors.json", "httpapi")
+	buf.WriteString("import \"github.com/runstream/runstream\"\n\n")
+	buf.WriteString("// codeStatus is the HTTP status of each error code of contracts/errors.json.\n")
+	buf.WriteString("var codeStatus = map[runstream.ErrorCode]int{\n")
+	for _, e := range c.Codes {
+		if e.Status < 400 || e.Status > 599 {
+			return nil, fmt.Errorf("error code %q has status %d, want 400 to 599", e.Code, e.Status)
+		}
+		fmt.Fprintf(&buf, "\trunstream.%s: %d,\n", goName("Code", e.Code, "_"), e.Status)
 	}
 	buf.WriteString("}\n")
 	return format.Source(buf.Bytes())

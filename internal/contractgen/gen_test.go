@@ -22,7 +22,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{catalogueOut, errorsOut, workflowOut}
+	want := []string{catalogueOut, errorsOut, statusOut, workflowOut}
 	var got []string
 	for path := range files {
 		got = append(got, path)
@@ -89,6 +89,14 @@ func TestGenerateRejectsBrokenContracts(t *testing.T) {
 				doc["codes"] = append(codes, codes[4])
 			},
 			wantErr: `duplicate error code "NOT_FOUND"`,
+		},
+		{
+			name: "error code with a success status",
+			file: "errors.json",
+			edit: func(doc map[string]any) {
+				doc["codes"].([]any)[1].(map[string]any)["status"] = 200
+			},
+			wantErr: `error code "INVALID_JSON" has status 200`,
 		},
 		{
 			name: "event with unknown category",
