@@ -22,6 +22,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // realServer is the real HTTP API over a memory store, a live hub and the
@@ -47,7 +48,7 @@ func newRealServer(t *testing.T) *realServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	rs := &realServer{log: eventlog.NewWorkflowLog(store, validator, hub, nil)}
-	api := httpapi.New(httpapi.Config{Workflows: store, Hub: hub, Stream: httpapi.StreamConfig{Retry: 5 * time.Millisecond}})
+	api := httpapi.New(httpapi.Config{Stream: httpapi.StreamConfig{Retry: 5 * time.Millisecond}}, workflowsvc.New(store, nil, hub, workflowsvc.Config{}), nil)
 	t.Cleanup(cancel)
 	rs.srv = apitest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Accept") == "text/event-stream" {

@@ -5,8 +5,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-
-	"github.com/runstream/runstream"
 )
 
 // getWorkflowRunArtifact serves GET
@@ -15,23 +13,7 @@ import (
 // attachment of its MIME type that browsers must not sniff or render in
 // the API's origin.
 func (s *Server) getWorkflowRunArtifact(w http.ResponseWriter, r *http.Request) error {
-	if s.cfg.Artifacts == nil {
-		return runstream.Errorf(runstream.CodeUnavailable, "artifact storage is not configured on this server")
-	}
-	ctx := r.Context()
-	run, err := s.cfg.Workflows.GetRun(ctx, r.PathValue("run_id"), ownerOf(r))
-	if err != nil {
-		return err
-	}
-	artifactID := r.PathValue("artifact_id")
-	a, err := s.cfg.Workflows.GetArtifact(ctx, run.ID, artifactID)
-	if err != nil {
-		if runstream.ErrorCodeOf(err) == runstream.CodeNotFound {
-			return runstream.Errorf(runstream.CodeNotFound, "run %s has no artifact %q", run.ID, artifactID)
-		}
-		return err
-	}
-	body, err := s.cfg.Artifacts.Open(ctx, run.ID, a.ID)
+	a, body, err := s.workflows.OpenArtifact(r.Context(), userOf(r), r.PathValue("run_id"), r.PathValue("artifact_id"))
 	if err != nil {
 		return err
 	}
@@ -53,7 +35,7 @@ func (s *Server) getWorkflowRunArtifact(w http.ResponseWriter, r *http.Request) 
 		return nil
 	}
 	if _, err := io.Copy(w, body); err != nil {
-		s.logger.Warn("artifact body", "run_id", run.ID, "artifact_id", a.ID, "error", err)
+		s.logger.Warn("artifact body", "run_id", r.PathValue("run_id"), "artifact_id", a.ID, "error", err)
 	}
 	return nil
 }

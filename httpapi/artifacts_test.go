@@ -11,6 +11,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
+	"github.com/runstream/runstream/internal/servertest"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -18,7 +19,7 @@ import (
 // blobs.
 func newArtifactServer(t *testing.T, blobs engine.ArtifactBlobs) *server {
 	t.Helper()
-	return &server{enginetest.NewServer(t, enginetest.ServerConfig{Artifacts: blobs, Authenticate: userFromHeader})}
+	return &server{servertest.NewServer(t, servertest.ServerConfig{Artifacts: blobs, Authenticate: userFromHeader})}
 }
 
 // getRaw sends a GET and returns the response with its body read.

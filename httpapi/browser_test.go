@@ -20,6 +20,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // followPage follows the run named in its query string with the browser's
@@ -68,7 +69,7 @@ func TestBrowserFollowsAndResumes(t *testing.T) {
 	go hub.Run(hubCtx)
 	t.Cleanup(stopHub)
 	log := eventlog.NewWorkflowLog(store, validator, hub, nil)
-	api := httpapi.New(httpapi.Config{Workflows: store, Hub: hub, Stream: httpapi.StreamConfig{Retry: 100 * time.Millisecond}})
+	api := httpapi.New(httpapi.Config{Stream: httpapi.StreamConfig{Retry: 100 * time.Millisecond}}, workflowsvc.New(store, nil, hub, workflowsvc.Config{}), nil)
 
 	types, _ := json.Marshal(workflow.Events())
 	var mu sync.Mutex

@@ -297,7 +297,7 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 // documented, or documented but not served, naming it.
 func TestOpenAPIRouteParity(t *testing.T) {
 	t.Parallel()
-	s := New(Config{})
+	s := New(Config{}, nil, nil)
 	doc := openAPIDoc(t)
 
 	served := map[string]registeredRoute{}
@@ -484,7 +484,7 @@ func TestOpenAPIMatchesContracts(t *testing.T) {
 
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
-	s := New(Config{})
+	s := New(Config{}, nil, nil)
 	for _, method := range []string{"GET", "HEAD"} {
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest(method, "/api/openapi.json", nil))
@@ -612,7 +612,7 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	t.Parallel()
 	wf := memory.NewWorkflowStore()
 	t.Cleanup(func() { wf.Close() })
-	env := newThreadEnv(t, func(c *Config) {
+	env := newThreadEnv(t, func(c *envConfig) {
 		c.Workflows = wf
 		c.Log = eventlog.NewWorkflowLog(wf, testValidator, c.Hub, nil)
 		c.Contracts, c.ContractNames = contracts.FS(), contracts.Names()

@@ -6,19 +6,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/engine"
-	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/workflow"
-	"golang.org/x/sync/singleflight"
+	"github.com/runstream/runstream/threadsvc"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // Defaults of Config.
@@ -26,7 +21,7 @@ const (
 	DefaultMaxBodyBytes = 8 << 20
 )
 
-// Config configures a Server.
+// Config holds the optional parts of a Server.
 type Config struct {
 	// Logger receives access logs and errors. Defaults to a discarding
 	// logger.
@@ -34,10 +29,9 @@ type Config struct {
 	// Registry collects the server's metrics and is served at /metrics.
 	// Defaults to a new registry with the Go and process collectors.
 	Registry *prometheus.Registry
-	// Contracts holds the contract files served at /api/contracts/{name}.
-	// Required.
-	Contracts fs.FS
-	// ContractNames lists the files of Contracts that are served. Required.
+	// Contracts holds the contract files served at /api/contracts/{name};
+	// ContractNames lists those served. Empty: none.
+	Contracts     fs.FS
 	ContractNames []string
 	// Ready reports whether the server can serve requests (the store is
 	// reachable). Defaults to always ready.
@@ -54,47 +48,18 @@ type Config struct {
 	// (CodeUnauthenticated) to refuse it. Defaults to LocalUser for every
 	// request: the "none" mode of one local user.
 	Authenticate func(r *http.Request) (string, error)
-	// Workflows stores workflow runs and their events. Required.
-	Workflows workflow.Store
-	// Hub fans committed events out to followers. Required.
-	Hub *live.Hub
 	// Stream bounds the SSE streams.
 	Stream StreamConfig
-	// Log writes the events of the workflow endpoints that create, cancel
-	// and resume runs; without it they answer UNAVAILABLE.
-	Log *eventlog.WorkflowLog
-	// Definitions compiles the definitions published and checks run
-	// inputs. Defaults to engine.DefaultRegistry().
-	Definitions *engine.Registry
-	// Notify, when set, is told of each run a request queued, resumed or
-	// asked to cancel (engine.Engine.Notify), so that an engine of this
-	// process reacts before its next poll.
-	Notify func(runID string)
-	// Artifacts holds the bytes of run artifacts, the same blobs the
-	// engine writes; nil: the artifact endpoint answers UNAVAILABLE.
-	Artifacts engine.ArtifactBlobs
-
-	// RunEvents stores thread run events. Nil: the thread endpoints answer
-	// UNAVAILABLE.
-	RunEvents runevents.Store
-	// Threads reads a thread's rows of every category (thread stream,
-	// existence checks). Defaults to RunEvents when it implements
-	// runevents.ThreadReader.
-	Threads runevents.ThreadReader
-	// Runs stores thread run rows and feedback. Nil: the thread endpoints
-	// answer UNAVAILABLE.
-	Runs runevents.RunStore
-	// Idempotency remembers responses to requests with an Idempotency-Key.
-	// Nil: such requests answer UNAVAILABLE.
-	Idempotency runevents.IdempotencyStore
-	// ThreadLog is the append choke point of thread events, over
-	// RunEvents. Nil: ingest answers UNAVAILABLE.
-	ThreadLog *eventlog.ThreadLog
 }
 
 // Server is the HTTP API. Create it with New; it is safe for concurrent use.
 type Server struct {
-	cfg     Config
+	cfg       Config
+	workflows *workflowsvc.Service
+	// threads is nil on a server without the thread API, whose endpoints
+	// then answer UNAVAILABLE.
+	threads *threadsvc.Service
+
 	logger  *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
@@ -102,8 +67,6 @@ type Server struct {
 	streams *streamSet
 	// perUser counts each user's open streams (StreamConfig.MaxPerUser).
 	perUser *userStreams
-	// runReads shares the run reads of simultaneous stream requests.
-	runReads singleflight.Group
 	// registered lists the routes in the order routes() registered them;
 	// the OpenAPI test compares them with openapi.json.
 	registered []registeredRoute
@@ -116,8 +79,10 @@ type registeredRoute struct {
 	auth bool
 }
 
-// New returns a Server with every route registered.
-func New(cfg Config) *Server {
+// New returns a Server with every route registered, answering the
+// workflow endpoints with workflows and the thread endpoints with threads
+// (nil: they answer UNAVAILABLE).
+func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -132,13 +97,10 @@ func New(cfg Config) *Server {
 		cfg.Authenticate = func(*http.Request) (string, error) { return LocalUser, nil }
 	}
 	cfg.Stream.setDefaults()
-	if cfg.Definitions == nil {
-		cfg.Definitions = engine.DefaultRegistry()
-	}
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	s := &Server{cfg: cfg, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet(),
+	s := &Server{cfg: cfg, workflows: workflows, threads: threads, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet(),
 		perUser: &userStreams{max: cfg.Stream.MaxPerUser, open: make(map[string]int)}}
 	s.routes()
 	s.handler = s.instrument(http.HandlerFunc(s.route))
@@ -216,12 +178,33 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
-	probe := httptest.NewRecorder()
+	probe := &probeWriter{header: http.Header{}}
 	h.ServeHTTP(probe, r)
-	if probe.Code == http.StatusMethodNotAllowed {
-		w.Header().Set("Allow", probe.Header().Get("Allow"))
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
 		s.writeError(w, r, runstream.Errorf(runstream.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
 		return
 	}
 	s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+// probeWriter records the status and headers the mux's fallback handler
+// answers with, and drops its body: route tells a wrong method (405, with
+// its Allow header) from an unknown path by them.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.header }
+
+func (p *probeWriter) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
+
+func (p *probeWriter) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
 }

@@ -40,7 +40,7 @@ func setup(t *testing.T, mutate ...func(*Config)) testServer {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	return testServer{Server: New(cfg), logs: logs}
+	return testServer{Server: New(cfg, nil, nil), logs: logs}
 }
 
 func (s testServer) do(t *testing.T, method, target string, body io.Reader, header ...string) *httptest.ResponseRecorder {

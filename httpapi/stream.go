@@ -58,17 +58,21 @@ func (c *StreamConfig) setDefaults() {
 	}
 }
 
-// streamSource is what a followed stream reads from the store.
+// streamSource is a followed stream: its live subscription and what it
+// reads from the store (workflowsvc.RunStream, threadsvc.ThreadStream).
 type streamSource interface {
-	// readAfter appends to buf the SSE frames of up to limit stored events
+	// Subscribe registers the follower with the hub, before the replay
+	// from cursor.
+	Subscribe(cursor int64) *live.Subscription
+	// ReadAfter appends to buf the SSE frames of up to limit stored events
 	// with seq > after, ascending, and reports how many it read, the seq of
 	// the last, and whether that one is terminal.
-	readAfter(ctx context.Context, buf []byte, after int64, limit int) (out []byte, n int, last int64, terminal bool, err error)
-	// end is asked when the store has nothing after cursor: it returns
+	ReadAfter(ctx context.Context, buf []byte, after int64, limit int) (out []byte, n int, last int64, terminal bool, err error)
+	// End is asked when the store has nothing after cursor: it returns
 	// end=true when the stream is over (with an optional last frame, such as
 	// a synthesised terminal frame, to send before closing), or more=true
 	// when events were committed meanwhile and the store must be read again.
-	end(ctx context.Context, cursor int64) (final []byte, end, more bool, err error)
+	End(ctx context.Context, cursor int64) (final []byte, end, more bool, err error)
 }
 
 // follower writes one SSE stream: replay from the store after the cursor,
@@ -216,7 +220,7 @@ func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after i
 		var p storePage
 		defer func() { pages <- p }()
 		defer recoverInto(&p.err)
-		p.buf, p.n, p.last, p.terminal, p.err = f.src.readAfter(ctx, buf, after, f.cfg.ReplayPage)
+		p.buf, p.n, p.last, p.terminal, p.err = f.src.ReadAfter(ctx, buf, after, f.cfg.ReplayPage)
 	}()
 }
 
@@ -227,7 +231,7 @@ func (f *follower) checkEnd(ctx context.Context) error {
 		end, more bool
 	)
 	err := callAside(func() (err error) {
-		final, end, more, err = f.src.end(ctx, f.cursor)
+		final, end, more, err = f.src.End(ctx, f.cursor)
 		return err
 	})
 	if err != nil {

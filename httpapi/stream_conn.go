@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/live"
 )
 
 // A stream answers with 200 and the SSE headers, then its follower's
@@ -275,7 +274,7 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown
 // stream in logs. It returns an error, with nothing written and nothing
 // subscribed, when the caller has too many streams open or the server is
 // shutting down; a HEAD request gets the headers only.
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, subscribe func() *live.Subscription, src streamSource, cursor int64, what slog.Attr) error {
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, src streamSource, cursor int64, what slog.Attr) error {
 	release, err := s.perUser.acquire(userOf(r))
 	if err != nil {
 		s.setRetryAfter(w)
@@ -295,7 +294,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, subscribe f
 		s.setRetryAfter(w)
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
-	f := &follower{cfg: s.cfg.Stream, sub: subscribe(), src: src, cursor: cursor}
+	f := &follower{cfg: s.cfg.Stream, sub: src.Subscribe(cursor), src: src, cursor: cursor}
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		out := newConnStream(conn, r, w.Header())
 		f.out = out

@@ -178,7 +178,7 @@ func TestTakenOverStreamIsLoggedWhenItEnds(t *testing.T) {
 	t.Parallel()
 	env := newWorkflowEnv(t, StreamConfig{})
 	logs := newSyncRecorder()
-	api := New(Config{Workflows: env.store, Hub: env.hub, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	api := New(Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))}, readOnlyWorkflows(env.store, env.hub), nil)
 	srv := apitest.Serve(t, api, api)
 	resp, err := http.Get(srv.URL + "/api/workflows/runs/" + env.run.ID + "/stream")
 	if err != nil {

@@ -53,7 +53,7 @@ func bubbleEnv(t *testing.T, stream StreamConfig) (*Server, *eventlog.WorkflowLo
 	log := eventlog.NewWorkflowLog(store, testValidator, hub, nil)
 	env := &workflowEnv{store: store, hub: hub, log: log}
 	run := env.createRun(t, "run_bubble")
-	return New(Config{Workflows: store, Hub: hub, Stream: stream}), log, run
+	return New(Config{Stream: stream}, readOnlyWorkflows(store, hub), nil), log, run
 }
 
 func TestStreamHeartbeatAfterSilence(t *testing.T) {

@@ -45,25 +45,25 @@ func testAuthenticate(r *http.Request) (string, error) {
 }
 
 // newThreadEnv is newThreadEnvOn the memory backend.
-func newThreadEnv(t *testing.T, mutate ...func(*Config)) *threadEnv {
+func newThreadEnv(t *testing.T, mutate ...func(*envConfig)) *threadEnv {
 	t.Helper()
 	return newThreadEnvOn(t, memoryBackend, mutate...)
 }
 
 // newThreadEnvOn returns a server over new, empty stores of backend b.
-func newThreadEnvOn(t *testing.T, b threadBackend, mutate ...func(*Config)) *threadEnv {
+func newThreadEnvOn(t *testing.T, b threadBackend, mutate ...func(*envConfig)) *threadEnv {
 	t.Helper()
 	env := &threadEnv{hub: live.New(live.Config{})}
 	env.events, env.runs, env.idem = b.open(t)
 	env.log = eventlog.NewThreadLog(env.events, testValidator, env.hub, eventlog.ThreadLimits{})
-	cfg := Config{
-		Authenticate: testAuthenticate, Hub: env.hub, Workflows: memory.NewWorkflowStore(),
+	cfg := envConfig{
+		Config: Config{Authenticate: testAuthenticate}, Hub: env.hub, Workflows: memory.NewWorkflowStore(),
 		RunEvents: env.events, Runs: env.runs, Idempotency: env.idem, ThreadLog: env.log,
 	}
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	env.api = New(cfg)
+	env.api = cfg.newServer()
 	return env
 }
 

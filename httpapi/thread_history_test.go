@@ -116,7 +116,7 @@ func testPageHidesInternalRows(t *testing.T, b threadBackend) {
 func TestPageProductionBatch(t *testing.T) {
 	t.Parallel()
 	counting := &countingStore{RunEventStore: memory.NewRunEventStore()}
-	env := newThreadEnv(t, func(c *Config) { c.RunEvents = counting })
+	env := newThreadEnv(t, func(c *envConfig) { c.RunEvents = counting })
 	env.events = counting.RunEventStore
 	events := []runevents.NewEvent{aiRow("r1", "old")}
 	for i := range 402 {

@@ -8,21 +8,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadsvc"
 )
 
 // IdempotencyKeyHeader names the header that makes a POST retry-safe.
 const IdempotencyKeyHeader = "Idempotency-Key"
-
-// maxIdempotencyKey bounds an Idempotency-Key value.
-const maxIdempotencyKey = 255
 
 // ingestEvent is one event of an ingest request.
 type ingestEvent struct {
@@ -46,10 +44,6 @@ type ingestResponse struct {
 // it is the singleton write: 201 {"events":[record],"created":true}, or
 // 200 with created false and the existing record.
 func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) error {
-	log, err := s.threadLog()
-	if err != nil {
-		return err
-	}
 	threadID, runID, err := threadAndRun(r)
 	if err != nil {
 		return err
@@ -63,42 +57,25 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	return s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
-		events, err := decodeIngest(body, threadID, runID, log.Limits().MaxBatchEvents)
+		events, err := decodeIngest(body, threadID, runID, s.threads.MaxBatchEvents())
 		if err != nil {
 			return 0, nil, err
 		}
-		if ifAbsent && len(events) != 1 {
+		if !ifAbsent {
+			recs, err := s.threads.Append(ctx, userOf(r), threadID, events)
+			return http.StatusCreated, ingestResponse{Events: recs}, err
+		}
+		if len(events) != 1 {
 			return 0, nil, badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
 		}
-		if err := s.requireWritableThread(r.WithContext(ctx), threadID); err != nil {
-			return 0, nil, err
+		rec, created, err := s.threads.AppendIfAbsent(ctx, userOf(r), threadID, events[0])
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
 		}
-		user := userOf(r)
-		if ifAbsent {
-			rec, created, err := log.AppendIfAbsent(ctx, user, events[0])
-			if err != nil {
-				return 0, nil, writeFailed{err}
-			}
-			status := http.StatusOK
-			if created {
-				status = http.StatusCreated
-			}
-			return status, ingestResponse{Events: []runevents.Record{rec}, Created: &created}, nil
-		}
-		recs, err := log.Append(ctx, user, events)
-		if err != nil {
-			return 0, nil, writeFailed{err}
-		}
-		return http.StatusCreated, ingestResponse{Events: recs}, nil
+		return status, ingestResponse{Events: []runevents.Record{rec}, Created: &created}, err
 	})
 }
-
-// writeFailed marks the error of a write, as opposed to one of the checks
-// before it: a write that failed on the server's side may have committed.
-type writeFailed struct{ err error }
-
-func (e writeFailed) Error() string { return e.err.Error() }
-func (e writeFailed) Unwrap() error { return e.err }
 
 // decodeIngest decodes an ingest body into events of the thread and run.
 // Unknown members are refused, so a misspelt field is never dropped
@@ -136,7 +113,7 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 			e.Metadata = nil
 		}
 		if in.CreatedAt != nil {
-			t, err := parseTimestamp(at+"/created_at", *in.CreatedAt)
+			t, err := threadsvc.ParseTimestamp(at+"/created_at", *in.CreatedAt)
 			if err != nil {
 				return nil, err
 			}
@@ -145,19 +122,6 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 		out[i] = e
 	}
 	return out, nil
-}
-
-// parseTimestamp reads a body's date-time member at path: RFC 3339 with a
-// time zone, and not the zero time, which the stores read as "now".
-func parseTimestamp(path, value string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, value)
-	if err != nil {
-		return time.Time{}, bodyProblem(path, errors.New("must be an RFC 3339 date-time with a time zone"))
-	}
-	if t.IsZero() {
-		return time.Time{}, bodyProblem(path, errors.New("must not be 0001-01-01T00:00:00Z, the zero time"))
-	}
-	return t, nil
 }
 
 // decodeStrict decodes a JSON object into v, refusing unknown members,
@@ -269,25 +233,15 @@ func bodyProblem(path string, err error) error {
 			path += "/" + typeErr.Field
 		}
 	}
-	problem := map[string]string{"path": path, "message": msg}
-	where := path
-	if where == "" {
-		where = "body"
-	}
-	return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", where, msg).WithDetail("problems", []map[string]string{problem})
+	return threadsvc.Problem(path, msg)
 }
 
 // idempotent runs do and writes its response. With an Idempotency-Key
-// header the response is remembered per (caller, key): a retry with the
-// same key, method, path, query and body gets the first response again
-// (with Idempotency-Replayed: true), another request with the same key
-// VALIDATION_FAILED, and a retry while the first is in progress CONFLICT.
-// Under a key, do runs to its end even if the client leaves, so that its
-// outcome is known. A request whose write (an error do marks writeFailed)
-// failed on the server's side (5xx) keeps its key reserved, answering
-// later retries CONFLICT, because the write may have committed: a key
-// never applies a write twice. Any other failure releases the key for a
-// retry.
+// header it runs under the key (threadsvc.Service.Idempotent): a retry
+// with the same key, method, path, query and body gets the first response
+// again (with Idempotency-Replayed: true). A request whose write failed on
+// the server's side (a threadsvc.WriteError answered 5xx) keeps its key
+// reserved, because the write may have committed.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func(ctx context.Context) (int, any, error)) error {
 	keys := r.Header.Values(IdempotencyKeyHeader)
 	if len(keys) == 0 {
@@ -298,72 +252,28 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte,
 		writeJSON(w, status, v)
 		return nil
 	}
-	key := keys[0]
-	if len(keys) > 1 || !validIdempotencyKey(key) {
-		return runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", IdempotencyKeyHeader, maxIdempotencyKey).
-			WithDetail("parameter", IdempotencyKeyHeader)
+	p := threadsvc.IdempotentParams{User: userOf(r), KeepKey: func(err error) bool {
+		return threadsvc.IsWriteError(err) && ErrorStatus(runstream.ErrorCodeOf(err)) >= 500
+	}}
+	if len(keys) == 1 {
+		p.Key = keys[0] // several values: the empty key, refused as invalid
 	}
-	if s.cfg.Idempotency == nil {
-		return unavailable("idempotency store")
-	}
-	ctx, user := context.WithoutCancel(r.Context()), userOf(r)
 	h := sha256.New()
 	h.Write([]byte(r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery + "\n"))
 	h.Write(body)
-	hash := h.Sum(nil)
-	first, err := s.cfg.Idempotency.Begin(ctx, user, key, hash)
+	p.Hash = h.Sum(nil)
+	logf := func(level slog.Level, msg string, err error) {
+		s.logger.Log(r.Context(), level, msg, "request_id", requestID(r.Context()), "error", err)
+	}
+	resp, replayed, err := s.threads.Idempotent(r.Context(), p, do, logf)
 	if err != nil {
 		return err
 	}
-	if first != nil {
+	if replayed {
 		w.Header().Set("Idempotency-Replayed", "true")
-		writeRawJSON(w, first.Status, first.Body)
-		return nil
 	}
-	// The reservation is released when the request is refused, or when do
-	// panics before writing; kept otherwise.
-	release := true
-	defer func() {
-		if release {
-			if err := s.cfg.Idempotency.Abort(ctx, user, key); err != nil {
-				s.logger.Warn("idempotency abort failed", "request_id", requestID(ctx), "error", err)
-			}
-		}
-	}()
-	status, v, err := do(ctx)
-	if err != nil {
-		if errors.As(err, new(writeFailed)) && ErrorStatus(runstream.ErrorCodeOf(err)) >= 500 {
-			release = false
-			s.logger.Warn("idempotency key kept reserved: the request failed with an unknown outcome",
-				"request_id", requestID(ctx), "error", err)
-		}
-		return err
-	}
-	release = false
-	out, err := json.Marshal(v)
-	if err != nil {
-		return runstream.Wrap(err, runstream.CodeInternal, "encode response")
-	}
-	if err := s.cfg.Idempotency.Complete(ctx, user, key,
-		runevents.IdempotentResponse{RequestHash: hash, Status: status, Body: out}); err != nil {
-		// The write was applied; a retry would apply it again, so the key
-		// stays reserved (CONFLICT) rather than released.
-		s.logger.Error("idempotency complete failed", "request_id", requestID(ctx), "error", err)
-	}
-	writeRawJSON(w, status, out)
+	writeRawJSON(w, resp.Status, resp.Body)
 	return nil
-}
-
-func validIdempotencyKey(key string) bool {
-	if key == "" || len(key) > maxIdempotencyKey {
-		return false
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < ' ' || key[i] > '~' {
-			return false
-		}
-	}
-	return true
 }
 
 // writeRawJSON writes an encoded JSON body as writeJSON does.
@@ -377,18 +287,11 @@ func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
 // deleteThreadEvents is DELETE /api/threads/{thread_id}/events: the
 // caller's rows of the thread → {"deleted": n}.
 func (s *Server) deleteThreadEvents(w http.ResponseWriter, r *http.Request) error {
-	store, err := s.runEvents()
-	if err != nil {
-		return err
-	}
 	threadID, err := pathID(r, "thread_id")
 	if err != nil {
 		return err
 	}
-	if err := s.requireThread(r, threadID); err != nil {
-		return err
-	}
-	n, err := store.DeleteByThread(r.Context(), threadID, ownerOf(r))
+	n, err := s.threads.DeleteThreadEvents(r.Context(), userOf(r), threadID)
 	if err != nil {
 		return err
 	}
@@ -400,18 +303,11 @@ func (s *Server) deleteThreadEvents(w http.ResponseWriter, r *http.Request) erro
 // /api/threads/{thread_id}/runs/{run_id}/events: the caller's rows of the
 // run → {"deleted": n}.
 func (s *Server) deleteThreadRunEvents(w http.ResponseWriter, r *http.Request) error {
-	store, err := s.runEvents()
-	if err != nil {
-		return err
-	}
 	threadID, runID, err := threadAndRun(r)
 	if err != nil {
 		return err
 	}
-	if err := s.requireThread(r, threadID); err != nil {
-		return err
-	}
-	n, err := store.DeleteByRun(r.Context(), threadID, runID, ownerOf(r))
+	n, err := s.threads.DeleteRunEvents(r.Context(), userOf(r), threadID, runID)
 	if err != nil {
 		return err
 	}

@@ -251,7 +251,7 @@ func (s blockingStore) PutBatch(ctx context.Context, events []runevents.NewEvent
 func TestIngestRetryWhileInProgressConflicts(t *testing.T) {
 	t.Parallel()
 	store := blockingStore{memory.NewRunEventStore(), make(chan struct{}, 1), make(chan struct{})}
-	env := newThreadEnv(t, func(c *Config) {
+	env := newThreadEnv(t, func(c *envConfig) {
 		c.RunEvents = store
 		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
 	})
@@ -288,7 +288,7 @@ func (s unknownOutcomeStore) PutBatch(ctx context.Context, events []runevents.Ne
 func TestIngestKeyKeptAfterAnUnknownOutcome(t *testing.T) {
 	t.Parallel()
 	store := unknownOutcomeStore{memory.NewRunEventStore()}
-	env := newThreadEnv(t, func(c *Config) {
+	env := newThreadEnv(t, func(c *envConfig) {
 		c.RunEvents = store
 		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
 	})
@@ -318,7 +318,7 @@ func (f *flakyThreadReader) ListThreadEvents(ctx context.Context, p runevents.Li
 // nothing: the key is released and a retry with it writes the batch.
 func TestIngestKeyReleasedAfterAFailureBeforeTheWrite(t *testing.T) {
 	t.Parallel()
-	env := newThreadEnv(t, func(c *Config) {
+	env := newThreadEnv(t, func(c *envConfig) {
 		reader := &flakyThreadReader{ThreadReader: c.RunEvents.(runevents.ThreadReader)}
 		reader.fails.Store(1)
 		c.Threads = reader
@@ -402,9 +402,9 @@ func sameErrorShape(a, b []byte) bool {
 
 func TestIngestUnavailable(t *testing.T) {
 	t.Parallel()
-	env := newThreadEnv(t, func(c *Config) { c.ThreadLog = nil; c.Idempotency = nil })
+	env := newThreadEnv(t, func(c *envConfig) { c.ThreadLog = nil; c.Idempotency = nil })
 	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON)), 503, runstream.CodeUnavailable)
-	env = newThreadEnv(t, func(c *Config) { c.Idempotency = nil })
+	env = newThreadEnv(t, func(c *envConfig) { c.Idempotency = nil })
 	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
 	if rec := env.do(t, "POST", eventsPath, batch(startJSON)); rec.Code != 201 {
 		t.Errorf("without a key the idempotency store is not needed: %d", rec.Code)

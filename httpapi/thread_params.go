@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -79,25 +78,4 @@ func queryBool(q url.Values, name string, def bool) (bool, error) {
 		return false, nil
 	}
 	return false, badParam(name, "must be a boolean")
-}
-
-// historyCursors are the limit and cursors of the message endpoints:
-// limit 1…200 (default 50), before_seq and after_seq >= 1.
-type historyCursors struct {
-	limit         int
-	before, after *int64
-}
-
-func parseHistoryCursors(r *http.Request) (historyCursors, error) {
-	q := r.URL.Query()
-	var c historyCursors
-	var err error
-	if c.limit, err = queryLimit(q, 50, 200); err != nil {
-		return c, err
-	}
-	if c.before, err = querySeq(q, "before_seq"); err != nil {
-		return c, err
-	}
-	c.after, err = querySeq(q, "after_seq")
-	return c, err
 }

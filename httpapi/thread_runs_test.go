@@ -205,7 +205,9 @@ func testThreadTokenUsage(t *testing.T, b threadBackend) {
 
 func TestThreadEndpointsUnavailable(t *testing.T) {
 	t.Parallel()
-	env := newThreadEnv(t, func(c *Config) { c.RunEvents, c.Runs, c.ThreadLog, c.Idempotency, c.Threads = nil, nil, nil, nil, nil })
+	env := newThreadEnv(t, func(c *envConfig) {
+		c.RunEvents, c.Runs, c.ThreadLog, c.Idempotency, c.Threads = nil, nil, nil, nil, nil
+	})
 	for _, route := range threadRouteSamples {
 		rec := env.do(t, route.method, route.path, route.body)
 		if rec.Code != 503 {

@@ -73,7 +73,7 @@ func (c *threadStreamConn) seqs(t *testing.T, n int) []int64 {
 
 func newStreamEnv(t *testing.T, b threadBackend, stream StreamConfig) (*threadEnv, *apitest.Server) {
 	t.Helper()
-	env := newThreadEnvOn(t, b, func(c *Config) { c.Stream = stream })
+	env := newThreadEnvOn(t, b, func(c *envConfig) { c.Stream = stream })
 	return env, apitest.Serve(t, env.api, env.api)
 }
 
@@ -227,7 +227,7 @@ func testThreadStreamRefusals(t *testing.T, b threadBackend) {
 			}
 		})
 	}
-	env = newThreadEnvOn(t, b, func(c *Config) { c.Hub = nil })
+	env = newThreadEnvOn(t, b, func(c *envConfig) { c.Hub = nil })
 	wantError(t, env.do(t, "GET", "/api/threads/t1/stream", ""), 503, runstream.CodeUnavailable)
 }
 
@@ -235,7 +235,7 @@ func testThreadStreamRefusals(t *testing.T, b threadBackend) {
 // the stream stays open with heartbeats until its lifetime runs out.
 func TestThreadStreamEndsOnlyAtMaxLifetime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		env := newThreadEnv(t, func(c *Config) { c.Stream = StreamConfig{MaxLifetime: time.Hour} })
+		env := newThreadEnv(t, func(c *envConfig) { c.Stream = StreamConfig{MaxLifetime: time.Hour} })
 		env.appendAs(t, "alice", validStart("r1"), validAI("r1"))
 		rec := newSyncRecorder()
 		done := make(chan struct{})

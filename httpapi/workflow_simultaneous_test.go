@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/workflow"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // readBarrier is a workflow store whose first n GetRun calls return only
@@ -55,8 +54,7 @@ func TestSimultaneousCancels(t *testing.T) {
 		t.Fatal(err)
 	}
 	const callers = 10
-	env.api.cfg.Log = env.log
-	env.api.cfg.Workflows = newReadBarrier(env.store, callers)
+	env.api.workflows = workflowsvc.New(newReadBarrier(env.store, callers), env.log, env.hub, workflowsvc.Config{})
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
@@ -86,42 +84,4 @@ func TestSimultaneousCancels(t *testing.T) {
 	if requested != 1 {
 		t.Errorf("%d run.cancel_requested events after %d simultaneous cancels, want 1", requested, callers)
 	}
-}
-
-// heldRunReads counts GetRun calls and holds each until release is closed.
-type heldRunReads struct {
-	workflow.Store
-	calls   atomic.Int32
-	release chan struct{}
-}
-
-func (s *heldRunReads) GetRun(ctx context.Context, id string, owner runstream.Owner) (workflow.Run, error) {
-	s.calls.Add(1)
-	<-s.release
-	return s.Store.GetRun(ctx, id, owner)
-}
-
-// Stream requests for one run that arrive while its read is in flight
-// share that read: followers reconnecting at once make one store read.
-func TestSimultaneousStreamsShareTheRunRead(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api, _, run := bubbleEnv(t, StreamConfig{})
-		store := &heldRunReads{Store: api.cfg.Workflows, release: make(chan struct{})}
-		api.cfg.Workflows = store
-		const requests = 20
-		var wg sync.WaitGroup
-		for range requests {
-			wg.Go(func() {
-				if _, err := api.streamRun(t.Context(), run.ID, LocalUser); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		synctest.Wait() // one read held in GetRun, the other requests waiting on it
-		close(store.release)
-		wg.Wait()
-		if n := store.calls.Load(); n != 1 {
-			t.Errorf("%d store reads for %d simultaneous requests, want 1", n, requests)
-		}
-	})
 }

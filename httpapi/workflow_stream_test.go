@@ -20,6 +20,7 @@ import (
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 var testValidator = func() *contracts.Validator {
@@ -48,9 +49,7 @@ func newWorkflowEnv(t *testing.T, stream StreamConfig) *workflowEnv {
 	ctx, cancel := context.WithCancel(context.Background())
 	go env.hub.Run(ctx)
 	env.log = eventlog.NewWorkflowLog(env.store, testValidator, env.hub, nil)
-	env.api = New(Config{
-		Contracts: nil, Workflows: env.store, Hub: env.hub, Stream: stream,
-	})
+	env.api = New(Config{Stream: stream}, readOnlyWorkflows(env.store, env.hub), nil)
 	t.Cleanup(cancel)
 	env.srv = apitest.Serve(t, env.api, env.api)
 	env.run = env.createRun(t, "run_"+strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
@@ -294,7 +293,7 @@ func TestStreamSynthesisedTerminal(t *testing.T) {
 			env.progress(t, 1)
 			// The run is terminal in the store without a terminal event, as
 			// after a crash between the status change and the event.
-			env.api.cfg.Workflows = terminalWithoutEvent{Store: env.store, status: status}
+			env.api.workflows = workflowsvc.New(terminalWithoutEvent{Store: env.store, status: status}, nil, env.hub, workflowsvc.Config{})
 			c := env.open(t, "")
 			c.seqs(t, 3)
 			ev, envl := c.next(t)

@@ -9,18 +9,18 @@ import (
 	"testing"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/internal/servertest"
 )
 
 // server is the public HTTP API over a memory store, with the engines
-// that execute its runs (enginetest.Server). Requests act for the user in
+// that execute its runs (servertest.Server). Requests act for the user in
 // the X-User header ("local" without it).
-type server struct{ *enginetest.Server }
+type server struct{ *servertest.Server }
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	return &server{enginetest.NewServer(t, enginetest.ServerConfig{Authenticate: userFromHeader})}
+	return &server{servertest.NewServer(t, servertest.ServerConfig{Authenticate: userFromHeader})}
 }
 
 // userFromHeader acts for the user in the X-User header, "local" without
@@ -115,10 +115,10 @@ func (s *server) startRun(t *testing.T, workflowID, input string) string {
 	return body["runId"].(string)
 }
 
-// follow opens the run's SSE stream (see enginetest.Follow).
-func (s *server) follow(t *testing.T, runID string) *enginetest.Stream {
+// follow opens the run's SSE stream (see servertest.Follow).
+func (s *server) follow(t *testing.T, runID string) *servertest.Stream {
 	t.Helper()
-	return enginetest.Follow(t, s.URL, runID)
+	return servertest.Follow(t, s.URL, runID)
 }
 
 type errorData struct {

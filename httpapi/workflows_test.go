@@ -11,8 +11,10 @@ import (
 	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/internal/apitest"
+	"github.com/runstream/runstream/internal/servertest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 const simpleFlow = `{"name":"simple","description":"waits","inputSchema":{"type":"object","required":["n"],"properties":{"n":{"type":"integer","minimum":1}}},
@@ -209,9 +211,9 @@ func TestCancelQueuedRun(t *testing.T) {
 func TestWorkflowRunsNeedTheLog(t *testing.T) {
 	t.Parallel()
 	store := memory.NewWorkflowStore()
-	api := httpapi.New(httpapi.Config{Workflows: store, Hub: live.New(live.Config{})})
+	api := httpapi.New(httpapi.Config{}, workflowsvc.New(store, nil, live.New(live.Config{}), workflowsvc.Config{}), nil)
 	srv := apitest.Serve(t, api, api)
-	s := &server{&enginetest.Server{Store: store, URL: srv.URL}}
+	s := &server{&servertest.Server{Store: store, URL: srv.URL}}
 	wf := s.publish(t, simpleFlow)
 	wantError(t, "start run", 503, runstream.CodeUnavailable)(s.post(t, "/api/workflows/"+wf+"/runs", `{"input":{"n":1}}`))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // Timing of the two-instance test: the hubs poll every pollInterval, so
@@ -55,7 +56,7 @@ func newInstance(t *testing.T, db *DB, validator *contracts.Validator) *instance
 		cancel()
 		<-stopped
 	})
-	api := httpapi.New(httpapi.Config{Workflows: db.Workflows(), Hub: in.hub})
+	api := httpapi.New(httpapi.Config{}, workflowsvc.New(db.Workflows(), nil, in.hub, workflowsvc.Config{}), nil)
 	in.srv = apitest.Serve(t, api, api)
 	return in
 }

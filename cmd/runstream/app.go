@@ -15,6 +15,8 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/threadsvc"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // app is a running server's parts: the store, the live hub with its poll
@@ -78,6 +80,11 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 			logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
 		}
 	}
+	workflows := workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
+	var threads *threadsvc.Service
+	if backend.runEvents != nil {
+		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{Idempotency: backend.idempotency})
+	}
 	a.api = httpapi.New(httpapi.Config{
 		Logger:        logger,
 		Contracts:     contracts.FS(),
@@ -87,19 +94,8 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Store:         backend.name,
 		MaxBodyBytes:  cfg.maxBodyBytes,
 		Version:       version,
-		Workflows:     backend.workflows,
-		Hub:           hub,
 		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser},
-		Log:           a.log,
-		Definitions:   registry,
-		Notify:        notify,
-		Artifacts:     blobs,
-		RunEvents:     backend.runEvents,
-		Threads:       backend.threads,
-		Runs:          backend.runs,
-		Idempotency:   backend.idempotency,
-		ThreadLog:     threadLog,
-	})
+	}, workflows, threads)
 	return a, nil
 }
 

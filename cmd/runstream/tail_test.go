@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // tailEnv is the real HTTP API over a memory store, a live hub and the event
@@ -83,7 +84,7 @@ func newTailEnv(t *testing.T) *tailEnv {
 	go hub.Run(ctx)
 	env.log = eventlog.NewWorkflowLog(env.store, validator, hub, func() time.Time { return tailNow })
 	t.Cleanup(cancel)
-	api := httpapi.New(httpapi.Config{Workflows: env.store, Hub: hub})
+	api := httpapi.New(httpapi.Config{}, workflowsvc.New(env.store, nil, hub, workflowsvc.Config{}), nil)
 	srv := apitest.Serve(t, api, api)
 	env.url = srv.URL
 	wf, v, err := env.store.CreateWorkflow(t.Context(), workflow.Workflow{ID: "wf_tail", OwnerID: httpapi.LocalUser, Name: "tail"},

@@ -14,14 +14,15 @@ import (
 	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/engine/nodeset"
 	"github.com/runstream/runstream/engine/sqlnode"
+	"github.com/runstream/runstream/internal/servertest"
 	"github.com/runstream/runstream/workflow"
 )
 
 // server is the public HTTP API over a memory store with every node type
 // (nodeset) and artifact storage, and the engines that run its runs
-// (enginetest.Server). The tests talk to it over HTTP only; engines are
+// (servertest.Server). The tests talk to it over HTTP only; engines are
 // started and killed as instances of a deployment would be.
-type server struct{ *enginetest.Server }
+type server struct{ *servertest.Server }
 
 func newServer(t *testing.T, dbs *sqlnode.Databases) *server {
 	t.Helper()
@@ -29,7 +30,7 @@ func newServer(t *testing.T, dbs *sqlnode.Databases) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &server{enginetest.NewServer(t, enginetest.ServerConfig{Registry: reg, Artifacts: engine.NewMemoryBlobs()})}
+	return &server{servertest.NewServer(t, servertest.ServerConfig{Registry: reg, Artifacts: engine.NewMemoryBlobs()})}
 }
 
 // request sends a request and returns the status, the headers and the
@@ -92,10 +93,10 @@ func (s *server) startRun(t *testing.T, workflowID, input string) string {
 	return body["runId"].(string)
 }
 
-// follow opens the run's SSE stream (see enginetest.Follow).
-func (s *server) follow(t *testing.T, runID string) *enginetest.Stream {
+// follow opens the run's SSE stream (see servertest.Follow).
+func (s *server) follow(t *testing.T, runID string) *servertest.Stream {
 	t.Helper()
-	return enginetest.Follow(t, s.URL, runID)
+	return servertest.Follow(t, s.URL, runID)
 }
 
 // coverage records the event types the examples' asserted sequences hold.

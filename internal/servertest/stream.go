@@ -1,4 +1,4 @@
-package enginetest
+package servertest
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
 )
@@ -76,7 +77,7 @@ func (st *Stream) Until(t testing.TB, typ workflow.EventType, node string) workf
 		select {
 		case ev, ok := <-st.events:
 			if !ok {
-				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(Sequence(st.got), "\n"))
+				t.Fatalf("stream closed before %s %s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
 			}
 			if ev.err != nil {
 				t.Fatalf("stream: %v", ev.err)
@@ -86,7 +87,7 @@ func (st *Stream) Until(t testing.TB, typ workflow.EventType, node string) workf
 				return ev.env
 			}
 		case <-timeout:
-			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(Sequence(st.got), "\n"))
+			t.Fatalf("no %s %s within 30 s; got:\n%s", typ, node, strings.Join(enginetest.Sequence(st.got), "\n"))
 		}
 	}
 }
@@ -107,7 +108,7 @@ func (st *Stream) Rest(t testing.TB) []workflow.Envelope {
 			}
 			st.got = append(st.got, ev.env)
 		case <-timeout:
-			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(Sequence(st.got), "\n"))
+			t.Fatalf("stream not closed within 60 s; got:\n%s", strings.Join(enginetest.Sequence(st.got), "\n"))
 		}
 	}
 }

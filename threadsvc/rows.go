@@ -1,4 +1,4 @@
-package httpapi
+package threadsvc
 
 import (
 	"bytes"
@@ -10,27 +10,28 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
-// outRow is a record as a consumer endpoint returns it. The endpoints
-// enrich their own copies (the store returns copies, and enrichment
+// Row is a record as a consumer projection returns it, encoded as the
+// record's envelope plus, for the message feeds, the caller's feedback on
+// its run. The projections enrich their own copies (the store returns copies, and enrichment
 // replaces Content rather than changing its bytes), so stored rows are
 // never modified.
-type outRow struct {
+type Row struct {
 	rec runevents.Record
 	// withFeedback adds the feedback member (null when feedback is nil).
 	withFeedback bool
-	feedback     *feedbackView
+	feedback     *FeedbackView
 }
 
-func newOutRows(recs []runevents.Record, withFeedback bool) []outRow {
-	out := make([]outRow, len(recs))
+func newRows(recs []runevents.Record, withFeedback bool) []Row {
+	out := make([]Row, len(recs))
 	for i, rec := range recs {
-		out[i] = outRow{rec: rec, withFeedback: withFeedback}
+		out[i] = Row{rec: rec, withFeedback: withFeedback}
 	}
 	return out
 }
 
 // MarshalJSON encodes the record envelope, plus feedback when asked.
-func (o outRow) MarshalJSON() ([]byte, error) {
+func (o Row) MarshalJSON() ([]byte, error) {
 	b, err := o.rec.MarshalJSON()
 	if err != nil || !o.withFeedback {
 		return b, err
@@ -44,6 +45,23 @@ func (o outRow) MarshalJSON() ([]byte, error) {
 	b = append(b[:len(b)-1], `,"feedback":`...)
 	b = append(b, fb...)
 	return append(b, '}'), nil
+}
+
+// FeedbackView is feedback as a message row carries it: {feedback_id,
+// rating, comment}; comment is null when empty.
+type FeedbackView struct {
+	ID      string          `json:"feedback_id"`
+	Rating  json.RawMessage `json:"rating"`
+	Comment *string         `json:"comment"`
+}
+
+// NewFeedbackView returns the view of f.
+func NewFeedbackView(f runevents.Feedback) *FeedbackView {
+	v := &FeedbackView{ID: f.ID, Rating: f.Rating}
+	if f.Comment != "" {
+		v.Comment = &f.Comment
+	}
+	return v
 }
 
 // jsonObject decodes a JSON object one level deep.
@@ -95,7 +113,7 @@ func runDurations(runs []runevents.ThreadRun) map[string]int64 {
 // has a duration (reference §2.10). A null or missing additional_kwargs
 // becomes an object; a row whose additional_kwargs is another non-object
 // is passed over.
-func stampTurnDurations(rows []outRow, durations map[string]int64) {
+func stampTurnDurations(rows []Row, durations map[string]int64) {
 	stamped := map[string]bool{}
 	for i := len(rows) - 1; i >= 0; i-- {
 		rec := &rows[i].rec

@@ -1,4 +1,7 @@
-package enginetest
+// Package servertest serves the whole HTTP API for tests: the workflow
+// service over a memory store, with the engines that execute its runs, on
+// a local listener, and follows a run's SSE stream as a browser would.
+package servertest
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflowsvc"
 )
 
 // Server is the public HTTP API over a memory store, with the engines that
@@ -56,11 +60,10 @@ func NewServer(t testing.TB, cfg ServerConfig) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	s.Log = eventlog.NewWorkflowLog(s.Store, validator, hub, nil)
-	api := httpapi.New(httpapi.Config{
-		Workflows: s.Store, Hub: hub, Log: s.Log,
-		Definitions: cfg.Registry, Artifacts: cfg.Artifacts, Authenticate: cfg.Authenticate,
-		Notify: s.notify,
+	workflows := workflowsvc.New(s.Store, s.Log, hub, workflowsvc.Config{
+		Definitions: cfg.Registry, Artifacts: cfg.Artifacts, Notify: s.notify,
 	})
+	api := httpapi.New(httpapi.Config{Authenticate: cfg.Authenticate}, workflows, nil)
 	t.Cleanup(func() {
 		cancel()
 		s.Store.Close()

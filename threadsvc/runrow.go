@@ -1,0 +1,126 @@
+package threadsvc
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+// maxOperationKind bounds operation_kind and model_name.
+const maxOperationKind = 128
+
+// RunParams is a run row to store as a caller sends it (the body of PUT
+// /api/threads/{thread_id}/runs/{run_id}): status (required), created_at,
+// updated_at, model_name, operation_kind (default "run"), metadata (an
+// object; its regenerate_from_run_id and replay_kind, when present, are
+// strings), and the usage totals, all >= 0. Optional members are nil
+// when absent.
+type RunParams struct {
+	ThreadID string `json:"-"`
+	RunID    string `json:"-"`
+	User     string `json:"-"`
+
+	Status        runevents.RunStatus `json:"status"`
+	CreatedAt     *string             `json:"created_at"`
+	UpdatedAt     *string             `json:"updated_at"`
+	ModelName     *string             `json:"model_name"`
+	OperationKind *string             `json:"operation_kind"`
+	Metadata      json.RawMessage     `json:"metadata"`
+	runevents.Usage
+}
+
+// row checks p and returns its run row; a broken rule is VALIDATION_FAILED
+// naming the member.
+func (b RunParams) row() (runevents.ThreadRun, error) {
+	run := runevents.ThreadRun{ThreadID: b.ThreadID, RunID: b.RunID, OwnerID: b.User, Status: b.Status, OperationKind: "run", Usage: b.Usage}
+	if !b.Status.Valid() {
+		return run, Problem("/status", "required: one of pending, running, success, error, interrupted, timeout")
+	}
+	if b.OperationKind != nil {
+		if !validLabel(*b.OperationKind) {
+			return run, Problem("/operation_kind", "must have 1 to 128 characters without control characters")
+		}
+		run.OperationKind = *b.OperationKind
+	}
+	if b.ModelName != nil && *b.ModelName != "" {
+		if !validLabel(*b.ModelName) {
+			return run, Problem("/model_name", "must have at most 128 characters without control characters")
+		}
+		run.ModelName = *b.ModelName
+	}
+	for _, ts := range []struct {
+		path  string
+		value *string
+		into  *time.Time
+	}{{"/created_at", b.CreatedAt, &run.CreatedAt}, {"/updated_at", b.UpdatedAt, &run.UpdatedAt}} {
+		if ts.value == nil {
+			continue
+		}
+		t, err := ParseTimestamp(ts.path, *ts.value)
+		if err != nil {
+			return run, err
+		}
+		*ts.into = t
+	}
+	if len(b.Metadata) > 0 && string(b.Metadata) != "null" {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(b.Metadata, &meta) != nil {
+			return run, Problem("/metadata", "must be an object")
+		}
+		for _, key := range []string{"regenerate_from_run_id", "replay_kind"} {
+			var str string
+			if v, ok := meta[key]; ok && string(v) != "null" && json.Unmarshal(v, &str) != nil {
+				return run, Problem("/metadata/"+key, "must be a string")
+			}
+		}
+		run.Metadata = b.Metadata
+	}
+	u := b.Usage
+	for name, n := range map[string]int64{
+		"total_input_tokens": u.TotalInputTokens, "total_output_tokens": u.TotalOutputTokens, "total_tokens": u.TotalTokens,
+		"llm_call_count": u.LLMCallCount, "lead_agent_tokens": u.LeadAgentTokens, "subagent_tokens": u.SubagentTokens,
+		"middleware_tokens": u.MiddlewareTokens,
+	} {
+		if n < 0 {
+			return run, Problem("/"+name, "must not be negative")
+		}
+	}
+	for model, mu := range u.ByModel {
+		if model == "" || mu.InputTokens < 0 || mu.OutputTokens < 0 || mu.TotalTokens < 0 {
+			return run, Problem("/token_usage_by_model", "model names must not be empty and counts not negative")
+		}
+	}
+	return run, nil
+}
+
+func validLabel(s string) bool {
+	return s != "" && utf8.RuneCountInString(s) <= maxOperationKind && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// Problem is VALIDATION_FAILED for a member of a request (at path, a JSON
+// pointer; empty: the whole) that breaks a rule, with details.problems.
+func Problem(path, msg string) error {
+	problem := map[string]string{"path": path, "message": msg}
+	where := path
+	if where == "" {
+		where = "body"
+	}
+	return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", where, msg).WithDetail("problems", []map[string]string{problem})
+}
+
+// ParseTimestamp reads a date-time member at path: RFC 3339 with a time
+// zone, and not the zero time, which the stores read as "now".
+func ParseTimestamp(path, value string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return time.Time{}, Problem(path, "must be an RFC 3339 date-time with a time zone")
+	}
+	if t.IsZero() {
+		return time.Time{}, Problem(path, "must not be 0001-01-01T00:00:00Z, the zero time")
+	}
+	return t, nil
+}

@@ -1,0 +1,226 @@
+package threadsvc
+
+import (
+	"context"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/runevents"
+)
+
+// EventStore is what the service reads thread run events with, and
+// deletes them by: runevents.Store without its appends, which go through
+// the event log.
+type EventStore interface {
+	ListMessages(ctx context.Context, p runevents.ListMessagesParams) ([]runevents.Record, error)
+	ListEvents(ctx context.Context, p runevents.ListEventsParams) ([]runevents.Record, error)
+	ListMessagesByRun(ctx context.Context, p runevents.ListMessagesByRunParams) ([]runevents.Record, error)
+	LastVisibleAISeqByRun(ctx context.Context, p runevents.LastVisibleAIParams) (map[string]int64, error)
+	DeleteByThread(ctx context.Context, threadID string, owner runevents.Owner) (int, error)
+	DeleteByRun(ctx context.Context, threadID, runID string, owner runevents.Owner) (int, error)
+}
+
+var _ EventStore = runevents.Store(nil)
+
+// Config holds the optional parts of a Service.
+type Config struct {
+	// Idempotency remembers the responses of requests made under an
+	// idempotency key. Nil: Idempotent refuses keys with UNAVAILABLE.
+	Idempotency runevents.IdempotencyStore
+}
+
+// Service is the thread service. It is safe for concurrent use.
+type Service struct {
+	events  EventStore
+	threads runevents.ThreadReader
+	runs    runevents.RunStore
+	log     *eventlog.ThreadLog
+	hub     *live.Hub
+	idem    runevents.IdempotencyStore
+}
+
+// New returns the service over events (read and deleted), threads (a
+// thread's rows of every category, read for existence checks and
+// streams), runs (run rows and feedback), log (the append choke point of
+// events) and hub (live followers). A nil log makes Append and
+// AppendIfAbsent answer UNAVAILABLE, a nil hub OpenStream.
+func New(events EventStore, threads runevents.ThreadReader, runs runevents.RunStore, log *eventlog.ThreadLog, hub *live.Hub, cfg Config) *Service {
+	return &Service{events: events, threads: threads, runs: runs, log: log, hub: hub, idem: cfg.Idempotency}
+}
+
+func unavailable(what string) error {
+	return runstream.Errorf(runstream.CodeUnavailable, "%s not available", what)
+}
+
+func threadNotFound(threadID string) error {
+	return runstream.Errorf(runstream.CodeNotFound, "thread %s not found", threadID)
+}
+
+// exists reports whether the thread holds rows or run rows visible to
+// owner.
+func (s *Service) exists(ctx context.Context, threadID string, owner runevents.Owner) (bool, error) {
+	rows, err := s.threads.ListThreadEvents(ctx, runevents.ListThreadEventsParams{ThreadID: threadID, Owner: owner, Limit: 1})
+	if err != nil || len(rows) > 0 {
+		return len(rows) > 0, err
+	}
+	rs, err := s.runs.ListRuns(ctx, threadID, owner)
+	return len(rs) > 0, err
+}
+
+// RequireThread returns NOT_FOUND unless the thread exists for user.
+func (s *Service) RequireThread(ctx context.Context, user, threadID string) error {
+	ok, err := s.exists(ctx, threadID, runevents.OwnedBy(user))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return threadNotFound(threadID)
+	}
+	return nil
+}
+
+// requireWritable returns NOT_FOUND when the thread exists only for other
+// users, so that nobody writes into, or learns of, another user's thread.
+// A thread that does not exist yet is writable: the write creates it. It
+// asks "does anyone have rows" before "does the caller": rows only appear,
+// so a concurrent first write of the caller's own cannot make the thread
+// look foreign, as the other order would.
+func (s *Service) requireWritable(ctx context.Context, user, threadID string) error {
+	anyone, err := s.exists(ctx, threadID, runstream.AnyOwner)
+	if err != nil || !anyone {
+		return err
+	}
+	mine, err := s.exists(ctx, threadID, runevents.OwnedBy(user))
+	if err != nil {
+		return err
+	}
+	if !mine {
+		return threadNotFound(threadID)
+	}
+	return nil
+}
+
+// WriteError marks the error of a write, as opposed to one of the checks
+// before it: a write that failed on the server's side may have committed.
+type WriteError struct{ Err error }
+
+func (e WriteError) Error() string { return e.Err.Error() }
+func (e WriteError) Unwrap() error { return e.Err }
+
+// MaxBatchEvents returns the most events a batch may hold.
+func (s *Service) MaxBatchEvents() int {
+	if s.log == nil {
+		return eventlog.DefaultMaxBatchEvents
+	}
+	return s.log.Limits().MaxBatchEvents
+}
+
+// Append appends a batch of events of one thread for user (see
+// eventlog.ThreadLog.Append) unless the thread is another user's. A
+// failed append is a WriteError.
+func (s *Service) Append(ctx context.Context, user, threadID string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if s.log == nil {
+		return nil, unavailable("thread event log")
+	}
+	if err := s.requireWritable(ctx, user, threadID); err != nil {
+		return nil, err
+	}
+	recs, err := s.log.Append(ctx, user, events)
+	if err != nil {
+		return nil, WriteError{err}
+	}
+	return recs, nil
+}
+
+// AppendIfAbsent is the singleton write (see
+// eventlog.ThreadLog.AppendIfAbsent) for user, unless the thread is
+// another user's. A failed append is a WriteError.
+func (s *Service) AppendIfAbsent(ctx context.Context, user, threadID string, e runevents.NewEvent) (runevents.Record, bool, error) {
+	if s.log == nil {
+		return runevents.Record{}, false, unavailable("thread event log")
+	}
+	if err := s.requireWritable(ctx, user, threadID); err != nil {
+		return runevents.Record{}, false, err
+	}
+	rec, created, err := s.log.AppendIfAbsent(ctx, user, e)
+	if err != nil {
+		return runevents.Record{}, false, WriteError{err}
+	}
+	return rec, created, nil
+}
+
+// DeleteThreadEvents deletes the user's rows of the thread and returns
+// how many.
+func (s *Service) DeleteThreadEvents(ctx context.Context, user, threadID string) (int, error) {
+	if err := s.RequireThread(ctx, user, threadID); err != nil {
+		return 0, err
+	}
+	return s.events.DeleteByThread(ctx, threadID, runevents.OwnedBy(user))
+}
+
+// DeleteRunEvents deletes the user's rows of a run of the thread and
+// returns how many.
+func (s *Service) DeleteRunEvents(ctx context.Context, user, threadID, runID string) (int, error) {
+	if err := s.RequireThread(ctx, user, threadID); err != nil {
+		return 0, err
+	}
+	return s.events.DeleteByRun(ctx, threadID, runID, runevents.OwnedBy(user))
+}
+
+// PutRun checks p, then creates its run row or replaces the row's
+// mutable fields (status, model, metadata, usage, updated_at), unless the
+// thread is another user's; created_at and the owner stay from the first
+// write.
+func (s *Service) PutRun(ctx context.Context, p RunParams) (runevents.ThreadRun, error) {
+	run, err := p.row()
+	if err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	if err := s.requireWritable(ctx, run.OwnerID, run.ThreadID); err != nil {
+		return runevents.ThreadRun{}, err
+	}
+	return s.runs.PutRun(ctx, run)
+}
+
+// GetRun returns the user's run row.
+func (s *Service) GetRun(ctx context.Context, user, threadID, runID string) (runevents.ThreadRun, error) {
+	return s.runs.GetRun(ctx, threadID, runID, runevents.OwnedBy(user))
+}
+
+// ListRuns returns the user's run rows of the thread, oldest first.
+func (s *Service) ListRuns(ctx context.Context, user, threadID string) ([]runevents.ThreadRun, error) {
+	if err := s.RequireThread(ctx, user, threadID); err != nil {
+		return nil, err
+	}
+	return s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
+}
+
+// PutFeedback stores the user's feedback (f.UserID) on one of their runs,
+// created or replaced (its id is kept). f is checked first
+// (Feedback.Prepare, whose error names the member at fault), then the run.
+func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runevents.Feedback, error) {
+	if _, err := f.Prepare(); err != nil {
+		return runevents.Feedback{}, err
+	}
+	if _, err := s.runs.GetRun(ctx, f.ThreadID, f.RunID, runevents.OwnedBy(f.UserID)); err != nil {
+		return runevents.Feedback{}, err
+	}
+	return s.runs.PutFeedback(ctx, f)
+}
+
+// RunFeedback returns the user's feedback on their run, ok false when
+// there is none; NOT_FOUND when the user has no such run.
+func (s *Service) RunFeedback(ctx context.Context, user, runID string) (f runevents.Feedback, ok bool, err error) {
+	owner := runevents.OwnedBy(user)
+	run, err := s.runs.FindRun(ctx, runID, owner)
+	if err != nil {
+		return runevents.Feedback{}, false, err
+	}
+	byRun, err := s.runs.ListFeedback(ctx, run.ThreadID, []string{runID}, owner)
+	if err != nil {
+		return runevents.Feedback{}, false, err
+	}
+	f, ok = byRun[runID]
+	return f, ok, nil
+}

@@ -1,0 +1,146 @@
+package workflowsvc
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/workflow"
+)
+
+// RunStream is one follower's view of a run's events: the run as it was
+// when the stream opened, its hub subscription, and its stored events as
+// SSE frames.
+type RunStream struct {
+	store Store
+	hub   *live.Hub
+	run   workflow.Run
+}
+
+// OpenRunStream reads the user's run for a follower. Openings for the same
+// run and user that arrive while a read is in flight share it, so that
+// the followers of a run reconnecting at once (after a restart, say) make
+// one store read rather than one each. An opening stops waiting when ctx
+// ends. Every shared read ends before its openings subscribe, so the run's
+// LastSeq is one the store held before they subscribe, as Subscribe needs.
+func (s *Service) OpenRunStream(ctx context.Context, user, runID string) (*RunStream, error) {
+	read := s.runReads.DoChan(runID+"\x00"+user, func() (any, error) {
+		// Not cancelled with the first opening: the others wait on it.
+		return s.store.GetRun(context.WithoutCancel(ctx), runID, runstream.OwnedBy(user))
+	})
+	select {
+	case res := <-read:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return &RunStream{store: s.store, hub: s.hub, run: res.Val.(workflow.Run)}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Run returns the run as the stream found it.
+func (st *RunStream) Run() workflow.Run { return st.run }
+
+// Subscribe subscribes to the run's live events. Every event up to the
+// run's LastSeq is stored (a cursor may point past it).
+func (st *RunStream) Subscribe(int64) *live.Subscription {
+	return st.hub.Subscribe(eventlog.WorkflowStreamKey(st.run.ID), st.run.LastSeq)
+}
+
+// ReadAfter appends to buf the frames of up to limit stored events after
+// seq after, and returns them with their count, the last seq read and
+// whether the last is terminal.
+func (st *RunStream) ReadAfter(ctx context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
+	events, err := st.store.ListEvents(ctx, st.run.ID, after, limit)
+	if err != nil || len(events) == 0 {
+		return buf, 0, after, false, err
+	}
+	for _, env := range events {
+		if buf, err = eventlog.AppendWorkflowFrame(buf, env); err != nil {
+			return buf, 0, after, false, err
+		}
+	}
+	last := events[len(events)-1]
+	return buf, len(events), last.Seq, last.Event.Terminal(), nil
+}
+
+// End reports the stream over when the run is terminal: at once (done)
+// when the cursor is at or past its stored terminal event, else, with
+// more, when events after the cursor remain to be read, or after one
+// synthesised terminal frame (data.synthesised true, no id line, never
+// stored) for a run that is terminal without a terminal event.
+func (st *RunStream) End(ctx context.Context, cursor int64) (frame []byte, done, more bool, err error) {
+	run, err := st.store.GetRun(ctx, st.run.ID, runstream.AnyOwner)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !run.Status.Terminal() {
+		return nil, false, false, nil
+	}
+	if run.LastSeq > cursor {
+		return nil, false, true, nil
+	}
+	if run.LastSeq > 0 {
+		last, err := st.store.ListEvents(ctx, run.ID, run.LastSeq-1, 1)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if len(last) == 1 && last[0].Event.Terminal() {
+			return nil, true, false, nil
+		}
+	}
+	frame, err = synthesisedTerminal(run)
+	return frame, true, false, err
+}
+
+// synthesisedTerminal renders the terminal frame of a run that is terminal
+// without a terminal event.
+func synthesisedTerminal(run workflow.Run) ([]byte, error) {
+	event, _ := workflow.TerminalEventFor(run.Status)
+	finished := run.FinishedAt
+	if finished.IsZero() {
+		finished = run.UpdatedAt
+	}
+	data := map[string]any{"synthesised": true, "finishedAt": finished.Format(workflow.TimestampLayout)}
+	switch event {
+	case workflow.EventRunCompleted:
+		data["output"] = orNull(run.Output)
+		data["artifacts"] = []any{}
+	case workflow.EventRunFailed:
+		errObj := run.Error
+		if len(errObj) == 0 {
+			errObj, _ = json.Marshal(map[string]any{
+				"code":      runstream.CodeWorkflowWorkerLost,
+				"message":   "the run ended without a terminal event",
+				"retryable": runstream.CodeWorkflowWorkerLost.Retryable(),
+			})
+		}
+		data["error"] = errObj
+		data["failedNodeId"] = nil
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	env := workflow.Envelope{
+		SchemaVersion: workflow.SchemaVersion, RunID: run.ID, WorkflowID: run.WorkflowID, VersionID: run.VersionID,
+		Seq: run.LastSeq, Event: event, Timestamp: finished, Data: raw,
+	}
+	envJSON, err := env.AppendJSON(nil)
+	if err != nil {
+		return nil, err
+	}
+	// No ID: a client that resumes after it keeps the last stored seq.
+	return sse.AppendFrame(nil, sse.Frame{Event: string(event), Data: envJSON})
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
