@@ -165,7 +165,7 @@ func (s *WorkflowStore) workflowLocked(id string, owner runstream.Owner) (*workf
 
 // ListWorkflows returns the workflows owner sees, newest first.
 func (s *WorkflowStore) ListWorkflows(_ context.Context, p workflow.ListWorkflowsParams) ([]workflow.Workflow, error) {
-	if err := checkList(p.Owner, p.Limit); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.lock(); err != nil {
@@ -304,11 +304,8 @@ func (s *WorkflowStore) runLocked(id string, owner runstream.Owner) (*runRow, er
 // ListRuns returns the runs owner sees that match the filters, newest
 // first.
 func (s *WorkflowStore) ListRuns(_ context.Context, p workflow.ListRunsParams) ([]workflow.Run, error) {
-	if err := checkList(p.Owner, p.Limit); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if p.Status != "" && !p.Status.Valid() {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list runs: unknown status %q", p.Status)
 	}
 	if err := s.lock(); err != nil {
 		return nil, err
@@ -390,11 +387,8 @@ func (row *runRow) appendLocked(events []workflow.NewEvent, now time.Time) []wor
 // ListEvents returns up to limit events of the run after afterSeq; an
 // unknown run fails with CodeWorkflowRunNotFound.
 func (s *WorkflowStore) ListEvents(_ context.Context, runID string, afterSeq int64, limit int) ([]workflow.Envelope, error) {
-	if afterSeq < 0 {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: afterSeq %d is negative", afterSeq)
-	}
-	if limit < 1 || limit > workflow.MaxEventPageLimit {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: limit %d is outside 1..%d", limit, workflow.MaxEventPageLimit)
+	if err := workflow.CheckEventPage(afterSeq, limit); err != nil {
+		return nil, err
 	}
 	if err := s.lock(); err != nil {
 		return nil, err
@@ -423,16 +417,7 @@ func (s *WorkflowStore) ListEvents(_ context.Context, runID string, afterSeq int
 // awaiting input fails with CodeWorkflowRunNotAwaitingInput. A failed call
 // consumes nothing and appends nothing.
 func (s *WorkflowStore) Resume(_ context.Context, p workflow.ResumeParams) ([]workflow.Envelope, error) {
-	if err := runstream.CheckOwner(p.Owner); err != nil {
-		return nil, err
-	}
-	if p.Now.IsZero() {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "resume: the time of the request is required")
-	}
-	if err := workflow.CheckEvents(p.Events); err != nil {
-		return nil, err
-	}
-	if err := workflow.CheckNodeOutputs(p.NodeOutputs); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.lock(); err != nil {
@@ -498,17 +483,6 @@ func (s *WorkflowStore) GetArtifact(_ context.Context, runID, artifactID string)
 		}
 	}
 	return workflow.Artifact{}, runstream.Errorf(runstream.CodeNotFound, "run %q has no artifact %q", runID, artifactID)
-}
-
-// checkList validates the owner and limit of a listing.
-func checkList(owner runstream.Owner, limit int) error {
-	if err := runstream.CheckOwner(owner); err != nil {
-		return err
-	}
-	if limit < 1 || limit > 1000 {
-		return runstream.Errorf(runstream.CodeInvalidArgument, "limit %d is outside 1..1000", limit)
-	}
-	return nil
 }
 
 // listKey orders listings newest first: CreatedAt descending, then ID

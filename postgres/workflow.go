@@ -202,7 +202,7 @@ func errWorkflowNotFound(id string) error {
 
 // ListWorkflows returns the workflows owner sees, newest first.
 func (s *WorkflowStore) ListWorkflows(ctx context.Context, p workflow.ListWorkflowsParams) ([]workflow.Workflow, error) {
-	if err := checkList(p.Owner, p.Limit); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if err := s.checkOpen(); err != nil {
@@ -305,17 +305,6 @@ func (s *WorkflowStore) GetVersion(ctx context.Context, workflowID, versionID st
 		return workflow.Version{}, runstream.Errorf(runstream.CodeWorkflowVersionNotFound, "workflow %q has no version %q", workflowID, versionID)
 	}
 	return workflow.Version{ID: *id, WorkflowID: workflowID, Number: int(*number), Definition: definition, CreatedAt: created.UTC()}, nil
-}
-
-// checkList validates the owner and limit of a listing.
-func checkList(owner runstream.Owner, limit int) error {
-	if err := runstream.CheckOwner(owner); err != nil {
-		return err
-	}
-	if limit < 1 || limit > 1000 {
-		return runstream.Errorf(runstream.CodeInvalidArgument, "limit %d is outside 1..1000", limit)
-	}
-	return nil
 }
 
 // listQuery builds the conditions of a newest-first listing; "?" in a

@@ -65,10 +65,10 @@ func checkAppend(p workflow.AppendParams) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if err := checkEvents(p.Events); err != nil {
+	if err := storableEvents(p.Events); err != nil {
 		return err
 	}
-	if err := checkNodeOutputs(p.NodeOutputs); err != nil {
+	if err := storableNodeOutputs(p.NodeOutputs); err != nil {
 		return err
 	}
 	if t := p.ResumeToken; t != nil {

@@ -191,13 +191,11 @@ func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[stri
 	return out, nil
 }
 
-// checkNodeOutputs is workflow.CheckNodeOutputs plus the text PostgreSQL
-// cannot hold: node ids with invalid UTF-8 or NUL, outputs with invalid
-// UTF-8 (valid JSON holds no raw NUL).
-func checkNodeOutputs(outputs map[string]json.RawMessage) error {
-	if err := workflow.CheckNodeOutputs(outputs); err != nil {
-		return err
-	}
+// storableNodeOutputs rejects, with CodeInvalidArgument, node outputs
+// that PostgreSQL cannot hold: node ids with invalid UTF-8 or NUL, outputs
+// with invalid UTF-8 (valid JSON holds no raw NUL). The caller has checked
+// the outputs with workflow.CheckNodeOutputs.
+func storableNodeOutputs(outputs map[string]json.RawMessage) error {
 	for id, out := range outputs {
 		if !storableText(id) || !utf8.Valid(out) {
 			return runstream.Errorf(runstream.CodeInvalidArgument, "node outputs: node ids and outputs must be valid UTF-8 without NUL characters")
@@ -214,7 +212,8 @@ type nodeOutputKey struct{ run, node string }
 // never meets one key twice (which PostgreSQL refuses).
 type nodeOutputs map[nodeOutputKey]string
 
-// add keeps copies of the outputs of run (checked by checkNodeOutputs).
+// add keeps copies of the outputs of run (checked by
+// workflow.CheckNodeOutputs and storableNodeOutputs).
 func (o nodeOutputs) add(runID string, outputs map[string]json.RawMessage) {
 	for node, out := range outputs {
 		o[nodeOutputKey{runID, node}] = string(out)

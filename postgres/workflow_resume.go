@@ -17,16 +17,13 @@ import (
 // before the run (see the workflowtest package doc), and a refused call
 // consumes, appends and stores nothing.
 func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]workflow.Envelope, error) {
-	if err := runstream.CheckOwner(p.Owner); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if p.Now.IsZero() {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "resume: the time of the request is required")
-	}
-	if err := checkEvents(p.Events); err != nil {
+	if err := storableEvents(p.Events); err != nil {
 		return nil, err
 	}
-	if err := checkNodeOutputs(p.NodeOutputs); err != nil {
+	if err := storableNodeOutputs(p.NodeOutputs); err != nil {
 		return nil, err
 	}
 	if err := s.checkOpen(); err != nil {

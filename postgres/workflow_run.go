@@ -46,7 +46,10 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: unknown status %q", r.Status)
 	}
 	if len(events) > 0 {
-		if err := checkEvents(events); err != nil {
+		if err := workflow.CheckEvents(events); err != nil {
+			return workflow.Run{}, nil, err
+		}
+		if err := storableEvents(events); err != nil {
 			return workflow.Run{}, nil, err
 		}
 	}
@@ -136,11 +139,8 @@ func errRunNotFound(id string) error {
 // matching ones: a run may have left the status filter since the previous
 // page.
 func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams) ([]workflow.Run, error) {
-	if err := checkList(p.Owner, p.Limit); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
-	}
-	if p.Status != "" && !p.Status.Valid() {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list runs: unknown status %q", p.Status)
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -169,11 +169,8 @@ func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams)
 // ListEvents returns up to limit events of the run after afterSeq, with
 // one query that also tells an unknown run from one without such events.
 func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]workflow.Envelope, error) {
-	if afterSeq < 0 {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: afterSeq %d is negative", afterSeq)
-	}
-	if limit < 1 || limit > workflow.MaxEventPageLimit {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: limit %d is outside 1..%d", limit, workflow.MaxEventPageLimit)
+	if err := workflow.CheckEventPage(afterSeq, limit); err != nil {
+		return nil, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -287,13 +284,11 @@ func (s *WorkflowStore) GetArtifact(ctx context.Context, runID, artifactID strin
 	return a, nil
 }
 
-// checkEvents is workflow.CheckEvents plus the text PostgreSQL cannot
-// hold: node ids with invalid UTF-8 or NUL, data with invalid UTF-8 (valid
-// JSON holds no raw NUL).
-func checkEvents(events []workflow.NewEvent) error {
-	if err := workflow.CheckEvents(events); err != nil {
-		return err
-	}
+// storableEvents rejects, with CodeInvalidArgument, the text of events
+// that PostgreSQL cannot hold: node ids with invalid UTF-8 or NUL, data
+// with invalid UTF-8 (valid JSON holds no raw NUL). The caller has checked
+// the events with workflow.CheckEvents.
+func storableEvents(events []workflow.NewEvent) error {
 	for i, e := range events {
 		if !storableText(e.NodeID) || !storableText(e.NodeRunID) || !utf8.Valid(e.Data) || bytes.IndexByte(e.Data, 0) >= 0 {
 			return runstream.Errorf(runstream.CodeInvalidArgument, "events[%d]: node ids and data must be valid UTF-8 without NUL characters", i)

@@ -29,7 +29,7 @@ func (s *WorkflowStore) GetWorkflow(ctx context.Context, id string, owner runstr
 // ListWorkflows returns the workflows owner sees, newest first (CreatedAt
 // descending, then ID descending), after the workflow p.BeforeID.
 func (s *WorkflowStore) ListWorkflows(ctx context.Context, p workflow.ListWorkflowsParams) ([]workflow.Workflow, error) {
-	if err := firstError(s.checkOpen(), checkList(p.Owner, p.Limit)); err != nil {
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
 		return nil, err
 	}
 	before, err := s.cursor(ctx, s.workflowCursor, p.Owner, p.BeforeID)
@@ -100,11 +100,8 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 // first. The cursor run is looked up among every run owner sees, matching
 // the filters or not.
 func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams) ([]workflow.Run, error) {
-	if err := firstError(s.checkOpen(), checkList(p.Owner, p.Limit)); err != nil {
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
 		return nil, err
-	}
-	if p.Status != "" && !p.Status.Valid() {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list runs: unknown status %q", p.Status)
 	}
 	before, err := s.cursor(ctx, s.runCursor, p.Owner, p.BeforeID)
 	if err != nil {
@@ -128,17 +125,6 @@ func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams)
 		return nil, sqlError("sqlite: list runs", err)
 	}
 	return out, nil
-}
-
-// checkList validates the owner and limit of a listing.
-func checkList(owner runstream.Owner, limit int) error {
-	if err := runstream.CheckOwner(owner); err != nil {
-		return err
-	}
-	if limit < 1 || limit > 1000 {
-		return runstream.Errorf(runstream.CodeInvalidArgument, "limit %d is outside 1..1000", limit)
-	}
-	return nil
 }
 
 // cursor is the created_at of the row beforeID, read by lookup (owner_id,
@@ -208,11 +194,8 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if afterSeq < 0 {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: afterSeq %d is negative", afterSeq)
-	}
-	if limit < 1 || limit > workflow.MaxEventPageLimit {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "list events: limit %d is outside 1..%d", limit, workflow.MaxEventPageLimit)
+	if err := workflow.CheckEventPage(afterSeq, limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.listEvents.QueryContext(ctx, afterSeq, runID, limit)
 	if err != nil {

@@ -157,16 +157,7 @@ func (s *WorkflowStore) Append(ctx context.Context, p workflow.AppendParams) ([]
 // the primary key's index, which reveals nothing useful about a token, as
 // the hash of a guess cannot be steered.
 func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]workflow.Envelope, error) {
-	if err := runstream.CheckOwner(p.Owner); err != nil {
-		return nil, err
-	}
-	if p.Now.IsZero() {
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "resume: the time of the request is required")
-	}
-	if err := workflow.CheckEvents(p.Events); err != nil {
-		return nil, err
-	}
-	if err := workflow.CheckNodeOutputs(p.NodeOutputs); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	now := storeNow()

@@ -57,3 +57,69 @@ func (p AppendParams) Validate() error {
 	}
 	return nil
 }
+
+// MaxListLimit is the largest page a listing of workflows or runs returns.
+const MaxListLimit = 1000
+
+// checkList rejects, with CodeInvalidArgument, a listing without a valid
+// owner or with a limit outside 1..MaxListLimit.
+func checkList(owner runstream.Owner, limit int) error {
+	if err := runstream.CheckOwner(owner); err != nil {
+		return err
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "limit %d is outside 1..%d", limit, MaxListLimit)
+	}
+	return nil
+}
+
+// Validate rejects, with CodeInvalidArgument, a listing without a valid
+// owner or with a limit outside 1..MaxListLimit. Every backend calls it
+// before it reads.
+func (p ListWorkflowsParams) Validate() error {
+	return checkList(p.Owner, p.Limit)
+}
+
+// Validate rejects, with CodeInvalidArgument, what ListWorkflowsParams's
+// Validate rejects and a status filter that is not a run status. Every
+// backend calls it before it reads.
+func (p ListRunsParams) Validate() error {
+	if err := checkList(p.Owner, p.Limit); err != nil {
+		return err
+	}
+	if p.Status != "" && !p.Status.Valid() {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "list runs: unknown status %q", p.Status)
+	}
+	return nil
+}
+
+// Validate rejects, with CodeInvalidArgument, resume arguments that are
+// wrong whatever the run and its token: an invalid owner, no time of
+// request, and events or node outputs that CheckEvents or CheckNodeOutputs
+// refuse. Every backend calls it before it touches the run, so a refused
+// call consumes nothing.
+func (p ResumeParams) Validate() error {
+	if err := runstream.CheckOwner(p.Owner); err != nil {
+		return err
+	}
+	if p.Now.IsZero() {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "resume: the time of the request is required")
+	}
+	if err := CheckEvents(p.Events); err != nil {
+		return err
+	}
+	return CheckNodeOutputs(p.NodeOutputs)
+}
+
+// CheckEventPage rejects, with CodeInvalidArgument, the page of a
+// Store.ListEvents call with a negative cursor or a limit outside
+// 1..MaxEventPageLimit. Every backend calls it before it reads.
+func CheckEventPage(afterSeq int64, limit int) error {
+	if afterSeq < 0 {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "list events: afterSeq %d is negative", afterSeq)
+	}
+	if limit < 1 || limit > MaxEventPageLimit {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "list events: limit %d is outside 1..%d", limit, MaxEventPageLimit)
+	}
+	return nil
+}
