@@ -1,7 +1,6 @@
 package eventlog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/sse"
 )
 
 // Default limits of thread event batches (DESIGN §7).
@@ -278,26 +278,21 @@ func ThreadFrame(rec runevents.Record) (live.Event, error) {
 	return live.Event{Seq: rec.Seq, Frame: frame}, nil
 }
 
-// AppendThreadFrame appends the SSE frame of a stored record to dst. The
-// event type and the data are checked to hold no line break.
+// AppendThreadFrame appends the SSE frame of a stored record to dst: id =
+// thread seq, event = event type, data = the record on one line
+// (sse.AppendSeqFrame).
 func AppendThreadFrame(dst []byte, rec runevents.Record) ([]byte, error) {
-	if rec.EventType == "" || strings.ContainsAny(string(rec.EventType), "\r\n") {
-		return dst, fmt.Errorf("frame seq %d: event type %q is not a frame field", rec.Seq, rec.EventType)
+	if rec.EventType == "" {
+		return dst, fmt.Errorf("frame seq %d: the record has no event type", rec.Seq)
 	}
-	data, err := rec.MarshalJSON()
+	dst, err := sse.AppendSeqFrame(dst, rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
+		data, err := rec.MarshalJSON()
+		return append(b, data...), err
+	})
 	if err != nil {
 		return dst, fmt.Errorf("frame seq %d: %w", rec.Seq, err)
 	}
-	if bytes.ContainsAny(data, "\r\n") {
-		return dst, fmt.Errorf("frame seq %d: data holds a line break", rec.Seq)
-	}
-	dst = append(dst, "id: "...)
-	dst = strconv.AppendInt(dst, rec.Seq, 10)
-	dst = append(dst, "\nevent: "...)
-	dst = append(dst, rec.EventType...)
-	dst = append(dst, "\ndata: "...)
-	dst = append(dst, data...)
-	return append(dst, "\n\n"...), nil
+	return dst, nil
 }
 
 // ThreadFrames appends the live events of recs to dst.

@@ -14,6 +14,7 @@ import (
 	"github.com/runstream/runstream/internal/jsonenc"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/redact"
+	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -171,28 +172,21 @@ func WorkflowFrame(env workflow.Envelope) (live.Event, error) {
 	return live.Event{Seq: env.Seq, Frame: frame, Terminal: env.Event.Terminal()}, nil
 }
 
-// AppendWorkflowFrame appends the SSE frame of a stored envelope to dst. It
-// writes the frame directly (the hot path of every replay): the id is a
-// number, the event one of the protocol's names, and the data compact JSON,
-// which it checks holds no line break.
+// AppendWorkflowFrame appends the SSE frame of a stored envelope to dst:
+// id = seq, event = type, data = the envelope on one line, written in
+// place (sse.AppendSeqFrame).
 func AppendWorkflowFrame(dst []byte, env workflow.Envelope) ([]byte, error) {
 	if !env.Event.Known() {
 		return dst, fmt.Errorf("frame seq %d: unknown event %q", env.Seq, env.Event)
 	}
-	start := len(dst)
-	dst = append(dst, "id: "...)
-	dst = strconv.AppendInt(dst, env.Seq, 10)
-	dst = append(dst, "\nevent: "...)
-	dst = append(dst, env.Event...)
-	dst = append(dst, "\ndata: "...)
-	data := len(dst)
-	// Stored data is compact (prepare compacts it); a line break, the one
-	// thing that would break the frame, is checked below.
-	dst = env.AppendStoredJSON(dst)
-	if bytes.IndexByte(dst[data:], '\n') >= 0 || bytes.IndexByte(dst[data:], '\r') >= 0 {
-		return dst[:start], fmt.Errorf("frame seq %d: data holds a line break", env.Seq)
+	dst, err := sse.AppendSeqFrame(dst, env.Seq, string(env.Event), func(b []byte) ([]byte, error) {
+		// Stored data is compact (prepare compacts it).
+		return env.AppendStoredJSON(b), nil
+	})
+	if err != nil {
+		return dst, fmt.Errorf("frame seq %d: %w", env.Seq, err)
 	}
-	return append(dst, "\n\n"...), nil
+	return dst, nil
 }
 
 // validationError turns a contract violation into CodeInvalidArgument with

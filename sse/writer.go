@@ -97,6 +97,38 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	return dst, nil
 }
 
+// AppendSeqFrame appends the frame of a stored event to dst: its id is
+// seq, its event name event (omitted when empty), and its data what
+// appendData appends to the buffer it is given, written in place rather
+// than copied (the hot path of every replay). The event name and the data
+// are checked as AppendFrame checks them; if either cannot be framed, or
+// appendData fails, it returns dst unchanged and the error (a *FieldError
+// for a refused value).
+func AppendSeqFrame(dst []byte, seq int64, event string, appendData func(dst []byte) ([]byte, error)) ([]byte, error) {
+	if err := checkField("event", event); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst = append(dst, "id: "...)
+	dst = strconv.AppendInt(dst, seq, 10)
+	dst = append(dst, '\n')
+	if event != "" {
+		dst = append(dst, "event: "...)
+		dst = append(dst, event...)
+		dst = append(dst, '\n')
+	}
+	dst = append(dst, "data: "...)
+	data := len(dst)
+	dst, err := appendData(dst)
+	if err != nil {
+		return dst[:start], err
+	}
+	if err := checkData(dst[data:]); err != nil {
+		return dst[:start], err
+	}
+	return append(dst, "\n\n"...), nil
+}
+
 // AppendComment appends the comment line ": <text>\n" (":\n" when text is
 // empty) to dst. Readers ignore comments; the server uses them as
 // heartbeats. If text contains CR, LF, NUL or invalid UTF-8 it returns dst

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -314,6 +315,41 @@ func BenchmarkAppendFrame(b *testing.B) {
 		dst, err = AppendFrame(dst[:0], f)
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestAppendSeqFrameMatchesAppendFrame(t *testing.T) {
+	t.Parallel()
+	data := func(s string) func([]byte) ([]byte, error) {
+		return func(b []byte) ([]byte, error) { return append(b, s...), nil }
+	}
+	for _, tc := range []struct {
+		seq   int64
+		event string
+		data  string
+	}{{1, "run.created", `{"a":1}`}, {42, "", `{}`}, {9000000000, "node.progress", `"é"`}} {
+		got, err := AppendSeqFrame([]byte("keep"), tc.seq, tc.event, data(tc.data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := AppendFrame([]byte("keep"), Frame{ID: strconv.FormatInt(tc.seq, 10), Event: tc.event, Data: []byte(tc.data)})
+		if string(got) != string(want) {
+			t.Errorf("AppendSeqFrame = %q, want %q", got, want)
+		}
+	}
+	for name, tc := range map[string]struct {
+		event string
+		data  func([]byte) ([]byte, error)
+	}{
+		"line break in the data":  {"e", data("{\n}")},
+		"invalid UTF-8 data":      {"e", data("\xff")},
+		"line break in the event": {"a\nb", data("{}")},
+		"failing data":            {"e", func(b []byte) ([]byte, error) { return append(b, "half"...), errors.New("boom") }},
+	} {
+		out, err := AppendSeqFrame([]byte("keep"), 1, tc.event, tc.data)
+		if err == nil || string(out) != "keep" {
+			t.Errorf("%s: %q, %v; want the buffer unchanged and an error", name, out, err)
 		}
 	}
 }
