@@ -21,6 +21,7 @@ import (
 	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -44,7 +45,7 @@ func newRealServer(t *testing.T) *realServer {
 		t.Fatal(err)
 	}
 	store := memory.NewWorkflowStore()
-	hub := live.New(live.Config{Poll: eventlog.Poller(store), PollInterval: 50 * time.Millisecond})
+	hub := live.New(live.Config{Poll: streams.Poller(store), PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	rs := &realServer{log: eventlog.NewWorkflowLog(store, validator, hub, nil)}

@@ -8,8 +8,8 @@
 // failed validation or failed to commit is never stored in part and never
 // published.
 //
-// WorkflowLog serves workflow runs (stream key "workflow:<run id>");
+// WorkflowLog serves workflow runs, publishing under the run's stream key;
 // ThreadLog serves thread run events, publishing each record under the
-// thread's key and the keys of the filtered views that show it. Poller and
-// StreamPoller read a stream's stored events for the hub's shared poll.
+// thread's key and the keys of the filtered views that show it. The keys
+// and frames are package streams'.
 package eventlog

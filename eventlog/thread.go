@@ -13,7 +13,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/streams"
 )
 
 // Default limits of thread event batches (DESIGN §7).
@@ -248,7 +248,7 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 	var order []string
 	byKey := map[string][]live.Event{}
 	for _, rec := range recs {
-		ev, err := ThreadFrame(rec)
+		ev, err := streams.ThreadFrame(rec)
 		if err != nil {
 			// A stored record always encodes; if one ever does not, it is
 			// not published (followers read the store) and it is logged.
@@ -256,7 +256,7 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 				"thread_id", rec.ThreadID, "run_id", rec.RunID, "seq", rec.Seq, "error", err)
 			continue
 		}
-		for _, key := range streamKeysOf(rec) {
+		for _, key := range streams.ThreadKeysOf(rec) {
 			if _, ok := byKey[key]; !ok {
 				order = append(order, key)
 			}
@@ -266,43 +266,4 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 	for _, key := range order {
 		l.hub.Publish(key, byKey[key])
 	}
-}
-
-// ThreadFrame renders a stored record as a live event with its SSE frame:
-// id = thread seq, event = event type, data = the record on one line.
-func ThreadFrame(rec runevents.Record) (live.Event, error) {
-	frame, err := AppendThreadFrame(make([]byte, 0, 240+len(rec.Content)+len(rec.Metadata)), rec)
-	if err != nil {
-		return live.Event{}, err
-	}
-	return live.Event{Seq: rec.Seq, Frame: frame}, nil
-}
-
-// AppendThreadFrame appends the SSE frame of a stored record to dst: id =
-// thread seq, event = event type, data = the record on one line
-// (sse.AppendSeqFrame).
-func AppendThreadFrame(dst []byte, rec runevents.Record) ([]byte, error) {
-	if rec.EventType == "" {
-		return dst, fmt.Errorf("frame seq %d: the record has no event type", rec.Seq)
-	}
-	dst, err := sse.AppendSeqFrame(dst, rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
-		data, err := rec.MarshalJSON()
-		return append(b, data...), err
-	})
-	if err != nil {
-		return dst, fmt.Errorf("frame seq %d: %w", rec.Seq, err)
-	}
-	return dst, nil
-}
-
-// ThreadFrames appends the live events of recs to dst.
-func ThreadFrames(dst []live.Event, recs []runevents.Record) ([]live.Event, error) {
-	for _, rec := range recs {
-		ev, err := ThreadFrame(rec)
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, ev)
-	}
-	return dst, nil
 }

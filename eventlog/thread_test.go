@@ -17,6 +17,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/streams"
 )
 
 type threadEnv struct {
@@ -33,7 +34,7 @@ func newThreadEnv(t *testing.T, limits eventlog.ThreadLimits) threadEnv {
 }
 
 // follow subscribes to a view of thread t1.
-func (env threadEnv) follow(t *testing.T, s eventlog.ThreadStream) *live.Subscription {
+func (env threadEnv) follow(t *testing.T, s streams.ThreadStream) *live.Subscription {
 	t.Helper()
 	s.ThreadID = "t1"
 	sub := env.hub.Subscribe(s.Key(), 0)
@@ -81,7 +82,7 @@ func seqsOf(events []live.Event) []int64 {
 func TestThreadAppendStoresAndPublishesEveryView(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, eventlog.ThreadLimits{})
-	views := map[string]eventlog.ThreadStream{
+	views := map[string]streams.ThreadStream{
 		"all":            {},
 		"alice":          {UserID: "alice"},
 		"alice ra":       {UserID: "alice", RunID: "ra"},
@@ -201,7 +202,7 @@ func TestThreadAppendRefusesInvalidBatchesWhole(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := newThreadEnv(t, eventlog.ThreadLimits{})
-			sub := env.follow(t, eventlog.ThreadStream{})
+			sub := env.follow(t, streams.ThreadStream{})
 			_, err := env.log.Append(t.Context(), "u", []runevents.NewEvent{aiEvent("r1"), tc.event, aiEvent("r1")})
 			e := runstream.AsError(err)
 			if e == nil || e.Code != runstream.CodeValidationFailed {
@@ -299,7 +300,7 @@ func TestThreadAppendLimits(t *testing.T) {
 func TestThreadAppendRedacts(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, eventlog.ThreadLimits{})
-	sub := env.follow(t, eventlog.ThreadStream{})
+	sub := env.follow(t, streams.ThreadStream{})
 	secret := "sk-" + strings.Repeat("Ab3", 16)
 	e := newEvent("r1", runevents.EventLLMToolResult, `{"type":"tool","content":"key `+secret+`"}`, `{"auth_token":"tok-123456","caller":"lead_agent"}`)
 	in := string(e.Content)
@@ -325,7 +326,7 @@ func TestThreadAppendRedacts(t *testing.T) {
 func TestThreadAppendIfAbsent(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, eventlog.ThreadLimits{})
-	sub := env.follow(t, eventlog.ThreadStream{UserID: "u"})
+	sub := env.follow(t, streams.ThreadStream{UserID: "u"})
 	delivery := newEvent("r1", runevents.EventRunDelivery, `{"presented":0,"paths":[],"by_tool":{}}`, "")
 	first, created, err := env.log.AppendIfAbsent(t.Context(), "u", delivery)
 	if err != nil || !created || first.Category != runevents.CategoryOutputs || first.UserID != "u" {
@@ -355,35 +356,12 @@ func TestThreadNothingPublishedWhenTheAppendFails(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, eventlog.ThreadLimits{})
 	log := eventlog.NewThreadLog(failingRunEvents{env.store}, mustValidator(t), env.hub, eventlog.ThreadLimits{})
-	sub := env.follow(t, eventlog.ThreadStream{})
+	sub := env.follow(t, streams.ThreadStream{})
 	if _, err := log.Append(t.Context(), "u", []runevents.NewEvent{aiEvent("r1")}); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
 		t.Fatalf("err = %v", err)
 	}
 	if events, _ := sub.Take(); len(events) != 0 {
 		t.Errorf("a failed append published %v", seqsOf(events))
-	}
-}
-
-func TestThreadStreamKeys(t *testing.T) {
-	t.Parallel()
-	for _, s := range []eventlog.ThreadStream{
-		{ThreadID: "t1"},
-		{ThreadID: "t1", UserID: "user with spaces&=?"},
-		{ThreadID: "t1", UserID: "u", RunID: "r1", Category: runevents.CategoryMessage},
-		{ThreadID: "t1", Category: runevents.CategoryTrace},
-	} {
-		got, err := eventlog.ParseThreadStreamKey(s.Key())
-		if err != nil || got != s {
-			t.Errorf("ParseThreadStreamKey(%q) = %+v, %v; want %+v", s.Key(), got, err, s)
-		}
-	}
-	if got := eventlog.ThreadStreamKey("t1"); got != "thread:t1" {
-		t.Errorf("ThreadStreamKey = %q", got)
-	}
-	for _, key := range []string{"workflow:r1", "thread:t1?color=red", "thread:t1?user=a&user=b", "thread:t1?user=", "thread:t1?%zz"} {
-		if _, err := eventlog.ParseThreadStreamKey(key); err == nil {
-			t.Errorf("ParseThreadStreamKey(%q) succeeded", key)
-		}
 	}
 }
 
@@ -397,19 +375,19 @@ func TestStreamPollerReadsThreadViews(t *testing.T) {
 	if _, err := env.log.Append(ctx, "bob", []runevents.NewEvent{aiEvent("rb")}); err != nil {
 		t.Fatal(err)
 	}
-	poll := eventlog.StreamPoller(memory.NewWorkflowStore(), env.store)
+	poll := streams.StreamPoller(memory.NewWorkflowStore(), env.store)
 	for _, tc := range []struct {
-		view  eventlog.ThreadStream
+		view  streams.ThreadStream
 		after int64
 		want  string
 	}{
-		{eventlog.ThreadStream{ThreadID: "t1"}, 0, "[1 2 3 4]"},
-		{eventlog.ThreadStream{ThreadID: "t1"}, 2, "[3 4]"},
-		{eventlog.ThreadStream{ThreadID: "t1", UserID: "alice"}, 0, "[1 2 3]"},
-		{eventlog.ThreadStream{ThreadID: "t1", UserID: "bob"}, 0, "[4]"},
-		{eventlog.ThreadStream{ThreadID: "t1", UserID: "alice", Category: runevents.CategoryMessage}, 0, "[2 3]"},
-		{eventlog.ThreadStream{ThreadID: "t1", RunID: "rb"}, 0, "[3 4]"},
-		{eventlog.ThreadStream{ThreadID: "t2"}, 0, "[]"},
+		{streams.ThreadStream{ThreadID: "t1"}, 0, "[1 2 3 4]"},
+		{streams.ThreadStream{ThreadID: "t1"}, 2, "[3 4]"},
+		{streams.ThreadStream{ThreadID: "t1", UserID: "alice"}, 0, "[1 2 3]"},
+		{streams.ThreadStream{ThreadID: "t1", UserID: "bob"}, 0, "[4]"},
+		{streams.ThreadStream{ThreadID: "t1", UserID: "alice", Category: runevents.CategoryMessage}, 0, "[2 3]"},
+		{streams.ThreadStream{ThreadID: "t1", RunID: "rb"}, 0, "[3 4]"},
+		{streams.ThreadStream{ThreadID: "t2"}, 0, "[]"},
 	} {
 		events, err := poll(ctx, tc.view.Key(), tc.after)
 		if err != nil || fmt.Sprint(seqsOf(events)) != tc.want && !(tc.want == "[]" && len(events) == 0) {
@@ -419,21 +397,8 @@ func TestStreamPollerReadsThreadViews(t *testing.T) {
 	if _, err := poll(ctx, "thread:t1?color=red", 0); err == nil {
 		t.Error("poll of a malformed thread key succeeded")
 	}
-	if _, err := eventlog.Poller(memory.NewWorkflowStore())(ctx, "thread:t1", 0); err == nil {
+	if _, err := streams.Poller(memory.NewWorkflowStore())(ctx, "thread:t1", 0); err == nil {
 		t.Error("the workflow-only poller served a thread key")
-	}
-}
-
-func TestAppendThreadFrameRefusesLineBreaks(t *testing.T) {
-	t.Parallel()
-	rec := runevents.Record{ThreadID: "t1", RunID: "r1", Seq: 3, EventType: "middleware:a\nb", Category: "middleware", Content: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}
-	if out, err := eventlog.AppendThreadFrame([]byte("keep"), rec); err == nil || string(out) != "keep" {
-		t.Errorf("frame of an event type with a line break: %q, %v", out, err)
-	}
-	rec.EventType = "run.start"
-	rec.Content = json.RawMessage("\"a\nb\"")
-	if _, err := eventlog.AppendThreadFrame(nil, rec); err == nil {
-		t.Error("frame of data with a line break succeeded")
 	}
 }
 
@@ -459,7 +424,7 @@ func TestThreadUnframableRecordIsLogged(t *testing.T) {
 	hub := live.New(live.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	env := threadEnv{store: store, hub: hub}
 	log := eventlog.NewThreadLog(unframableRunEvents{store}, mustValidator(t), hub, eventlog.ThreadLimits{})
-	sub := env.follow(t, eventlog.ThreadStream{})
+	sub := env.follow(t, streams.ThreadStream{})
 	if _, err := log.Append(t.Context(), "u", []runevents.NewEvent{startEvent("r1"), aiEvent("r1")}); err != nil {
 		t.Fatal(err)
 	}

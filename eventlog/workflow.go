@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/runstream/runstream/internal/jsonenc"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/redact"
-	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -45,9 +44,6 @@ func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, hub *l
 		awaitingInput: redact.New(redact.Options{KeepKeys: []string{"resumeToken", "formSchema"}}),
 	}
 }
-
-// WorkflowStreamKey is the hub key of a workflow run's stream.
-func WorkflowStreamKey(runID string) string { return "workflow:" + runID }
 
 // CreateRun stores a run with its first events and publishes them.
 func (l *WorkflowLog) CreateRun(ctx context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
@@ -139,7 +135,7 @@ func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {
 	if l.hub == nil || len(stored) == 0 {
 		return
 	}
-	events, err := WorkflowFrames(make([]live.Event, 0, len(stored)), stored)
+	events, err := streams.WorkflowFrames(make([]live.Event, 0, len(stored)), stored)
 	if err != nil {
 		// A stored envelope always encodes; if one ever does not, the batch
 		// is not published (followers read the store) and it is logged.
@@ -147,46 +143,7 @@ func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {
 			"run_id", runID, "seq", stored[len(events)].Seq, "error", err)
 		return
 	}
-	l.hub.Publish(WorkflowStreamKey(runID), events)
-}
-
-// WorkflowFrames appends the live events of envs to dst.
-func WorkflowFrames(dst []live.Event, envs []workflow.Envelope) ([]live.Event, error) {
-	for _, env := range envs {
-		ev, err := WorkflowFrame(env)
-		if err != nil {
-			return dst, err
-		}
-		dst = append(dst, ev)
-	}
-	return dst, nil
-}
-
-// WorkflowFrame renders a stored envelope as a live event with its SSE
-// frame: id = seq, event = type, data = the envelope on one line.
-func WorkflowFrame(env workflow.Envelope) (live.Event, error) {
-	frame, err := AppendWorkflowFrame(make([]byte, 0, 320+len(env.Data)), env)
-	if err != nil {
-		return live.Event{}, err
-	}
-	return live.Event{Seq: env.Seq, Frame: frame, Terminal: env.Event.Terminal()}, nil
-}
-
-// AppendWorkflowFrame appends the SSE frame of a stored envelope to dst:
-// id = seq, event = type, data = the envelope on one line, written in
-// place (sse.AppendSeqFrame).
-func AppendWorkflowFrame(dst []byte, env workflow.Envelope) ([]byte, error) {
-	if !env.Event.Known() {
-		return dst, fmt.Errorf("frame seq %d: unknown event %q", env.Seq, env.Event)
-	}
-	dst, err := sse.AppendSeqFrame(dst, env.Seq, string(env.Event), func(b []byte) ([]byte, error) {
-		// Stored data is compact (prepare compacts it).
-		return env.AppendStoredJSON(b), nil
-	})
-	if err != nil {
-		return dst, fmt.Errorf("frame seq %d: %w", env.Seq, err)
-	}
-	return dst, nil
+	l.hub.Publish(streams.WorkflowStreamKey(runID), events)
 }
 
 // validationError turns a contract violation into CodeInvalidArgument with

@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -43,7 +44,7 @@ func setup(t *testing.T, store workflow.Store) setupResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := hub.Subscribe(eventlog.WorkflowStreamKey("run_1"), 0)
+	sub := hub.Subscribe(streams.WorkflowStreamKey("run_1"), 0)
 	t.Cleanup(sub.Close)
 	run, _, err := log.CreateRun(ctx, workflow.Run{ID: "run_1", WorkflowID: wf.ID, VersionID: ver.ID, OwnerID: "u"},
 		[]workflow.NewEvent{{Event: workflow.EventRunCreated, Data: json.RawMessage(`{"version":1,"versionId":"wv_1"}`)}})
@@ -203,7 +204,7 @@ func TestStoredDataIsCompact(t *testing.T) {
 	if got := string(stored[0].Data); got != `{"queue":"a b"}` {
 		t.Errorf("stored data %q, want it compact", got)
 	}
-	ev, err := eventlog.WorkflowFrame(stored[0])
+	ev, err := streams.WorkflowFrame(stored[0])
 	if err != nil || strings.Count(string(ev.Frame), "\n") != 4 {
 		t.Errorf("frame %q (%v): want id, event, data lines and the blank line", ev.Frame, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -64,7 +65,7 @@ func TestBrowserFollowsAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := memory.NewWorkflowStore()
-	hub := live.New(live.Config{Poll: eventlog.Poller(store), PollInterval: 50 * time.Millisecond})
+	hub := live.New(live.Config{Poll: streams.Poller(store), PollInterval: 50 * time.Millisecond})
 	hubCtx, stopHub := context.WithCancel(context.Background())
 	go hub.Run(hubCtx)
 	t.Cleanup(stopHub)

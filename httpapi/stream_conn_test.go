@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/internal/apitest"
+	"github.com/runstream/runstream/streams"
 )
 
 // recordedStream is the body a stream writes through a ResponseWriter
@@ -138,7 +138,7 @@ func TestShutdownEndsTakenOverStreams(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream is still open 10 s after Shutdown returned")
 	}
-	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
+	if n := env.hub.Followed(streams.WorkflowStreamKey(env.run.ID)); n != 0 {
 		t.Errorf("%d subscriptions left after Shutdown", n)
 	}
 	// A stream asked for after Shutdown is refused before any byte.
@@ -147,7 +147,7 @@ func TestShutdownEndsTakenOverStreams(t *testing.T) {
 	if late.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"UNAVAILABLE"`) || late.resp.Header.Get("Retry-After") == "" {
 		t.Errorf("stream after Shutdown: %d %s (Retry-After %q), want 503 UNAVAILABLE", late.resp.StatusCode, body, late.resp.Header.Get("Retry-After"))
 	}
-	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
+	if n := env.hub.Followed(streams.WorkflowStreamKey(env.run.ID)); n != 0 {
 		t.Errorf("%d subscriptions after the refused stream", n)
 	}
 }
@@ -238,7 +238,7 @@ func TestTakenOverStreamEndsWhenItsClientLeaves(t *testing.T) {
 	// The heartbeat (15 s) writes nothing during the test: the stream must
 	// notice the closed connection without a failed write.
 	env := newWorkflowEnv(t, StreamConfig{MaxPerUser: 1})
-	key := eventlog.WorkflowStreamKey(env.run.ID)
+	key := streams.WorkflowStreamKey(env.run.ID)
 	c := env.open(t, "")
 	c.seqs(t, 2)
 	if n := env.hub.Followed(key); n != 1 {
@@ -278,7 +278,7 @@ func TestStreamHEAD(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Workflow-Run-Status") != "queued" {
 		t.Errorf("HEAD: %d %v", resp.StatusCode, resp.Header)
 	}
-	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 0 {
+	if n := env.hub.Followed(streams.WorkflowStreamKey(env.run.ID)); n != 0 {
 		t.Errorf("HEAD left %d subscriptions", n)
 	}
 }
@@ -320,7 +320,7 @@ func TestStreamsPerUserLimit(t *testing.T) {
 	if third.resp.Header.Get("Retry-After") != "3" || e.Details["limit"] != float64(2) {
 		t.Errorf("Retry-After %q, details %v; want 3 and limit 2", third.resp.Header.Get("Retry-After"), e.Details)
 	}
-	if n := env.hub.Followed(eventlog.WorkflowStreamKey(env.run.ID)); n != 2 {
+	if n := env.hub.Followed(streams.WorkflowStreamKey(env.run.ID)); n != 2 {
 		t.Errorf("%d subscriptions after the refusal, want 2", n)
 	}
 	// Another user has streams of their own to open (the run is the local

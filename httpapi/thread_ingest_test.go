@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/streams"
 )
 
 const (
@@ -33,7 +34,7 @@ func TestIngestStoresAndPublishes(t *testing.T) {
 func testIngestStoresAndPublishes(t *testing.T, b threadBackend) {
 	t.Parallel()
 	env := newThreadEnvOn(t, b)
-	sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
+	sub := env.hub.Subscribe(streams.ThreadStreamKey("t1"), 0)
 	defer sub.Close()
 	rec := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON))
 	if rec.Code != http.StatusCreated {
@@ -116,7 +117,7 @@ func testIngestRefusals(t *testing.T, b threadBackend) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := newThreadEnvOn(t, b)
-			sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
+			sub := env.hub.Subscribe(streams.ThreadStreamKey("t1"), 0)
 			defer sub.Close()
 			rec := env.do(t, "POST", tc.path, tc.body, tc.header...)
 			body := wantError(t, rec, tc.status, tc.code)
@@ -153,7 +154,7 @@ func TestIngestIfAbsentUnder50Callers(t *testing.T) {
 func testIngestIfAbsentUnder50Callers(t *testing.T, b threadBackend) {
 	t.Parallel()
 	env := newThreadEnvOn(t, b)
-	sub := env.hub.Subscribe(eventlog.ThreadStreamKey("t1"), 0)
+	sub := env.hub.Subscribe(streams.ThreadStreamKey("t1"), 0)
 	defer sub.Close()
 	type answer struct {
 		status  int

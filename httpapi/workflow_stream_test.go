@@ -19,6 +19,7 @@ import (
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -45,7 +46,7 @@ type workflowEnv struct {
 func newWorkflowEnv(t *testing.T, stream StreamConfig) *workflowEnv {
 	t.Helper()
 	env := &workflowEnv{store: memory.NewWorkflowStore()}
-	env.hub = live.New(live.Config{Poll: eventlog.Poller(env.store), PollInterval: 50 * time.Millisecond})
+	env.hub = live.New(live.Config{Poll: streams.Poller(env.store), PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	go env.hub.Run(ctx)
 	env.log = eventlog.NewWorkflowLog(env.store, testValidator, env.hub, nil)

@@ -342,7 +342,7 @@ func TestSubscriptionGetsNothingAtOrBelowItsFrontier(t *testing.T) {
 }
 
 // pagedPoll serves a stream a page of at most 500 events at a time, as
-// eventlog.PollPage, and records the lowest seq it was asked to read after.
+// streams.PollPage, and records the lowest seq it was asked to read after.
 type pagedPoll struct {
 	countingPoll
 	lowest int64

@@ -20,6 +20,7 @@ import (
 	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -44,7 +45,7 @@ type instance struct {
 func newInstance(t *testing.T, db *DB, validator *contracts.Validator) *instance {
 	t.Helper()
 	in := &instance{db: db}
-	in.hub = live.New(live.Config{Poll: eventlog.Poller(db.Workflows()), PollInterval: pollInterval})
+	in.hub = live.New(live.Config{Poll: streams.Poller(db.Workflows()), PollInterval: pollInterval})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -149,7 +150,7 @@ func TestTwoInstances(t *testing.T) {
 	heardB := newHeard()
 	listener := b.db.NewListener(func(runID string, seq int64) {
 		heardB.onNotify(runID, seq)
-		b.hub.Wake(eventlog.WorkflowStreamKey(runID))
+		b.hub.Wake(streams.WorkflowStreamKey(runID))
 	})
 	dial := listener.connect
 	listener.connect = func(ctx context.Context) (*pgx.Conn, error) {

@@ -3,9 +3,9 @@ package threadsvc
 import (
 	"context"
 
-	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/streams"
 )
 
 // ThreadStream is one follower's view of a thread: its hub subscription
@@ -17,7 +17,7 @@ import (
 type ThreadStream struct {
 	reader runevents.ThreadReader
 	hub    *live.Hub
-	view   eventlog.ThreadStream
+	view   streams.ThreadStream
 }
 
 // OpenStream opens the user's view of a thread, optionally of one run
@@ -30,7 +30,7 @@ func (s *Service) OpenStream(ctx context.Context, user, threadID, runID string, 
 	if err := s.RequireThread(ctx, user, threadID); err != nil {
 		return nil, err
 	}
-	view := eventlog.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}
+	view := streams.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}
 	return &ThreadStream{reader: s.threads, hub: s.hub, view: view}, nil
 }
 
@@ -44,12 +44,12 @@ func (st *ThreadStream) Subscribe(cursor int64) *live.Subscription {
 // view after seq after, and returns them with their count and the last
 // seq read; no row is terminal.
 func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
-	recs, err := eventlog.ReadThreadStream(ctx, st.reader, st.view, after, limit)
+	recs, err := streams.ReadThreadStream(ctx, st.reader, st.view, after, limit)
 	if err != nil || len(recs) == 0 {
 		return buf, 0, after, false, err
 	}
 	for _, rec := range recs {
-		if buf, err = eventlog.AppendThreadFrame(buf, rec); err != nil {
+		if buf, err = streams.AppendThreadFrame(buf, rec); err != nil {
 			return buf, 0, after, false, err
 		}
 	}

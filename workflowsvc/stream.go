@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -48,7 +48,7 @@ func (st *RunStream) Run() workflow.Run { return st.run }
 // Subscribe subscribes to the run's live events. Every event up to the
 // run's LastSeq is stored (a cursor may point past it).
 func (st *RunStream) Subscribe(int64) *live.Subscription {
-	return st.hub.Subscribe(eventlog.WorkflowStreamKey(st.run.ID), st.run.LastSeq)
+	return st.hub.Subscribe(streams.WorkflowStreamKey(st.run.ID), st.run.LastSeq)
 }
 
 // ReadAfter appends to buf the frames of up to limit stored events after
@@ -60,7 +60,7 @@ func (st *RunStream) ReadAfter(ctx context.Context, buf []byte, after int64, lim
 		return buf, 0, after, false, err
 	}
 	for _, env := range events {
-		if buf, err = eventlog.AppendWorkflowFrame(buf, env); err != nil {
+		if buf, err = streams.AppendWorkflowFrame(buf, env); err != nil {
 			return buf, 0, after, false, err
 		}
 	}

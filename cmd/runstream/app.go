@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/threadsvc"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -48,13 +49,13 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		backend.close()
 		return nil, fmt.Errorf("load contracts: %w", err)
 	}
-	hub := live.New(live.Config{Poll: eventlog.StreamPoller(backend.workflows, backend.threads), Logger: logger})
+	hub := live.New(live.Config{Poll: streams.StreamPoller(backend.workflows, backend.threads), Logger: logger})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
 	if backend.listen != nil {
 		// An append this instance published itself is delivered already:
 		// WakeSeq ignores its notification.
-		go backend.listen(loopCtx, func(runID string, seq int64) { hub.WakeSeq(eventlog.WorkflowStreamKey(runID), seq) })
+		go backend.listen(loopCtx, func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) })
 	}
 	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflow"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -79,7 +80,7 @@ func newTailEnv(t *testing.T) *tailEnv {
 		t.Fatal(err)
 	}
 	env := &tailEnv{store: memory.NewWorkflowStore()}
-	hub := live.New(live.Config{Poll: eventlog.Poller(env.store), PollInterval: 50 * time.Millisecond})
+	hub := live.New(live.Config{Poll: streams.Poller(env.store), PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	env.log = eventlog.NewWorkflowLog(env.store, validator, hub, func() time.Time { return tailNow })

@@ -17,6 +17,7 @@ import (
 	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/workflowsvc"
 )
 
@@ -56,7 +57,7 @@ func NewServer(t testing.TB, cfg ServerConfig) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{Store: memory.NewWorkflowStore(), cfg: cfg}
-	hub := live.New(live.Config{Poll: eventlog.Poller(s.Store), PollInterval: 50 * time.Millisecond})
+	hub := live.New(live.Config{Poll: streams.Poller(s.Store), PollInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	s.Log = eventlog.NewWorkflowLog(s.Store, validator, hub, nil)

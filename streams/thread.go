@@ -1,4 +1,4 @@
-package eventlog
+package streams
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/sse"
 )
 
 // ThreadStream names a followed view of a thread in the hub: the thread's
@@ -15,8 +16,9 @@ import (
 // category. An empty UserID means every row (internal followers).
 //
 // The hub delivers every frame of a key to every follower of it, so each
-// view has its own key and ThreadLog publishes a record under every view
-// that shows it: with and without its owner, its run and its category.
+// view has its own key and eventlog.ThreadLog publishes a record under
+// every view that shows it (ThreadKeysOf): with and without its owner, its
+// run and its category.
 // Seqs within a view have gaps; a follower fills them from the store.
 type ThreadStream struct {
 	ThreadID string
@@ -85,8 +87,9 @@ func ParseThreadStreamKey(key string) (ThreadStream, error) {
 	return s, nil
 }
 
-// streamKeysOf returns the keys of every view that shows rec.
-func streamKeysOf(rec runevents.Record) []string {
+// ThreadKeysOf returns the keys of every view that shows rec: the views
+// a record is published under.
+func ThreadKeysOf(rec runevents.Record) []string {
 	users := []string{""}
 	if rec.UserID != "" {
 		users = append(users, rec.UserID)
@@ -125,4 +128,43 @@ func pollThread(ctx context.Context, threads runevents.ThreadReader, key string,
 		return nil, fmt.Errorf("poll %s: %w", key, err)
 	}
 	return events, nil
+}
+
+// ThreadFrame renders a stored record as a live event with its SSE frame:
+// id = thread seq, event = event type, data = the record on one line.
+func ThreadFrame(rec runevents.Record) (live.Event, error) {
+	frame, err := AppendThreadFrame(make([]byte, 0, 240+len(rec.Content)+len(rec.Metadata)), rec)
+	if err != nil {
+		return live.Event{}, err
+	}
+	return live.Event{Seq: rec.Seq, Frame: frame}, nil
+}
+
+// AppendThreadFrame appends the SSE frame of a stored record to dst: id =
+// thread seq, event = event type, data = the record on one line
+// (sse.AppendSeqFrame).
+func AppendThreadFrame(dst []byte, rec runevents.Record) ([]byte, error) {
+	if rec.EventType == "" {
+		return dst, fmt.Errorf("frame seq %d: the record has no event type", rec.Seq)
+	}
+	dst, err := sse.AppendSeqFrame(dst, rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
+		data, err := rec.MarshalJSON()
+		return append(b, data...), err
+	})
+	if err != nil {
+		return dst, fmt.Errorf("frame seq %d: %w", rec.Seq, err)
+	}
+	return dst, nil
+}
+
+// ThreadFrames appends the live events of recs to dst.
+func ThreadFrames(dst []live.Event, recs []runevents.Record) ([]live.Event, error) {
+	for _, rec := range recs {
+		ev, err := ThreadFrame(rec)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, ev)
+	}
+	return dst, nil
 }
