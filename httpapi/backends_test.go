@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/postgres"
 	"github.com/runstream/runstream/runevents"
@@ -32,6 +33,24 @@ var sqliteBackend = threadBackend{"sqlite", func(t *testing.T) (threadEventStore
 	}
 	t.Cleanup(func() { db.Close() })
 	return db.RunEvents(), db.Runs(), db.Idempotency()
+}}
+
+// jsonlBackend keeps run events in JSONL files and thread run rows and
+// idempotency keys in the SQLite file beside them, as serve --run-events
+// jsonl:DIR does.
+var jsonlBackend = threadBackend{"jsonl", func(t *testing.T) (threadEventStore, runevents.RunStore, runevents.IdempotencyStore) {
+	dir := t.TempDir()
+	events, err := jsonl.Open(jsonl.Config{Dir: dir + "/events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { events.Close() })
+	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: dir + "/runstream.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return events, db.Runs(), db.Idempotency()
 }}
 
 var schemaSeq atomic.Int64
@@ -59,10 +78,11 @@ var postgresBackend = threadBackend{"postgres", func(t *testing.T) (threadEventS
 }}
 
 // forEachThreadBackend runs test as a subtest per backend: memory, SQLite,
-// and PostgreSQL when RUNSTREAM_TEST_POSTGRES_URL is set (the subtest
-// skips with a message otherwise).
+// JSONL (run events; the rest in SQLite), and PostgreSQL when
+// RUNSTREAM_TEST_POSTGRES_URL is set (the subtest skips with a message
+// otherwise).
 func forEachThreadBackend(t *testing.T, test func(t *testing.T, b threadBackend)) {
-	for _, b := range []threadBackend{memoryBackend, sqliteBackend, postgresBackend} {
+	for _, b := range []threadBackend{memoryBackend, sqliteBackend, jsonlBackend, postgresBackend} {
 		t.Run(b.name, func(t *testing.T) {
 			if b.name == "postgres" && os.Getenv("RUNSTREAM_TEST_POSTGRES_URL") == "" {
 				t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL backend")

@@ -1,5 +1,7 @@
 // Package jsonl is the run-event store kept in JSON Lines files, one file
-// per run:
+// per run. The server keeps thread run events here with
+// "runstream serve --run-events jsonl:DIR"; workflows, thread run rows and
+// idempotency keys stay in the --store. The layout:
 //
 //	<Dir>/LOCK                                  held by the open store (flock)
 //	<Dir>/threads/<thread_id>/runs/<run_id>.jsonl

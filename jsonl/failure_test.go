@@ -124,6 +124,9 @@ func TestFsyncErrorRollsBackAndIsSticky(t *testing.T) {
 	s := mustOpen(t, dir)
 	mustPut(t, s, msgEvent("r1", `"one"`))
 	size := fileSize(t, dir, "r1")
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping before the failure: %v", err)
+	}
 
 	s.io.sync = func(*os.File) error { return errInjected }
 	if _, err := s.Put(t.Context(), msgEvent("r1", `"two"`)); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable || !errors.Is(err, errInjected) {
@@ -139,9 +142,18 @@ func TestFsyncErrorRollsBackAndIsSticky(t *testing.T) {
 	if _, err := s.Put(t.Context(), msgEvent("r1", `"three"`)); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
 		t.Errorf("Put after a failed fsync: %v, want CodeUnavailable", err)
 	}
+	if err := s.Ping(t.Context()); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable || !errors.Is(err, errInjected) {
+		t.Errorf("Ping after a failed fsync: %v, want CodeUnavailable with the cause", err)
+	}
 
 	s.Close()
+	if err := s.Ping(t.Context()); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
+		t.Errorf("Ping after Close: %v, want CodeUnavailable", err)
+	}
 	s = mustOpen(t, dir)
+	if err := s.Ping(t.Context()); err != nil {
+		t.Errorf("Ping after reopen: %v", err)
+	}
 	if rec := mustPut(t, s, msgEvent("r1", `"again"`)); rec.Seq != 2 {
 		t.Errorf("Put after reopen: seq %d, want 2", rec.Seq)
 	}

@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,6 +110,18 @@ func Open(cfg Config) (*RunEventStore, error) {
 // Durability reports the store's durability mode.
 func (s *RunEventStore) Durability() string {
 	return "jsonl: fsync before acknowledging; one process per directory"
+}
+
+// Ping reports whether the store takes writes, for readiness checks: it
+// fails with CodeUnavailable once the store is closed, and after a write or
+// fsync failed, until the store is reopened. It touches no file.
+func (s *RunEventStore) Ping(context.Context) error {
+	leave, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	return s.writable()
 }
 
 // Close waits for running operations, closes every file and releases the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/postgres"
 	"github.com/runstream/runstream/runevents"
@@ -38,8 +39,56 @@ type backend struct {
 	close  func() error
 }
 
-// openBackend opens the store named by cfg.store.
+// openBackend opens the store named by cfg.store and, when cfg.runEvents
+// names one, the store that takes the thread run events in its place.
 func openBackend(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*backend, error) {
+	var jsonlDir string
+	switch {
+	case cfg.runEvents == "":
+	case strings.HasPrefix(cfg.runEvents, "jsonl:") && cfg.runEvents != "jsonl:":
+		jsonlDir = strings.TrimPrefix(cfg.runEvents, "jsonl:")
+	default:
+		return nil, fmt.Errorf("%w: --run-events %q: want jsonl:DIR, or nothing to keep run events in the store", errUsage, cfg.runEvents)
+	}
+	b, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	if jsonlDir == "" {
+		return b, nil
+	}
+	if err := b.useJSONL(jsonlDir, logger); err != nil {
+		return nil, errors.Join(err, b.close())
+	}
+	return b, nil
+}
+
+// useJSONL puts the thread run events of b in the JSONL store in dir
+// (created when missing). The run-event store of b's own database is left
+// unused; workflows, thread run rows and idempotency keys stay there. The
+// JSONL store is closed with b and answers b's readiness check with it.
+func (b *backend) useJSONL(dir string, logger *slog.Logger) error {
+	events, err := jsonl.Open(jsonl.Config{Dir: dir, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open run events in %s: %w", dir, err)
+	}
+	abs, _ := filepath.Abs(dir)
+	storeReady, storeClose := b.ready, b.close
+	b.runEvents, b.threads = events, events
+	b.location += "; run events: " + abs
+	b.durability += "; run events: " + events.Durability()
+	b.ready = func(ctx context.Context) error {
+		if err := storeReady(ctx); err != nil {
+			return err
+		}
+		return events.Ping(ctx)
+	}
+	b.close = func() error { return errors.Join(events.Close(), storeClose()) }
+	return nil
+}
+
+// openStore opens the store named by cfg.store.
+func openStore(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*backend, error) {
 	switch {
 	case cfg.store == "memory:":
 		events, workflows := memory.NewRunEventStore(), memory.NewWorkflowStore()
