@@ -28,8 +28,7 @@ type app struct {
 	log     *eventlog.WorkflowLog
 	api     *httpapi.Server
 	stop    context.CancelFunc
-	// engine executes workflow runs; nil when disabled (--workers 0) or
-	// when the store has no run queue.
+	// engine executes workflow runs; nil when disabled (--workers 0).
 	engine          *engine.Engine
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
@@ -37,10 +36,15 @@ type app struct {
 	sqlDatabases *sqlnode.Databases
 }
 
-// newApp opens the store and starts the hub's poll loop. Close it with
-// app.close.
+// newApp opens the store, starts the hub's poll loop and, unless
+// cfg.workers is 0, the workflow engine. It fails when any of them cannot
+// start. Close it with app.close.
 func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, error) {
-	backend, err := openBackend(ctx, cfg, logger)
+	open := cfg.openBackend
+	if open == nil {
+		open = openBackend
+	}
+	backend, err := open(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -73,13 +77,15 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	var notify func(runID string)
 	if cfg.workers > 0 {
 		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, Logger: logger, Artifacts: blobs})
-		if err != nil {
-			logger.Warn("workflow engine disabled", "error", err)
-		} else {
-			eng.Start(loopCtx)
-			a.engine, notify = eng, eng.Notify
-			logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
+		if err == nil {
+			err = eng.Start(loopCtx)
 		}
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("start the workflow engine (--workers 0 serves without one): %w", err)
+		}
+		a.engine, notify = eng, eng.Notify
+		logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
 	}
 	workflows := workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
 	var threads *threadsvc.Service

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -25,6 +26,9 @@ type Main struct {
 	// onListen, if set, is called with the server's address once it
 	// listens (tests use it to find a port chosen by the kernel).
 	onListen func(addr string)
+	// openBackend, if set, opens serve's store in place of openBackend
+	// (tests use it to serve over a store of their making).
+	openBackend func(context.Context, serveConfig, *slog.Logger) (*backend, error)
 }
 
 // errUsage marks errors in the command line; they exit with status 2.

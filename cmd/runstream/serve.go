@@ -43,10 +43,13 @@ type serveConfig struct {
 	// openAIAPIKey is the openai llm provider's key, read from the
 	// environment only (a flag would show in the process list).
 	openAIAPIKey string
+	// openBackend opens the store; nil means openBackend. It is
+	// Main.openBackend, for tests.
+	openBackend func(context.Context, serveConfig, *slog.Logger) (*backend, error)
 }
 
 func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg serveConfig
+	cfg := serveConfig{openBackend: m.openBackend}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8780", "address to listen on")
 	fs.StringVar(&cfg.store, "store", "sqlite:./runstream-data/runstream.db", "store URL: sqlite:PATH, postgres://… or memory:")
