@@ -89,7 +89,8 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	}
 	workflows := workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
 	var threads *threadsvc.Service
-	if backend.runEvents != nil {
+	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
+		// Without them the thread endpoints answer UNAVAILABLE.
 		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{Idempotency: backend.idempotency})
 	}
 	a.api = httpapi.New(httpapi.Config{
