@@ -234,23 +234,8 @@ func (s *WorkflowStore) GetVersion(_ context.Context, workflowID, versionID stri
 
 // CreateRun stores r and appends its first events.
 func (s *WorkflowStore) CreateRun(_ context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
-	switch {
-	case r.ID == "":
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: id is required")
-	case r.OwnerID == "":
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: owner is required")
-	case r.Status != "" && !r.Status.Valid():
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: unknown status %q", r.Status)
-	}
-	for _, id := range []struct{ name, id string }{{"id", r.ID}, {"owner", r.OwnerID}} {
-		if err := workflow.CheckIDLength("create run", id.name, id.id); err != nil {
-			return workflow.Run{}, nil, err
-		}
-	}
-	if len(events) > 0 {
-		if err := workflow.CheckEvents(events); err != nil {
-			return workflow.Run{}, nil, err
-		}
+	if err := workflow.CheckNewRun(r, events); err != nil {
+		return workflow.Run{}, nil, err
 	}
 	if err := s.lock(); err != nil {
 		return workflow.Run{}, nil, err

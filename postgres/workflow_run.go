@@ -37,23 +37,13 @@ func scanRun(row pgx.Row) (workflow.Run, error) {
 
 // CreateRun stores r and appends its first events, in one transaction.
 func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
-	switch {
-	case r.ID == "":
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: id is required")
-	case r.OwnerID == "":
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: owner is required")
-	case r.Status != "" && !r.Status.Valid():
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "create run: unknown status %q", r.Status)
+	if err := workflow.CheckNewRun(r, events); err != nil {
+		return workflow.Run{}, nil, err
 	}
-	if len(events) > 0 {
-		if err := workflow.CheckEvents(events); err != nil {
-			return workflow.Run{}, nil, err
-		}
-		if err := storableEvents(events); err != nil {
-			return workflow.Run{}, nil, err
-		}
+	if err := storableEvents(events); err != nil {
+		return workflow.Run{}, nil, err
 	}
-	if err := firstError(checkID("create run: id", r.ID), checkID("create run: owner", r.OwnerID),
+	if err := firstError(checkText("create run: id", r.ID), checkText("create run: owner", r.OwnerID),
 		checkText("create run: lease owner", r.LeaseOwner), checkText("create run: input", string(r.Input)),
 		checkText("create run: output", string(r.Output)), checkText("create run: error", string(r.Error))); err != nil {
 		return workflow.Run{}, nil, err

@@ -17,22 +17,8 @@ import (
 // The workflow must be the run owner's (else CodeWorkflowNotFound) and the
 // version the workflow's (else CodeWorkflowVersionNotFound).
 func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
-	const op = "create run"
-	switch {
-	case r.ID == "":
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "%s: id is required", op)
-	case r.OwnerID == "":
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "%s: owner is required", op)
-	case r.Status != "" && !r.Status.Valid():
-		return workflow.Run{}, nil, runstream.Errorf(runstream.CodeInvalidArgument, "%s: unknown status %q", op, r.Status)
-	}
-	if err := firstError(workflow.CheckIDLength(op, "id", r.ID), workflow.CheckIDLength(op, "owner", r.OwnerID)); err != nil {
+	if err := workflow.CheckNewRun(r, events); err != nil {
 		return workflow.Run{}, nil, err
-	}
-	if len(events) > 0 {
-		if err := workflow.CheckEvents(events); err != nil {
-			return workflow.Run{}, nil, err
-		}
 	}
 	now := storeNow()
 	r = cloneRun(r)
@@ -72,7 +58,7 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 			return err
 		}
 		if !ok {
-			return runstream.Errorf(runstream.CodeConflict, "%s: run %q exists", op, r.ID)
+			return runstream.Errorf(runstream.CodeConflict, "create run: run %q exists", r.ID)
 		}
 		return s.insertEnvelopes(ctx, tx, envs)
 	})

@@ -16,6 +16,33 @@ func CheckIDLength(op, name, id string) error {
 	return nil
 }
 
+// CheckNewRun rejects, with CodeInvalidArgument, the arguments of
+// Store.CreateRun that are wrong whatever is stored: a run without id or
+// owner, with an id or owner longer than MaxIDBytes, or with a status that
+// is not a run status ("" is queued), and first events that CheckEvents
+// refuses. Every backend calls it before it writes.
+func CheckNewRun(r Run, events []NewEvent) error {
+	const op = "create run"
+	switch {
+	case r.ID == "":
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: id is required", op)
+	case r.OwnerID == "":
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: owner is required", op)
+	case r.Status != "" && !r.Status.Valid():
+		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: unknown status %q", op, r.Status)
+	}
+	if err := CheckIDLength(op, "id", r.ID); err != nil {
+		return err
+	}
+	if err := CheckIDLength(op, "owner", r.OwnerID); err != nil {
+		return err
+	}
+	if len(events) > 0 {
+		return CheckEvents(events)
+	}
+	return nil
+}
+
 // Validate rejects, with CodeInvalidArgument, append arguments that are
 // wrong whatever the run's state: the events (CheckEvents), the node
 // outputs (CheckNodeOutputs), a resume token of another run or without hash

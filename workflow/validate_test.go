@@ -12,8 +12,8 @@ import (
 )
 
 // TestParamsValidate covers the checks every backend shares through the
-// params' Validate methods and CheckEventPage: each case names the text of
-// the refusal, or "" for arguments that pass.
+// params' Validate methods, CheckNewRun and CheckEventPage: each case names
+// the text of the refusal, or "" for arguments that pass.
 func TestParamsValidate(t *testing.T) {
 	t.Parallel()
 	alice := runstream.OwnedBy("alice")
@@ -54,6 +54,29 @@ func TestParamsValidate(t *testing.T) {
 	for _, p := range pages {
 		tests = append(tests, validateCase{fmt.Sprintf("event page after %d limit %d", p.afterSeq, p.limit), eventPage{p.afterSeq, p.limit}, p.wantErr})
 	}
+	run := workflow.Run{ID: "run_1", WorkflowID: "wf_1", VersionID: "ver_1", OwnerID: "alice"}
+	created := []workflow.NewEvent{{Event: workflow.EventRunCreated}}
+	long := strings.Repeat("x", workflow.MaxIDBytes+1)
+	for _, c := range []struct {
+		name    string
+		edit    func(r *workflow.Run)
+		events  []workflow.NewEvent
+		wantErr string
+	}{
+		{"new run", func(*workflow.Run) {}, created, ""},
+		{"new run without events", func(*workflow.Run) {}, nil, ""},
+		{"new run with a status", func(r *workflow.Run) { r.Status = workflow.StatusRunning }, created, ""},
+		{"new run without id", func(r *workflow.Run) { r.ID = "" }, created, "create run: id is required"},
+		{"new run without owner", func(r *workflow.Run) { r.OwnerID = "" }, created, "create run: owner is required"},
+		{"new run with a long id", func(r *workflow.Run) { r.ID = long }, created, "create run: id is longer than 128 bytes"},
+		{"new run with a long owner", func(r *workflow.Run) { r.OwnerID = long }, created, "create run: owner is longer than 128 bytes"},
+		{"new run with an unknown status", func(r *workflow.Run) { r.Status = "sleeping" }, created, `create run: unknown status "sleeping"`},
+		{"new run with an unknown event", func(*workflow.Run) {}, []workflow.NewEvent{{Event: "run.paused"}}, "run.paused"},
+	} {
+		r := run
+		c.edit(&r)
+		tests = append(tests, validateCase{c.name, newRun{r, c.events}, c.wantErr})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -70,6 +93,14 @@ func TestParamsValidate(t *testing.T) {
 		})
 	}
 }
+
+// newRun puts workflow.CheckNewRun behind Validate for the table.
+type newRun struct {
+	run    workflow.Run
+	events []workflow.NewEvent
+}
+
+func (n newRun) Validate() error { return workflow.CheckNewRun(n.run, n.events) }
 
 // eventPage puts workflow.CheckEventPage behind Validate for the table.
 type eventPage struct {
