@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -77,18 +76,5 @@ func TestServeJSONLRunEventsRefusals(t *testing.T) {
 	err = m.Run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:", "--run-events", "jsonl:" + filepath.Join(dir, "events")}, io.Discard, io.Discard)
 	if err == nil || exitCode(err) != 1 || !errors.Is(err, jsonl.ErrLocked) {
 		t.Errorf("serve over a held directory: err = %v, want jsonl.ErrLocked with exit status 1", err)
-	}
-}
-
-func TestHelpNamesRunEvents(t *testing.T) {
-	t.Parallel()
-	var stderr bytes.Buffer
-	if err := (&Main{}).Run(t.Context(), []string{"serve", "--help"}, io.Discard, &stderr); err != nil {
-		t.Fatalf("serve --help: %v", err)
-	}
-	for _, want := range []string{"--run-events", "RUNSTREAM_RUN_EVENTS", "jsonl:DIR"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("help lacks %q:\n%s", want, stderr.String())
-		}
 	}
 }
