@@ -1,6 +1,7 @@
-// Package enginetest runs workflow definitions on an engine over a memory
-// store, for the tests of node types and llm providers that live in their
-// own packages.
+// Package enginetest runs workflow definitions on an engine over a store
+// the test gives (the memory store, typically), for the tests of node
+// types and llm providers that live in their own packages, and checks the
+// events of their runs.
 package enginetest
 
 import (
@@ -18,30 +19,29 @@ import (
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
 
-// Env is a memory store, its event log (which validates every event
-// against the contract) and a running engine.
+// Env is a store, its event log (which validates every event against the
+// contract) and a running engine.
 type Env struct {
-	Store  *memory.WorkflowStore
+	Store  workflow.Store
 	Log    *eventlog.WorkflowLog
 	Engine *engine.Engine
 }
 
 var ids atomic.Int64
 
-// Start starts an engine with reg over a new memory store; edit, when not
-// nil, changes its config. Everything stops when the test ends.
-func Start(t testing.TB, reg *engine.Registry, edit func(*engine.Config)) *Env {
+// Start starts an engine with reg over store, which must be empty and
+// which the test closes; edit, when not nil, changes the engine's config.
+// The engine stops when the test ends.
+func Start(t testing.TB, store workflow.Store, reg *engine.Registry, edit func(*engine.Config)) *Env {
 	t.Helper()
 	v, err := contracts.NewValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Store: memory.NewWorkflowStore()}
-	t.Cleanup(func() { e.Store.Close() })
+	e := &Env{Store: store}
 	e.Log = eventlog.NewWorkflowLog(e.Store, v, nil, nil)
 	cfg := engine.Config{Store: e.Store, Log: e.Log, Registry: reg, PollInterval: 10 * time.Millisecond}
 	if edit != nil {

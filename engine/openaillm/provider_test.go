@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/engine/openaillm"
+	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -122,7 +123,9 @@ func flow(t *testing.T, opts openaillm.Options, config string, retry string) (wo
 	if _, err := reg.CompileJSON([]byte(def)); err != nil {
 		t.Fatal(err)
 	}
-	return enginetest.Start(t, reg, nil).Run(t, def, `{"topic":"pears"}`)
+	store := memory.NewWorkflowStore()
+	t.Cleanup(func() { store.Close() })
+	return enginetest.Start(t, store, reg, nil).Run(t, def, `{"topic":"pears"}`)
 }
 
 func noLeak(t *testing.T, events []workflow.Envelope, secrets ...string) {

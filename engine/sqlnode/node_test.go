@@ -13,6 +13,7 @@ import (
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/engine/sqlnode"
+	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -62,7 +63,9 @@ func runFlow(t *testing.T, dbs *sqlnode.Databases, def, input string) (workflow.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return enginetest.Start(t, reg, nil).Run(t, def, input)
+	store := memory.NewWorkflowStore()
+	t.Cleanup(func() { store.Close() })
+	return enginetest.Start(t, store, reg, nil).Run(t, def, input)
 }
 
 var sequence = enginetest.Sequence
