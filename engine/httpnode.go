@@ -35,8 +35,16 @@ const (
 type HTTPOptions struct {
 	// Client sends the requests. Defaults to a client that follows at
 	// most 5 redirects (and, as net/http does, drops credentials on a
-	// redirect to another host).
+	// redirect to another host), uses no proxy, and refuses to connect to
+	// an address that is not public (loopback, private, link-local,
+	// unspecified, multicast, reserved; IPv4-mapped forms too) unless
+	// Allow lists it: the resolved address of every connection is judged,
+	// redirects included. A Client given here is used as it is, without
+	// that guard.
 	Client *http.Client
+	// Allow lists the hosts and networks the default Client may reach
+	// although they are not public (runstream serve --http-node-allow).
+	Allow HTTPAllowList
 	// Timeout bounds each request. Defaults to DefaultHTTPTimeout.
 	Timeout time.Duration
 	// MaxResponseBytes bounds each response body. Defaults to
@@ -46,12 +54,7 @@ type HTTPOptions struct {
 
 func (o HTTPOptions) withDefaults() HTTPOptions {
 	if o.Client == nil {
-		o.Client = &http.Client{CheckRedirect: func(_ *http.Request, via []*http.Request) error {
-			if len(via) >= maxHTTPRedirects {
-				return fmt.Errorf("more than %d redirects", maxHTTPRedirects)
-			}
-			return nil
-		}}
+		o.Client = guardedClient(o.Allow)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultHTTPTimeout
@@ -235,6 +238,10 @@ func sendHTTP(ctx context.Context, client *http.Client, method, rawURL string, h
 	req.Header = header
 	resp, err := client.Do(req)
 	if err != nil {
+		if refused, ok := errors.AsType[*AddressNotAllowedError](err); ok {
+			e := runstream.Errorf(runstream.CodeWorkflowHTTPNodeError, "%s: the %s", where, refused.Error()).WithDetail("rule", "address_not_allowed")
+			return nil, WithRetryable(e, false)
+		}
 		return nil, transportError(ctx, reqCtx, where, timeout)
 	}
 	defer resp.Body.Close()

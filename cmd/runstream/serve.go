@@ -42,6 +42,8 @@ type serveConfig struct {
 	// openAIAPIKey is the openai llm provider's key, read from the
 	// environment only (a flag would show in the process list).
 	openAIAPIKey string
+	// httpAllow opens non-public hosts and networks to the http node.
+	httpAllow engine.HTTPAllowList
 }
 
 func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -70,6 +72,15 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		cfg.sqlDatabases = append(cfg.sqlDatabases, spec)
 		return nil
 	})
+	fs.Func("http-node-allow", "hosts, addresses and CIDR networks (comma-separated) the http node may reach although they are not public (default: none; also RUNSTREAM_HTTP_NODE_ALLOW)", func(s string) (err error) {
+		cfg.httpAllow, err = engine.ParseHTTPAllowList(s)
+		return err
+	})
+	if env := m.Getenv("RUNSTREAM_HTTP_NODE_ALLOW"); env != "" {
+		if err := fs.Set("http-node-allow", env); err != nil {
+			return fmt.Errorf("%w: RUNSTREAM_HTTP_NODE_ALLOW: %w", errUsage, err)
+		}
+	}
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
