@@ -88,7 +88,7 @@ func TestHTTPNode(t *testing.T) {
 	t.Run("PostJSONBody", func(t *testing.T) {
 		t.Parallel()
 		def := `{"name":"h","nodes":[{"id":"call","type":"http","config":{"method":"post",
-			"url":"` + srv.URL + `/echo","headers":{"Authorization":"` + secret + `"},"json":{"n":"{{ input.n }}","s":"n={{ input.n }}"}}}],"output":"call"}`
+			"url":"` + srv.URL + `/echo","headers":{"Authorization":"Bearer {{ secrets.TOKEN }}"},"json":{"n":"{{ input.n }}","s":"n={{ input.n }}"}}}],"output":"call"}`
 		run, events := runFlow(t, def, `{"n":3}`, allowLoopback)
 		var out struct {
 			Body struct{ Method, ContentType, Body string }
@@ -137,7 +137,7 @@ func TestHTTPNode(t *testing.T) {
 		message   string
 	}{
 		{name: "NotFound", path: "/missing", status: 404, message: "answered 404"},
-		{name: "Forbidden", path: "/x?status=403&token=abc", status: 403, message: "answered 403"},
+		{name: "Forbidden", path: "/x?status=403&token={{ secrets.TOKEN }}", status: 403, message: "answered 403"},
 		{name: "TooManyRequests", path: "/x?status=429", retryable: true, status: 429, message: "answered 429"},
 		{name: "ServerError", path: "/x?status=500", retryable: true, status: 500, message: "answered 500"},
 		{name: "TooBig", path: "/big", config: `,"maxResponseBytes":1000`, status: 200, message: "exceeds 1000 bytes"},
@@ -167,7 +167,7 @@ func TestHTTPNode(t *testing.T) {
 			if e.Code != runstream.CodeWorkflowHTTPNodeError || e.Retryable != tc.retryable || e.Details.Status != tc.status || e.NodeID != "call" || !strings.Contains(e.Message, tc.message) {
 				t.Errorf("run.failed error: %+v", e)
 			}
-			if strings.Contains(string(run.Error), "token=abc") {
+			if strings.Contains(string(run.Error), "s3cr3t") {
 				t.Errorf("the error shows the query: %s", run.Error)
 			}
 		})
@@ -277,7 +277,8 @@ func httpRegistry(allow string) *engine.Registry {
 	if err != nil {
 		panic(err)
 	}
-	opts := engine.HTTPOptions{Allow: list}
+	// The secret TOKEN makes the Authorization header of the tests.
+	opts := engine.HTTPOptions{Allow: list, Secrets: engine.MapSecrets{"TOKEN": strings.TrimPrefix(secret, "Bearer ")}}
 	r, err := engine.NewRegistry(engine.LLM(engine.ScriptedProvider(engine.HTTPGetTool(opts))),
 		engine.HumanInput(), engine.Transform(), engine.Delay(), engine.HTTP(opts))
 	if err != nil {
