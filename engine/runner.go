@@ -398,6 +398,11 @@ func (r *runner) attempt(pn *planNode, n *NodeRun) (out json.RawMessage, err err
 	if !json.Valid(out) {
 		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s returned an output that is not JSON", n.NodeID)
 	}
+	// What is stored, passed downstream and made an artifact is the
+	// redacted output.
+	if out, err = RedactOutput(out); err != nil {
+		return nil, runstream.Wrap(err, runstream.CodeWorkflowNodeFailed, "node %s: its output could not be redacted", n.NodeID)
+	}
 	return out, nil
 }
 
