@@ -131,3 +131,25 @@ func TestTransformBombFailsItsNode(t *testing.T) {
 		t.Errorf("attempts %v, want one", got)
 	}
 }
+
+// TestRunOutputExpressionBomb: a run output expression past its budget
+// fails the run with WORKFLOW_NODE_LIMIT_EXCEEDED.
+func TestRunOutputExpressionBomb(t *testing.T) {
+	t.Parallel()
+	e := enginetest.Start(t, engine.DefaultRegistry(), nil)
+	run, events := e.Run(t, `{"name":"bomb","nodes":[{"id":"t","type":"transform","config":{"expression":"1"}}],
+		"output":"len(reduce(1..32, #acc + #acc, \"x\"))"}`, `{}`)
+	if run.Status != workflow.StatusFailed {
+		t.Fatalf("run %s, want failed", run.Status)
+	}
+	var failed struct {
+		Error struct {
+			Code    runstream.ErrorCode
+			Details map[string]any
+		}
+	}
+	enginetest.Data(t, events, workflow.EventRunFailed, "", 0, &failed)
+	if failed.Error.Code != runstream.CodeWorkflowNodeLimitExceeded || failed.Error.Details["limit"] != engine.LimitExpressionBudget {
+		t.Errorf("run.failed: %+v", failed.Error)
+	}
+}

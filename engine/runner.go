@@ -430,7 +430,12 @@ func (r *runner) complete() outcome {
 			out, err = r.plan.output.Eval(env)
 		}
 		if err != nil {
-			return r.failRun("", mustJSON(newErrorObject(runstream.Errorf(runstream.CodeWorkflowNodeFailed, "output: %s", err.Error()))))
+			rerr := runstream.Errorf(runstream.CodeWorkflowNodeFailed, "output: %s", err.Error())
+			if re, ok := errors.AsType[*runstream.Error](err); ok && re.Code == runstream.CodeWorkflowNodeLimitExceeded {
+				// The output expression ran out of its budget.
+				rerr = runstream.Errorf(re.Code, "output: %s", re.Message).WithDetail("limit", re.Details["limit"])
+			}
+			return r.failRun("", mustJSON(newErrorObject(rerr)))
 		}
 	case def.Output != "":
 		out = r.outputs[def.Output]
