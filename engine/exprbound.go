@@ -202,10 +202,9 @@ func (meterPatcher) Visit(node *ast.Node) {
 		case preChecked[n.Name]:
 			ast.Patch(node, meteredCall("metered "+n.Name, n.Arguments...))
 		case postCharged[n.Name]:
-			// The call is rebuilt so that Walk does not visit it again.
-			inner := &ast.BuiltinNode{Name: n.Name, Arguments: n.Arguments, Throws: n.Throws, Map: n.Map, Threshold: n.Threshold}
-			inner.SetLocation(n.Location())
-			ast.Patch(node, meteredCall(meteredAfter, inner))
+			// Walk visits a node after its children, so the builtin's
+			// node, now an argument, is not visited again.
+			ast.Patch(node, meteredCall(meteredAfter, n))
 		}
 	}
 }

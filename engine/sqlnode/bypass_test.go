@@ -97,7 +97,7 @@ var postgresAllowed = []string{
 	`WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3) SELECT pg_catalog.sum(n) FROM c`,
 	`SELECT row_number() OVER (PARTITION BY a ORDER BY b) FROM t AS x(a, b)`,
 	`SELECT * FROM generate_series(1, 3) AS g(n)`,
-	`SELECT repeat('x', 3)`,
+	`SELECT repeat('x', 3), current_timestamp(0), now()`,
 }
 
 // sqliteBypasses are attempts, on SQLite, to load code, touch files or
