@@ -92,7 +92,6 @@ func (n *NodeRun) progressDue(done bool) bool {
 	n.progressMu.Lock()
 	defer n.progressMu.Unlock()
 	now := time.Now() // an interval, not a time written in an event
-
 	switch {
 	case done && !n.doneReported:
 		n.doneReported = true
