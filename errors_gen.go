@@ -66,6 +66,8 @@ const (
 	CodeWorkflowLLMProviderError ErrorCode = "WORKFLOW_LLM_PROVIDER_ERROR"
 	// CodeWorkflowHTTPNodeError: An http node's request failed or answered non-2xx; retryable for 5xx and 429.
 	CodeWorkflowHTTPNodeError ErrorCode = "WORKFLOW_HTTP_NODE_ERROR"
+	// CodeWorkflowNodeLimitExceeded: A node exceeded a configured bound (expression budget, statement time, rows, output, event or artifact size); details.limit names the bound.
+	CodeWorkflowNodeLimitExceeded ErrorCode = "WORKFLOW_NODE_LIMIT_EXCEEDED"
 	// CodeWorkflowWorkerLost: The instance running the run stopped renewing its lease and the node could not be retried.
 	CodeWorkflowWorkerLost ErrorCode = "WORKFLOW_WORKER_LOST"
 )
@@ -102,6 +104,7 @@ var errorCodeOrder = []ErrorCode{
 	CodeWorkflowNodeFailed,
 	CodeWorkflowLLMProviderError,
 	CodeWorkflowHTTPNodeError,
+	CodeWorkflowNodeLimitExceeded,
 	CodeWorkflowWorkerLost,
 }
 
@@ -137,5 +140,6 @@ var errorCodes = map[ErrorCode]errorCodeInfo{
 	CodeWorkflowNodeFailed:          {retryable: false, meaning: "A node failed for a reason without a more specific code."},
 	CodeWorkflowLLMProviderError:    {retryable: true, meaning: "The language-model provider returned an error or broke the stream."},
 	CodeWorkflowHTTPNodeError:       {retryable: false, meaning: "An http node's request failed or answered non-2xx; retryable for 5xx and 429."},
+	CodeWorkflowNodeLimitExceeded:   {retryable: false, meaning: "A node exceeded a configured bound (expression budget, statement time, rows, output, event or artifact size); details.limit names the bound."},
 	CodeWorkflowWorkerLost:          {retryable: true, meaning: "The instance running the run stopped renewing its lease and the node could not be retried."},
 }

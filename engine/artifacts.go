@@ -191,6 +191,9 @@ type artifactCreatedData struct {
 // returns the metadata to commit with node.completed.
 func (r *runner) putArtifact(ctx context.Context, n *NodeRun, spec *ArtifactSpec, out json.RawMessage) (workflow.Artifact, error) {
 	content := ArtifactContent(out)
+	if len(content) > r.e.cfg.MaxArtifactBytes {
+		return workflow.Artifact{}, limitError(LimitArtifactBytes, "node %s: its artifact has %d bytes, the limit is %d", n.NodeID, len(content), r.e.cfg.MaxArtifactBytes)
+	}
 	sum := sha256.Sum256(content)
 	a := workflow.Artifact{
 		ID: NewID("art"), RunID: n.RunID, NodeID: n.NodeID, Name: spec.Name, MimeType: spec.MimeType,

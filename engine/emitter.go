@@ -199,6 +199,12 @@ func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendPara
 		if p.IfStatus != "" && runstream.ErrorCodeOf(err) == runstream.CodeConflict {
 			return fmt.Errorf("%w: %w", errConditionFailed, err)
 		}
+		if runstream.ErrorCodeOf(err) == runstream.CodePayloadTooLarge {
+			// The log refused the batch before storing anything: the
+			// run's writing goes on, and the node that wrote the event
+			// fails with the bound's error.
+			return limitError(LimitEventBytes, "an event is too large: %s", runstream.AsError(err).Message)
+		}
 		return em.failLocked(err)
 	}
 	return nil

@@ -23,6 +23,13 @@ const (
 	DefaultLeaseDuration  = 30 * time.Second
 	DefaultPollInterval   = 500 * time.Millisecond
 	DefaultResumeTokenTTL = 24 * time.Hour
+	// DefaultMaxOutputBytes bounds a node's output (its JSON).
+	DefaultMaxOutputBytes = 1 << 20
+	// DefaultMaxArtifactBytes bounds the content of an artifact.
+	DefaultMaxArtifactBytes = 1 << 20
+	// DefaultProgressInterval is the shortest time between two stored
+	// node.progress events of one node attempt.
+	DefaultProgressInterval = 100 * time.Millisecond
 )
 
 // Config configures an Engine.
@@ -71,6 +78,21 @@ type Config struct {
 	// that serves them must read the same blobs. Defaults to a new
 	// MemoryBlobs.
 	Artifacts ArtifactBlobs
+	// MaxOutputBytes bounds the JSON of a node's output; a node past it
+	// fails with WORKFLOW_NODE_LIMIT_EXCEEDED (details.limit
+	// "output_bytes"). The run's output must besides fit in its
+	// run.completed event (Log.MaxEventBytes). Defaults to
+	// DefaultMaxOutputBytes.
+	MaxOutputBytes int
+	// MaxArtifactBytes bounds the content of an artifact; a node past it
+	// fails with WORKFLOW_NODE_LIMIT_EXCEEDED (details.limit
+	// "artifact_bytes"). An artifact is its node's output, so
+	// MaxOutputBytes bounds it too. Defaults to DefaultMaxArtifactBytes.
+	MaxArtifactBytes int
+	// ProgressInterval is the shortest time between two node.progress
+	// events of one node attempt: a node reporting more often has the
+	// extra reports dropped. Defaults to DefaultProgressInterval.
+	ProgressInterval time.Duration
 }
 
 // Engine executes workflow runs: it claims runs from the store's queue,
@@ -149,6 +171,15 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Artifacts == nil {
 		cfg.Artifacts = NewMemoryBlobs()
+	}
+	if cfg.MaxOutputBytes <= 0 {
+		cfg.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if cfg.MaxArtifactBytes <= 0 {
+		cfg.MaxArtifactBytes = DefaultMaxArtifactBytes
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
 	}
 	return &Engine{
 		cfg: cfg, store: cfg.Store, queue: queue, outputs: outputs, registry: cfg.Registry,

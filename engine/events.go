@@ -160,6 +160,9 @@ func ResumeOutput(action string, values json.RawMessage) json.RawMessage {
 	if len(values) == 0 {
 		values = json.RawMessage("{}")
 	}
+	if redacted, err := RedactOutput(values); err == nil {
+		values = redacted
+	}
 	return mustJSON(struct {
 		Action string          `json:"action"`
 		Values json.RawMessage `json:"values"`

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 type Env struct {
 	Input any                `expr:"input"`
 	Nodes map[string]EnvNode `expr:"nodes"`
+	// Meter is set by the evaluation itself, for the metered operations.
+	Meter *exprMeter `expr:"metered evaluation"`
 }
 
 // EnvNode is one node as expressions see it.
@@ -57,24 +60,49 @@ func CompileExpr(src string) (*Expr, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("the expression is empty")
 	}
-	p, err := expr.Compile(src, expr.Env(Env{}), expr.MaxNodes(maxExprNodes))
+	opts := append([]expr.Option{expr.Env(Env{}), expr.MaxNodes(maxExprNodes)}, meterOptions()...)
+	p, err := expr.Compile(src, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("invalid expression: %s", shorten(firstLine(err.Error())))
 	}
 	return &Expr{src: src, program: p}, nil
 }
 
-// Eval evaluates the expression and returns its value as JSON.
+// Eval evaluates the expression and returns its value as JSON, within
+// the bounds of an evaluation (see ExprBudgetBytes).
 func (e *Expr) Eval(env Env) (json.RawMessage, error) {
-	v, err := expr.Run(e.program, env)
+	return e.EvalContext(context.Background(), env)
+}
+
+// EvalContext is Eval that stops, with ctx's cause, at the first metered
+// operation after ctx is done. An evaluation past its budget fails with
+// WORKFLOW_NODE_LIMIT_EXCEEDED and details.limit "expression_budget".
+func (e *Expr) EvalContext(ctx context.Context, env Env) (json.RawMessage, error) {
+	m := newExprMeter(ctx)
+	v, err := e.run(m, env)
+	if err == nil {
+		// The value may share arrays many times over; walk it, within the
+		// budget, before encoding it.
+		err = m.size(v)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("expression failed: %s", shorten(firstLine(err.Error())))
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("expression stopped: %w", context.Cause(ctx))
+		}
+		return nil, evalError("expression failed", err)
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("expression value is not representable as JSON: %T", v)
 	}
 	return out, nil
+}
+
+// run evaluates the program over env with m as its meter.
+func (e *Expr) run(m *exprMeter, env Env) (any, error) {
+	env.Meter = m
+	machine := vm.VM{MemoryBudget: exprVMMemoryBudget}
+	return machine.Run(e.program, env)
 }
 
 func firstLine(s string) string {
@@ -121,17 +149,23 @@ func CompileTemplate(src string) (*Template, error) {
 	return t, nil
 }
 
-// Render renders the template over env.
+// Render renders the template over env. Its expressions share one
+// evaluation budget (see ExprBudgetBytes), which the rendered text counts
+// against too.
 func (t *Template) Render(env Env) (string, error) {
+	m := newExprMeter(context.Background())
 	var b strings.Builder
 	for _, p := range t.parts {
 		if p.expr == nil {
 			b.WriteString(p.text)
 			continue
 		}
-		v, err := expr.Run(p.expr.program, env)
+		v, err := p.expr.run(m, env)
+		if err == nil {
+			err = m.size(v)
+		}
 		if err != nil {
-			return "", fmt.Errorf("template: expression failed: %s", shorten(firstLine(err.Error())))
+			return "", evalError("template: expression failed", err)
 		}
 		if s, ok := v.(string); ok {
 			b.WriteString(s)

@@ -35,8 +35,20 @@ const (
 type HTTPOptions struct {
 	// Client sends the requests. Defaults to a client that follows at
 	// most 5 redirects (and, as net/http does, drops credentials on a
-	// redirect to another host).
+	// redirect to another host), uses no proxy, and refuses to connect to
+	// an address that is not public (loopback, private, link-local,
+	// unspecified, multicast, reserved; IPv4-mapped forms too) unless
+	// Allow lists it: the resolved address of every connection is judged,
+	// redirects included. A Client given here is used as it is, without
+	// that guard.
 	Client *http.Client
+	// Allow lists the hosts and networks the default Client may reach
+	// although they are not public (runstream serve --http-node-allow).
+	Allow HTTPAllowList
+	// Secrets resolves the {{ secrets.NAME }} references of the http
+	// node's url and headers when it runs; their values are scrubbed
+	// from the node's output and errors. Nil resolves none.
+	Secrets Secrets
 	// Timeout bounds each request. Defaults to DefaultHTTPTimeout.
 	Timeout time.Duration
 	// MaxResponseBytes bounds each response body. Defaults to
@@ -46,12 +58,7 @@ type HTTPOptions struct {
 
 func (o HTTPOptions) withDefaults() HTTPOptions {
 	if o.Client == nil {
-		o.Client = &http.Client{CheckRedirect: func(_ *http.Request, via []*http.Request) error {
-			if len(via) >= maxHTTPRedirects {
-				return fmt.Errorf("more than %d redirects", maxHTTPRedirects)
-			}
-			return nil
-		}}
+		o.Client = guardedClient(o.Allow)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultHTTPTimeout
@@ -85,8 +92,8 @@ var (
 // httpRequest is one compiled request: templates over the node's Env.
 type httpRequest struct {
 	method   string
-	url      *Template
-	headers  map[string]*Template
+	url      *secretTemplate
+	headers  map[string]*secretTemplate
 	body     *Template
 	json     *JSONTemplate
 	timeout  time.Duration
@@ -118,13 +125,13 @@ func HTTP(opts HTTPOptions) NodeType {
 			if err != nil {
 				return nil, err
 			}
-			return req.do(ctx, env, opts.Client)
+			return req.do(ctx, env, opts.Client, opts.Secrets)
 		}, nil
 	}}
 }
 
 func compileHTTP(c httpConfig, opts HTTPOptions) (*httpRequest, error) {
-	r := &httpRequest{method: strings.ToUpper(c.Method), headers: map[string]*Template{}, timeout: opts.Timeout, maxBytes: opts.MaxResponseBytes}
+	r := &httpRequest{method: strings.ToUpper(c.Method), headers: map[string]*secretTemplate{}, timeout: opts.Timeout, maxBytes: opts.MaxResponseBytes}
 	if r.method == "" {
 		r.method = "GET"
 	}
@@ -134,8 +141,11 @@ func compileHTTP(c httpConfig, opts HTTPOptions) (*httpRequest, error) {
 	if strings.TrimSpace(c.URL) == "" {
 		return nil, errors.New("url is required")
 	}
+	if err := checkCredentials(c.URL, c.Headers); err != nil {
+		return nil, err
+	}
 	var err error
-	if r.url, err = CompileTemplate(c.URL); err != nil {
+	if r.url, err = compileSecretTemplate(c.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
 	for name, value := range c.Headers {
@@ -146,7 +156,7 @@ func compileHTTP(c httpConfig, opts HTTPOptions) (*httpRequest, error) {
 		if slices.Contains(reservedHeaders, canonical) {
 			return nil, fmt.Errorf("header %s is set by the server, not by a definition", canonical)
 		}
-		if r.headers[canonical], err = CompileTemplate(value); err != nil {
+		if r.headers[canonical], err = compileSecretTemplate(value); err != nil {
 			return nil, fmt.Errorf("header %s: %w", canonical, err)
 		}
 	}
@@ -177,15 +187,35 @@ func compileHTTP(c httpConfig, opts HTTPOptions) (*httpRequest, error) {
 	return r, nil
 }
 
-// do renders and sends the request and reads its answer.
-func (r *httpRequest) do(ctx context.Context, env Env, client *http.Client) (json.RawMessage, error) {
-	rawURL, err := r.url.Render(env)
+// do renders and sends the request and reads its answer. The values of
+// the secrets it resolved are scrubbed from its output and its error.
+func (r *httpRequest) do(ctx context.Context, env Env, client *http.Client, secrets Secrets) (json.RawMessage, error) {
+	var used []string
+	out, err := r.send(ctx, env, client, secrets, &used)
+	if len(used) == 0 {
+		return out, err
+	}
+	if err != nil {
+		if re, ok := errors.AsType[*runstream.Error](err); ok {
+			scrubbed := *re
+			scrubbed.Message = scrubSecrets(re.Message, used)
+			return nil, &scrubbed
+		}
+		return nil, errors.New(scrubSecrets(err.Error(), used))
+	}
+	return json.RawMessage(scrubSecrets(string(out), used)), nil
+}
+
+func (r *httpRequest) send(ctx context.Context, env Env, client *http.Client, secrets Secrets, used *[]string) (json.RawMessage, error) {
+	rawURL, u, err := r.url.render(env, secrets, *used)
+	*used = u
 	if err != nil {
 		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "url: %s", err.Error())
 	}
 	header := http.Header{}
 	for name, t := range r.headers {
-		v, err := t.Render(env)
+		v, u, err := t.render(env, secrets, *used)
+		*used = u
 		if err != nil {
 			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "header %s: %s", name, err.Error())
 		}
@@ -235,6 +265,10 @@ func sendHTTP(ctx context.Context, client *http.Client, method, rawURL string, h
 	req.Header = header
 	resp, err := client.Do(req)
 	if err != nil {
+		if refused, ok := errors.AsType[*AddressNotAllowedError](err); ok {
+			e := runstream.Errorf(runstream.CodeWorkflowHTTPNodeError, "%s: the %s", where, refused.Error()).WithDetail("rule", "address_not_allowed")
+			return nil, WithRetryable(e, false)
+		}
 		return nil, transportError(ctx, reqCtx, where, timeout)
 	}
 	defer resp.Body.Close()

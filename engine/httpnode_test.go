@@ -69,7 +69,7 @@ func TestHTTPNode(t *testing.T) {
 		t.Parallel()
 		def := `{"name":"h","nodes":[{"id":"call","type":"http","config":{
 			"url":"` + srv.URL + `/echo?q={{ input.q }}","headers":{"authorization":"{{ input.auth }}"}}}],"output":"call"}`
-		run, events := runFlow(t, def, `{"q":"hello","auth":"`+secret+`"}`, nil)
+		run, events := runFlow(t, def, `{"q":"hello","auth":"`+secret+`"}`, allowLoopback)
 		enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 			"node.queued:call", "node.started:call", "node.completed:call", "run.completed")
 		var out struct {
@@ -88,8 +88,8 @@ func TestHTTPNode(t *testing.T) {
 	t.Run("PostJSONBody", func(t *testing.T) {
 		t.Parallel()
 		def := `{"name":"h","nodes":[{"id":"call","type":"http","config":{"method":"post",
-			"url":"` + srv.URL + `/echo","headers":{"Authorization":"` + secret + `"},"json":{"n":"{{ input.n }}","s":"n={{ input.n }}"}}}],"output":"call"}`
-		run, events := runFlow(t, def, `{"n":3}`, nil)
+			"url":"` + srv.URL + `/echo","headers":{"Authorization":"Bearer {{ secrets.TOKEN }}"},"json":{"n":"{{ input.n }}","s":"n={{ input.n }}"}}}],"output":"call"}`
+		run, events := runFlow(t, def, `{"n":3}`, allowLoopback)
 		var out struct {
 			Body struct{ Method, ContentType, Body string }
 		}
@@ -101,7 +101,7 @@ func TestHTTPNode(t *testing.T) {
 	})
 	t.Run("TextBody", func(t *testing.T) {
 		t.Parallel()
-		run, _ := runFlow(t, `{"name":"h","nodes":[{"id":"call","type":"http","config":{"url":"`+srv.URL+`/text"}}],"output":"nodes.call.output.body"}`, `{}`, nil)
+		run, _ := runFlow(t, `{"name":"h","nodes":[{"id":"call","type":"http","config":{"url":"`+srv.URL+`/text"}}],"output":"nodes.call.output.body"}`, `{}`, allowLoopback)
 		if string(run.Output) != `"plain words"` {
 			t.Errorf("output %s", run.Output)
 		}
@@ -109,7 +109,7 @@ func TestHTTPNode(t *testing.T) {
 	t.Run("RetriedAfter503", func(t *testing.T) {
 		t.Parallel()
 		def := `{"name":"h","nodes":[{"id":"call","type":"http","retry":{"maxAttempts":3,"backoffMs":10},"config":{"url":"` + srv.URL + `/flaky"}}],"output":"call"}`
-		run, events := runFlow(t, def, `{}`, nil)
+		run, events := runFlow(t, def, `{}`, allowLoopback)
 		enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started",
 			"node.queued:call", "node.started:call", "node.failed:call", "node.started:call", "node.completed:call", "run.completed")
 		var failed struct {
@@ -137,7 +137,7 @@ func TestHTTPNode(t *testing.T) {
 		message   string
 	}{
 		{name: "NotFound", path: "/missing", status: 404, message: "answered 404"},
-		{name: "Forbidden", path: "/x?status=403&token=abc", status: 403, message: "answered 403"},
+		{name: "Forbidden", path: "/x?status=403&token={{ secrets.TOKEN }}", status: 403, message: "answered 403"},
 		{name: "TooManyRequests", path: "/x?status=429", retryable: true, status: 429, message: "answered 429"},
 		{name: "ServerError", path: "/x?status=500", retryable: true, status: 500, message: "answered 500"},
 		{name: "TooBig", path: "/big", config: `,"maxResponseBytes":1000`, status: 200, message: "exceeds 1000 bytes"},
@@ -147,7 +147,7 @@ func TestHTTPNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			def := `{"name":"h","nodes":[{"id":"call","type":"http","retry":{"maxAttempts":2,"backoffMs":1},"config":{"url":"` + srv.URL + tc.path + `"` + tc.config + `}}]}`
-			run, events := runFlow(t, def, `{}`, nil)
+			run, events := runFlow(t, def, `{}`, allowLoopback)
 			want := []string{"run.created", "run.queued", "run.started", "node.queued:call", "node.started:call", "node.failed:call"}
 			if tc.retryable {
 				want = append(want, "node.started:call", "node.failed:call")
@@ -167,7 +167,7 @@ func TestHTTPNode(t *testing.T) {
 			if e.Code != runstream.CodeWorkflowHTTPNodeError || e.Retryable != tc.retryable || e.Details.Status != tc.status || e.NodeID != "call" || !strings.Contains(e.Message, tc.message) {
 				t.Errorf("run.failed error: %+v", e)
 			}
-			if strings.Contains(string(run.Error), "token=abc") {
+			if strings.Contains(string(run.Error), "s3cr3t") {
 				t.Errorf("the error shows the query: %s", run.Error)
 			}
 		})
@@ -225,7 +225,7 @@ func TestScriptedRealToolCall(t *testing.T) {
 	def := `{"name":"research","nodes":[{"id":"ask","type":"llm","config":{"provider":"scripted","text":"done","toolCalls":[
 		{"id":"c1","name":"http_get","input":{"url":"{{ input.base }}/a"}},
 		{"id":"c2","name":"http_get","input":{"url":"{{ input.base }}/gone"}}]}}],"output":"ask"}`
-	run, events := runFlow(t, def, `{"base":"`+srv.URL+`"}`, nil)
+	run, events := runFlow(t, def, `{"base":"`+srv.URL+`"}`, allowLoopback)
 	enginetest.CheckSequence(t, events, "run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask",
 		"node.tool.started:ask", "node.tool.finished:ask", "node.tool.started:ask", "node.tool.finished:ask",
 		"node.output.delta:ask", "node.completed:ask", "run.completed")
@@ -261,4 +261,28 @@ func TestScriptedRealToolCall(t *testing.T) {
 	if runstream.ErrorCodeOf(err) != runstream.CodeWorkflowDefinitionInvalid || !strings.Contains(err.Error(), "sql_query") {
 		t.Errorf("unknown tool: %v", err)
 	}
+}
+
+// allowLoopback gives the engine the built-in node types with the http
+// node and the http_get tool allowed to reach loopback, where the tests'
+// servers listen.
+func allowLoopback(c *engine.Config) {
+	c.Registry = httpRegistry("127.0.0.0/8,::1")
+}
+
+// httpRegistry returns the built-in node types with the http node and the
+// http_get tool under the allow list allow.
+func httpRegistry(allow string) *engine.Registry {
+	list, err := engine.ParseHTTPAllowList(allow)
+	if err != nil {
+		panic(err)
+	}
+	// The secret TOKEN makes the Authorization header of the tests.
+	opts := engine.HTTPOptions{Allow: list, Secrets: engine.MapSecrets{"TOKEN": strings.TrimPrefix(secret, "Bearer ")}}
+	r, err := engine.NewRegistry(engine.LLM(engine.ScriptedProvider(engine.HTTPGetTool(opts))),
+		engine.HumanInput(), engine.Transform(), engine.Delay(), engine.HTTP(opts))
+	if err != nil {
+		panic(err)
+	}
+	return r
 }

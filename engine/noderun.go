@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -37,6 +38,13 @@ type NodeRun struct {
 	// cancelRun stops the run's nodes and ends the run cancelled; AwaitInput
 	// calls it when the run is no longer running.
 	cancelRun func()
+	// progressEvery is the shortest time between two stored progress
+	// reports; lastProgress is the time of the last one, doneReported
+	// whether a report of 100 percent was stored.
+	progressEvery time.Duration
+	progressMu    sync.Mutex
+	lastProgress  time.Time
+	doneReported  bool
 }
 
 // errParked is returned (wrapped) by AwaitInput: the node waits for input.
@@ -57,8 +65,15 @@ func (n *NodeRun) Delta(ctx context.Context, channel, text string) error {
 	return n.em.delta(ctx, n.NodeID, n.NodeRunID, channel, text)
 }
 
-// Progress appends node.progress; percent < 0 is written as null.
+// Progress appends node.progress; percent < 0 is written as null. A
+// report within the engine's ProgressInterval of the last stored one is
+// dropped (nil is returned), except the first report of 100 percent, so a
+// node reporting in a tight loop stores at most one report per interval
+// and its final one.
 func (n *NodeRun) Progress(ctx context.Context, phase, message string, percent float64) error {
+	if !n.progressDue(percent >= 100) {
+		return ctx.Err()
+	}
 	data := struct {
 		Phase   string   `json:"phase"`
 		Message string   `json:"message"`
@@ -69,6 +84,22 @@ func (n *NodeRun) Progress(ctx context.Context, phase, message string, percent f
 		data.Percent = &p
 	}
 	return n.emit(ctx, workflow.AppendParams{}, workflow.EventNodeProgress, data)
+}
+
+// progressDue reports whether a progress report may be stored now, and
+// if so takes the slot.
+func (n *NodeRun) progressDue(done bool) bool {
+	n.progressMu.Lock()
+	defer n.progressMu.Unlock()
+	now := time.Now() // an interval, not a time written in an event
+	switch {
+	case done && !n.doneReported:
+		n.doneReported = true
+	case !n.lastProgress.IsZero() && now.Sub(n.lastProgress) < n.progressEvery:
+		return false
+	}
+	n.lastProgress = now
+	return true
 }
 
 // ToolStarted appends node.tool.started for a tool call with its input.

@@ -62,8 +62,11 @@ func Transform() NodeType {
 			if err != nil {
 				return nil, err
 			}
-			out, err := e.Eval(env)
+			out, err := e.EvalContext(ctx, env)
 			if err != nil {
+				if _, ok := errors.AsType[*runstream.Error](err); ok || ctx.Err() != nil {
+					return nil, err
+				}
 				return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s", err.Error())
 			}
 			return out, nil

@@ -317,6 +317,7 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			RunID: r.run.ID, WorkflowID: r.run.WorkflowID, NodeID: id, NodeRunID: NewID("nr"),
 			Attempt: attempt, Input: r.run.Input, Outputs: maps.Clone(upstream),
 			em: r.em, clock: r.e.cfg.Clock, ttl: r.e.cfg.ResumeTokenTTL, cancelRun: r.requestCancel,
+			progressEvery: r.e.cfg.ProgressInterval,
 		}
 		begin := time.Now()
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeStarted, id, n.NodeRunID, nodeStartedData{Attempt: attempt})) != nil {
@@ -391,8 +392,16 @@ func (r *runner) attempt(pn *planNode, n *NodeRun) (out json.RawMessage, err err
 	if len(out) == 0 {
 		out = json.RawMessage("null")
 	}
+	if len(out) > r.e.cfg.MaxOutputBytes {
+		return nil, limitError(LimitOutputBytes, "node %s returned %d bytes of output, the limit is %d", n.NodeID, len(out), r.e.cfg.MaxOutputBytes)
+	}
 	if !json.Valid(out) {
 		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s returned an output that is not JSON", n.NodeID)
+	}
+	// What is stored, passed downstream and made an artifact is the
+	// redacted output.
+	if out, err = RedactOutput(out); err != nil {
+		return nil, runstream.Wrap(err, runstream.CodeWorkflowNodeFailed, "node %s: its output could not be redacted", n.NodeID)
 	}
 	return out, nil
 }
@@ -421,7 +430,12 @@ func (r *runner) complete() outcome {
 			out, err = r.plan.output.Eval(env)
 		}
 		if err != nil {
-			return r.failRun("", mustJSON(newErrorObject(runstream.Errorf(runstream.CodeWorkflowNodeFailed, "output: %s", err.Error()))))
+			rerr := runstream.Errorf(runstream.CodeWorkflowNodeFailed, "output: %s", err.Error())
+			if re, ok := errors.AsType[*runstream.Error](err); ok && re.Code == runstream.CodeWorkflowNodeLimitExceeded {
+				// The output expression ran out of its budget.
+				rerr = runstream.Errorf(re.Code, "output: %s", re.Message).WithDetail("limit", re.Details["limit"])
+			}
+			return r.failRun("", mustJSON(newErrorObject(rerr)))
 		}
 	case def.Output != "":
 		out = r.outputs[def.Output]
@@ -433,7 +447,14 @@ func (r *runner) complete() outcome {
 	// Ids are time-ordered: creation order.
 	slices.SortStableFunc(artifacts, func(a, b artifactRef) int { return strings.Compare(a.ArtifactID, b.ArtifactID) })
 	data := runCompletedData{Output: out, Artifacts: artifacts, FinishedAt: timestamp(r.e.now())}
-	return r.endRunning(runEvent(workflow.EventRunCompleted, data))
+	end := runEvent(workflow.EventRunCompleted, data)
+	if limit := workflow.EventLimit(r.e.cfg.Log.MaxEventBytes); len(end.Data) > limit {
+		// Not appended: the log would refuse it, and the run would be
+		// left running.
+		return r.failRun("", mustJSON(newErrorObject(limitError(LimitEventBytes,
+			"the run's output and artifacts take %d bytes, more than an event may hold (%d)", len(end.Data), limit))))
+	}
+	return r.endRunning(end)
 }
 
 // failRun writes run.failed with an error object, or run.cancelled when

@@ -29,6 +29,9 @@ type WorkflowLog struct {
 	// stay in its event) and its form schema (a JSON Schema whose property
 	// names, such as "password", are not secrets).
 	redactor, awaitingInput *redact.Redactor
+	// MaxEventBytes bounds the data of one event (workflow.EventLimit);
+	// set it before the log is used.
+	MaxEventBytes int
 }
 
 // NewWorkflowLog returns a log over store that publishes to hub. now
@@ -112,6 +115,9 @@ func (l *WorkflowLog) prepare(events []workflow.NewEvent) ([]workflow.NewEvent, 
 		}
 		if e.Data, err = compactJSON(redacted); err != nil {
 			return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "events[%d]: data", i)
+		}
+		if err := workflow.CheckEventSize(i, e, l.MaxEventBytes); err != nil {
+			return nil, err
 		}
 		if e.Timestamp.IsZero() {
 			e.Timestamp = now

@@ -240,3 +240,31 @@ func TestUnframableEventIsLogged(t *testing.T) {
 		t.Errorf("log = %q, want an error with run_id=run_1 and seq=2", got)
 	}
 }
+
+// TestOversizedWorkflowEventsAreRefused: an event whose data exceeds the
+// log's bound (256 KiB by default) is refused with PAYLOAD_TOO_LARGE and
+// nothing of its batch is stored or published.
+func TestOversizedWorkflowEventsAreRefused(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	published(s.sub)
+	progress := func(n int) workflow.NewEvent {
+		return workflow.NewEvent{Event: workflow.EventNodeProgress, NodeID: "n", NodeRunID: "nr_1",
+			Data: json.RawMessage(`{"phase":"p","message":"` + strings.Repeat("m", n) + `","percent":null}`)}
+	}
+	for _, tc := range []struct {
+		limit, size int
+	}{{0, workflow.DefaultMaxEventBytes}, {1000, 1000}} {
+		s.log.MaxEventBytes = tc.limit
+		_, err := s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{progress(10), progress(tc.size)}})
+		if runstream.ErrorCodeOf(err) != runstream.CodePayloadTooLarge {
+			t.Errorf("limit %d: err = %v, want PAYLOAD_TOO_LARGE", tc.limit, err)
+		}
+		if events, _ := s.store.ListEvents(t.Context(), "run_1", 0, 100); len(events) != 1 {
+			t.Errorf("limit %d: %d events stored, want only run.created", tc.limit, len(events))
+		}
+		if got := published(s.sub); len(got) != 0 {
+			t.Errorf("limit %d: published %q", tc.limit, got)
+		}
+	}
+}

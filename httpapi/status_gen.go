@@ -37,5 +37,6 @@ var codeStatus = map[runstream.ErrorCode]int{
 	runstream.CodeWorkflowNodeFailed:          500,
 	runstream.CodeWorkflowLLMProviderError:    502,
 	runstream.CodeWorkflowHTTPNodeError:       502,
+	runstream.CodeWorkflowNodeLimitExceeded:   422,
 	runstream.CodeWorkflowWorkerLost:          503,
 }

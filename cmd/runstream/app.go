@@ -146,7 +146,7 @@ func (a *app) nodeTypes(cfg serveConfig, storeName string) (*engine.Registry, en
 	if names := dbs.Names(); len(names) > 0 {
 		a.logger.Info("sql databases", "names", names)
 	}
-	registry, err := nodeset.Registry(nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey})
+	registry, err := nodeset.Registry(nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey, HTTP: engine.HTTPOptions{Allow: cfg.httpAllow, Secrets: cfg.secrets}})
 	if err != nil {
 		return nil, nil, err
 	}

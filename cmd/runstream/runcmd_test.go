@@ -220,3 +220,24 @@ output: note
 		t.Errorf("a bad --sql-database: %v", err)
 	}
 }
+
+// TestServeHTTPNodeAllow: a bad --http-node-allow or
+// RUNSTREAM_HTTP_NODE_ALLOW is a usage error.
+func TestServeHTTPNodeAllow(t *testing.T) {
+	t.Parallel()
+	m := &Main{Getenv: func(string) string { return "" }}
+	err := m.Run(t.Context(), []string{"serve", "--store", "memory:", "--http-node-allow", "http://x:80"}, io.Discard, io.Discard)
+	if !errors.Is(err, errUsage) {
+		t.Errorf("a bad --http-node-allow: %v", err)
+	}
+	m = &Main{Getenv: func(name string) string {
+		if name == "RUNSTREAM_HTTP_NODE_ALLOW" {
+			return "user@host"
+		}
+		return ""
+	}}
+	err = m.Run(t.Context(), []string{"serve", "--store", "memory:"}, io.Discard, io.Discard)
+	if !errors.Is(err, errUsage) {
+		t.Errorf("a bad RUNSTREAM_HTTP_NODE_ALLOW: %v", err)
+	}
+}

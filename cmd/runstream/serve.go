@@ -46,7 +46,16 @@ type serveConfig struct {
 	// openBackend opens the store; nil means openBackend. It is
 	// Main.openBackend, for tests.
 	openBackend func(context.Context, serveConfig, *slog.Logger) (*backend, error)
+	// httpAllow opens non-public hosts and networks to the http node.
+	httpAllow engine.HTTPAllowList
+	// secrets resolve {{ secrets.NAME }}: the environment's
+	// RUNSTREAM_SECRET_NAME, then the secrets file's NAME.
+	secrets     engine.ChainSecrets
+	secretsFile string
 }
+
+// secretEnvPrefix prefixes the environment variables of secrets.
+const secretEnvPrefix = "RUNSTREAM_SECRET_"
 
 func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := serveConfig{openBackend: m.openBackend}
@@ -75,6 +84,11 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		cfg.sqlDatabases = append(cfg.sqlDatabases, spec)
 		return nil
 	})
+	fs.Func("http-node-allow", "hosts, addresses and CIDR networks (comma-separated) the http node may reach although they are not public (loopback, private, link-local…); none by default", func(s string) (err error) {
+		cfg.httpAllow, err = engine.ParseHTTPAllowList(s)
+		return err
+	})
+	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -94,6 +108,14 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		if cfg.openAIAPIKey = m.Getenv(name); cfg.openAIAPIKey != "" {
 			break
 		}
+	}
+	cfg.secrets = engine.ChainSecrets{engine.EnvSecrets{Prefix: secretEnvPrefix, Getenv: m.Getenv}}
+	if cfg.secretsFile != "" {
+		file, err := engine.ReadSecretsFile(cfg.secretsFile)
+		if err != nil {
+			return fmt.Errorf("%w: --secrets-file: %w", errUsage, err)
+		}
+		cfg.secrets = append(cfg.secrets, file)
 	}
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 

@@ -163,7 +163,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 		}
 		return 200, []string{content("The "), content("page "), content("says hello."), finish("stop")}, false
 	})
-	opts := openaillm.Options{APIKey: "test-key-123", Tools: []engine.Tool{engine.HTTPGetTool(engine.HTTPOptions{})}}
+	opts := openaillm.Options{APIKey: "test-key-123", Tools: []engine.Tool{engine.HTTPGetTool(loopbackHTTP(t))}}
 	run, events := flow(t, opts, `{"provider":"openai","baseURL":"`+fake.url+`","model":"gpt-test","system":"You research {{ input.topic }}.","prompt":"Tell me about {{ input.topic }}.","tools":["http_get"]}`, "")
 	want := []string{"run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask",
 		"node.output.delta:ask", "node.tool.started:ask", "node.tool.finished:ask", "node.output.delta:ask",
@@ -314,7 +314,7 @@ func TestProviderFailures(t *testing.T) {
 
 func TestConfigRules(t *testing.T) {
 	t.Parallel()
-	reg, err := engine.NewRegistry(engine.LLM(openaillm.Provider(openaillm.Options{Tools: []engine.Tool{engine.HTTPGetTool(engine.HTTPOptions{})}})))
+	reg, err := engine.NewRegistry(engine.LLM(openaillm.Provider(openaillm.Options{Tools: []engine.Tool{engine.HTTPGetTool(loopbackHTTP(t))}})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,4 +340,15 @@ func TestConfigRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopbackHTTP returns HTTP options that allow loopback, where the tests'
+// servers listen.
+func loopbackHTTP(t *testing.T) engine.HTTPOptions {
+	t.Helper()
+	allow, err := engine.ParseHTTPAllowList("127.0.0.0/8,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.HTTPOptions{Allow: allow}
 }

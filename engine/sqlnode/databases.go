@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"regexp"
@@ -11,8 +12,10 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Spec names one database a server lets sql nodes query: a definition
@@ -89,11 +92,19 @@ func Open(specs ...Spec) (*Databases, error) {
 
 func openDB(s Spec) (*sql.DB, error) {
 	if s.Dialect == Postgres {
-		db, err := sql.Open("pgx", s.Location)
+		cfg, err := pgx.ParseConfig(s.Location)
 		if err != nil {
 			return nil, fmt.Errorf("sql database %s: the PostgreSQL URL is not valid", s.Name)
 		}
-		return db, nil
+		// A row is one message: refusing messages past the output bound
+		// keeps a huge value (SELECT repeat('x', 200000000)) from ever
+		// being read into memory.
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			f := pgproto3.NewFrontend(r, w)
+			f.SetMaxBodyLen(maxMessageBytes)
+			return f
+		}
+		return stdlib.OpenDB(*cfg), nil
 	}
 	info, err := os.Stat(s.Location)
 	if err != nil || info.IsDir() {

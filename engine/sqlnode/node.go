@@ -21,9 +21,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Limits of a query.
@@ -33,13 +35,27 @@ const (
 	DefaultTimeout   = 10 * time.Second
 	MaxTimeout       = 5 * time.Minute
 	maxParams        = 100
-	maxOutputBytes   = 4 << 20
 	maxStatementSize = 64 << 10
+	// MaxOutputBytes bounds the values of a result, counted while the
+	// rows are read: a query past it fails with
+	// WORKFLOW_NODE_LIMIT_EXCEEDED (details.limit "sql_output_bytes").
+	MaxOutputBytes = 4 << 20
+	// maxMessageBytes bounds one message from PostgreSQL (a row) and one
+	// SQLite string or blob, so that no single value past the output
+	// bound is read into memory.
+	maxMessageBytes = MaxOutputBytes + 64<<10
 )
+
+// LimitOutputBytes is details.limit of a query whose result exceeds
+// MaxOutputBytes.
+const LimitOutputBytes = "sql_output_bytes"
+
+// errOutputTooLarge is returned by database.query past MaxOutputBytes.
+var errOutputTooLarge = errors.New("the result exceeds its size bound")
 
 // Result is the output of a query: the columns, the rows (objects by
 // column name; a later column shadows an earlier one of the same name),
-// and whether the row cap or the output size cut the rows short.
+// and whether the row cap cut the rows short.
 type Result struct {
 	Columns   []string         `json:"columns"`
 	Rows      []map[string]any `json:"rows"`
@@ -91,7 +107,11 @@ func (q query) run(ctx context.Context, dbs *Databases, args []any) (Result, err
 func (q query) failure(db *database, err error, timedOut bool) error {
 	var pgErr *pgconn.PgError
 	var liteErr *sqlite.Error
+	var bodyErr *pgproto3.ExceededMaxBodyLenErr
 	switch {
+	case errors.Is(err, errOutputTooLarge), errors.As(err, &bodyErr), errors.As(err, &liteErr) && liteErr.Code()&0xff == sqlite3.SQLITE_TOOBIG:
+		return runstream.Errorf(runstream.CodeWorkflowNodeLimitExceeded, "the result of the statement on %s exceeds %d bytes", db.name, MaxOutputBytes).
+			WithDetail("limit", LimitOutputBytes)
 	case timedOut || (errors.As(err, &pgErr) && pgErr.Code == "57014"):
 		return runstream.Errorf(runstream.CodeWorkflowNodeTimeout, "the statement on %s did not finish within %d ms", db.name, q.timeout.Milliseconds())
 	case errors.As(err, &pgErr) && pgErr.Code == "25006", errors.As(err, &liteErr) && liteErr.Code()&0xff == 8:
@@ -113,17 +133,36 @@ func shortMessage(s string) string {
 	return s
 }
 
-// query runs one statement in a read-only transaction.
+// query runs one statement in a read-only transaction, under a
+// statement timeout (PostgreSQL's statement_timeout; on SQLite ctx's
+// deadline interrupts it), reading at most maxRows rows and failing with
+// errOutputTooLarge as soon as the values read exceed MaxOutputBytes.
 func (db *database) query(ctx context.Context, statement string, args []any, maxRows int, timeout time.Duration) (Result, error) {
-	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	conn, err := db.db.Conn(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Close()
+	if db.dialect == SQLite {
+		if _, err := sqlite.Limit(conn, sqlite3.SQLITE_LIMIT_LENGTH, maxMessageBytes); err != nil {
+			return Result{}, err
+		}
+	}
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Result{}, err
 	}
 	defer tx.Rollback()
 	if db.dialect == Postgres {
-		// SET LOCAL takes no parameters; the value is an integer.
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds())); err != nil {
-			return Result{}, err
+		// SET LOCAL takes no parameters; the value is an integer. The
+		// policy reads strings as standard_conforming_strings does.
+		for _, set := range []string{
+			fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds()),
+			"SET LOCAL standard_conforming_strings = on",
+		} {
+			if _, err := tx.ExecContext(ctx, set); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	rows, err := tx.QueryContext(ctx, statement, args...)
@@ -143,7 +182,7 @@ func (db *database) query(ctx context.Context, statement string, args []any, max
 		ptrs[i] = &values[i]
 	}
 	for rows.Next() {
-		if len(res.Rows) == maxRows || size > maxOutputBytes {
+		if len(res.Rows) == maxRows {
 			res.Truncated = true
 			break
 		}
@@ -153,7 +192,10 @@ func (db *database) query(ctx context.Context, statement string, args []any, max
 		row := make(map[string]any, len(cols))
 		for i, c := range cols {
 			row[c] = jsonValue(values[i])
-			size += len(c) + approxSize(row[c])
+			values[i] = nil
+			if size += len(c) + approxSize(row[c]); size > MaxOutputBytes {
+				return Result{}, errOutputTooLarge
+			}
 		}
 		res.Rows = append(res.Rows, row)
 	}

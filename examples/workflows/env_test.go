@@ -26,7 +26,13 @@ type server struct{ *servertest.Server }
 
 func newServer(t *testing.T, dbs *sqlnode.Databases) *server {
 	t.Helper()
-	reg, err := nodeset.Registry(nodeset.Config{SQL: dbs})
+	// The tests' sites listen on loopback, which the http node reaches
+	// only when allowed.
+	allow, err := engine.ParseHTTPAllowList("127.0.0.0/8,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := nodeset.Registry(nodeset.Config{SQL: dbs, HTTP: engine.HTTPOptions{Allow: allow}})
 	if err != nil {
 		t.Fatal(err)
 	}

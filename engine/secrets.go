@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/runstream/runstream"
+)
+
+// Secrets resolves the secret references of definitions,
+// {{ secrets.NAME }}, when a node runs: a definition names a secret, the
+// server holds its value.
+type Secrets interface {
+	// Lookup returns the value of the secret name, and whether there is
+	// one.
+	Lookup(name string) (string, bool)
+}
+
+// EnvSecrets resolves NAME from the environment variable Prefix+NAME
+// (runstream serve uses the prefix RUNSTREAM_SECRET_). An empty variable
+// is no secret.
+type EnvSecrets struct {
+	Prefix string
+	// Getenv reads a variable. Defaults to os.Getenv.
+	Getenv func(string) string
+}
+
+// Lookup implements Secrets.
+func (s EnvSecrets) Lookup(name string) (string, bool) {
+	getenv := s.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	v := getenv(s.Prefix + name)
+	return v, v != ""
+}
+
+// MapSecrets resolves secrets from a map, as read by ReadSecretsFile.
+type MapSecrets map[string]string
+
+// Lookup implements Secrets.
+func (s MapSecrets) Lookup(name string) (string, bool) {
+	v, ok := s[name]
+	return v, ok && v != ""
+}
+
+// ChainSecrets resolves a secret from the first of its members that has
+// it.
+type ChainSecrets []Secrets
+
+// Lookup implements Secrets.
+func (c ChainSecrets) Lookup(name string) (string, bool) {
+	for _, s := range c {
+		if s == nil {
+			continue
+		}
+		if v, ok := s.Lookup(name); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// ReadSecretsFile reads a secrets file: a JSON object of secret names to
+// string values. Its error never quotes a value.
+func ReadSecretsFile(path string) (MapSecrets, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read secrets file: %w", err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errors.New("read secrets file: it must be a JSON object of names to string values")
+	}
+	for name := range m {
+		if !secretNamePattern.MatchString(name) {
+			return nil, fmt.Errorf("read secrets file: %q is not a secret name (letters, digits and _)", shorten(name))
+		}
+	}
+	return MapSecrets(m), nil
+}
+
+var (
+	secretNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	// secretRef matches a secret reference in a template.
+	secretRef = regexp.MustCompile(`\{\{\s*secrets\.([A-Za-z_][A-Za-z0-9_]{0,127})\s*\}\}`)
+	// templateExpr matches any {{ … }} of a template.
+	templateExpr = regexp.MustCompile(`\{\{.*?\}\}`)
+)
+
+// secretTemplate is a template whose {{ secrets.NAME }} references are
+// resolved from the server's Secrets when it is rendered; its other
+// {{ … }} are expressions over the node's Env.
+type secretTemplate struct {
+	parts []secretPart
+}
+
+type secretPart struct {
+	tmpl   *Template // nil for a secret reference
+	secret string
+}
+
+// compileSecretTemplate compiles a template that may reference secrets.
+func compileSecretTemplate(src string) (*secretTemplate, error) {
+	st := &secretTemplate{}
+	for src != "" {
+		loc := secretRef.FindStringSubmatchIndex(src)
+		end := len(src)
+		if loc != nil {
+			end = loc[0]
+		}
+		if end > 0 {
+			t, err := CompileTemplate(src[:end])
+			if err != nil {
+				return nil, err
+			}
+			st.parts = append(st.parts, secretPart{tmpl: t})
+		}
+		if loc == nil {
+			break
+		}
+		st.parts = append(st.parts, secretPart{secret: src[loc[2]:loc[3]]})
+		src = src[loc[1]:]
+	}
+	return st, nil
+}
+
+// render renders the template over env, resolving secrets from secrets;
+// it appends the secret values it used to used. A secret the server does
+// not have fails the node (not retryable).
+func (st *secretTemplate) render(env Env, secrets Secrets, used []string) (string, []string, error) {
+	var b strings.Builder
+	for _, p := range st.parts {
+		if p.tmpl != nil {
+			s, err := p.tmpl.Render(env)
+			if err != nil {
+				return "", used, err
+			}
+			b.WriteString(s)
+			continue
+		}
+		var v string
+		ok := false
+		if secrets != nil {
+			v, ok = secrets.Lookup(p.secret)
+		}
+		if !ok {
+			return "", used, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "the secret %s is not configured on this server", p.secret)
+		}
+		b.WriteString(v)
+		used = append(used, v)
+	}
+	return b.String(), used, nil
+}
+
+// RuleLiteralCredential is details.rule of a definition refused because
+// it holds a credential in clear instead of a secret reference.
+const RuleLiteralCredential = "literal_credential"
+
+// credentialHeaderWords mark a header that carries a credential when its
+// lower-case name contains one of them.
+var credentialHeaderWords = []string{"authorization", "api-key", "apikey", "api_key", "token", "secret", "password", "cookie", "session", "credential", "signature", "auth"}
+
+// authSchemes are the literal words a credential header may hold besides
+// references: "Bearer {{ secrets.TOKEN }}".
+var authSchemes = []string{"bearer", "basic", "token", "digest", "bot", "apikey", "key", "splunk", "sso-key"}
+
+// credentialParams are query parameter names that carry a credential.
+var credentialParams = []string{"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret", "password", "pass", "pwd", "sig", "signature", "client_secret"}
+
+// literalCredential reports whether a template holds a credential in
+// clear: what is left of it once its {{ … }} are removed is more than an
+// authentication scheme's name.
+func literalCredential(src string) bool {
+	for _, w := range strings.Fields(templateExpr.ReplaceAllString(src, " ")) {
+		if !containsFold(authSchemes, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkCredentials refuses an http node whose headers or URL hold a
+// credential in clear; the error names the header or the part of the
+// URL, never the value.
+func checkCredentials(rawURL string, headers map[string]string) error {
+	deny := func(format string, args ...any) error {
+		return runstream.Errorf(runstream.CodeWorkflowDefinitionInvalid, format+": reference a secret, {{ secrets.NAME }}, instead of writing the credential", args...).
+			WithDetail("rule", RuleLiteralCredential)
+	}
+	for name, value := range headers {
+		lower := strings.ToLower(name)
+		for _, w := range credentialHeaderWords {
+			if strings.Contains(lower, w) && literalCredential(value) {
+				return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
+			}
+		}
+	}
+	// The URL's credentials and query, with its expressions replaced, so
+	// that an expression's text is not read as a password.
+	u := templateExpr.ReplaceAllString(rawURL, "x")
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return nil
+	}
+	authority, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority, tail = rest[:i], rest[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if _, pass, ok := strings.Cut(authority[:at], ":"); ok && pass != "" {
+			// The password is literal unless the whole of it, in the
+			// original, is one expression.
+			if literalPassword(rawURL) {
+				return deny("the url holds a literal password")
+			}
+		}
+	}
+	if _, query, ok := strings.Cut(tail, "?"); ok {
+		query, _, _ = strings.Cut(query, "#")
+		for _, pair := range strings.Split(query, "&") {
+			k, v, _ := strings.Cut(pair, "=")
+			if containsFold(credentialParams, k) && v != "" && literalCredential(queryValue(rawURL, k)) {
+				return deny("the url's query parameter %s holds a literal credential", shorten(k))
+			}
+		}
+	}
+	return nil
+}
+
+// literalPassword reports whether the password of rawURL's user
+// information is literal text rather than one {{ … }}.
+func literalPassword(rawURL string) bool {
+	_, rest, _ := strings.Cut(rawURL, "://")
+	// The user information ends at the last @ before the path; an
+	// expression may hold / or ?, so cut at the first @ followed by the
+	// host.
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return false
+	}
+	_, pass, _ := strings.Cut(rest[:at], ":")
+	return literalCredential(pass)
+}
+
+// queryValue returns the raw value of the first query parameter key of
+// rawURL, expressions included.
+func queryValue(rawURL, key string) string {
+	_, query, _ := strings.Cut(rawURL, "?")
+	for _, pair := range strings.Split(query, "&") {
+		if k, v, ok := strings.Cut(pair, "="); ok && strings.EqualFold(k, key) {
+			v, _, _ = strings.Cut(v, "#")
+			return v
+		}
+	}
+	return ""
+}
+
+// scrubSecrets replaces each secret value of used (of at least
+// minScrubbedSecret bytes), as it is and as JSON escapes it, in s.
+func scrubSecrets(s string, used []string) string {
+	for _, v := range used {
+		if len(v) < minScrubbedSecret {
+			continue
+		}
+		s = strings.ReplaceAll(s, v, "[REDACTED]")
+		if quoted, err := json.Marshal(v); err == nil {
+			s = strings.ReplaceAll(s, string(quoted[1:len(quoted)-1]), "[REDACTED]")
+		}
+	}
+	return s
+}
+
+// minScrubbedSecret is the shortest secret value scrubbed from outputs
+// and errors: a shorter one would be replaced wherever its few letters
+// happen to appear.
+const minScrubbedSecret = 4

@@ -1,0 +1,114 @@
+package engine_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/engine/enginetest"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflow"
+)
+
+const plantedSecret = "sk-planted-0123456789abcdef"
+
+// TestHTTPNodeSecretReferences: {{ secrets.NAME }} in a header and in the
+// URL resolve from the server's environment when the node runs, and the
+// resolved value appears in no stored event or output, even when the
+// server echoes it.
+func TestHTTPNodeSecretReferences(t *testing.T) {
+	t.Parallel()
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent := r.Header.Get("Authorization") + " " + r.URL.Query().Get("key")
+		got.Store(sent)
+		io.WriteString(w, "you sent "+sent)
+	}))
+	t.Cleanup(srv.Close)
+	allow, err := engine.ParseHTTPAllowList("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"RUNSTREAM_SECRET_API_TOKEN": plantedSecret}
+	opts := engine.HTTPOptions{Allow: allow, Secrets: engine.EnvSecrets{Prefix: "RUNSTREAM_SECRET_", Getenv: func(k string) string { return env[k] }}}
+	reg, err := engine.NewRegistry(engine.HTTP(opts), engine.Transform())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := enginetest.Start(t, memory.NewWorkflowStore(), reg, nil)
+	run, events := e.Run(t, `{"name":"s","nodes":[{"id":"call","type":"http","config":{
+		"url":"`+srv.URL+`/x?key={{ secrets.API_TOKEN }}","headers":{"Authorization":"Bearer {{ secrets.API_TOKEN }}"}}}],"output":"call"}`, `{}`)
+	if run.Status != workflow.StatusCompleted {
+		t.Fatalf("run %s: %s", run.Status, run.Error)
+	}
+	if want := "Bearer " + plantedSecret + " " + plantedSecret; got.Load() != want {
+		t.Errorf("the server got %q, want %q", got.Load(), want)
+	}
+	if strings.Contains(string(run.Output), plantedSecret) || !strings.Contains(string(run.Output), "[REDACTED]") {
+		t.Errorf("the output shows the secret or was not scrubbed: %s", run.Output)
+	}
+	for _, env := range events {
+		if strings.Contains(string(env.Data), plantedSecret) {
+			t.Errorf("%s holds the secret: %s", env.Event, env.Data)
+		}
+	}
+
+	run, events = e.Run(t, `{"name":"s","nodes":[{"id":"call","type":"http","config":{
+		"url":"`+srv.URL+`/x","headers":{"X-Api-Key":"{{ secrets.MISSING }}"}}}]}`, `{}`)
+	if run.Status != workflow.StatusFailed || !strings.Contains(string(run.Error), "MISSING is not configured") {
+		t.Errorf("a missing secret: run %s, error %s", run.Status, run.Error)
+	}
+	// Expressions cannot read secrets: they are not in the environment.
+	if _, err := reg.CompileJSON([]byte(`{"name":"s","nodes":[{"id":"t","type":"transform","config":{"expression":"secrets.API_TOKEN"}}]}`)); err == nil {
+		t.Errorf("a transform reading secrets compiled")
+	}
+}
+
+// TestLiteralCredentialsAreRefused: a definition with a credential in
+// clear in an http node's header or URL is refused at publish, naming
+// the node and the header, never the value.
+func TestLiteralCredentialsAreRefused(t *testing.T) {
+	t.Parallel()
+	reg := engine.DefaultRegistry()
+	refused := []string{
+		`{"url":"https://api.example.com/","headers":{"Authorization":"Bearer sk-live-abcdef123456"}}`,
+		`{"url":"https://api.example.com/","headers":{"authorization":"sk-live-abcdef123456"}}`,
+		`{"url":"https://api.example.com/","headers":{"X-Api-Key":"sk-live-abcdef123456"}}`,
+		`{"url":"https://api.example.com/","headers":{"Cookie":"session=sk-live-abcdef123456"}}`,
+		`{"url":"https://api.example.com/","headers":{"Proxy-Authorization":"Basic sk-live-abcdef123456"}}`,
+		`{"url":"https://api.example.com/","headers":{"X-Auth-Token":"Bearer {{ secrets.T }}sk-live-abcdef123456"}}`,
+		`{"url":"https://alice:sk-live-abcdef123456@api.example.com/"}`,
+		`{"url":"https://{{ secrets.USER }}:sk-live-abcdef123456@api.example.com/"}`,
+		`{"url":"https://api.example.com/x?api_key=sk-live-abcdef123456"}`,
+		`{"url":"https://api.example.com/x?a=1&token=sk-live-abcdef123456#f"}`,
+	}
+	for _, config := range refused {
+		_, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`))
+		re := runstream.AsError(err)
+		if re == nil || re.Code != runstream.CodeWorkflowDefinitionInvalid || re.NodeID != "call" || re.Details["rule"] != engine.RuleLiteralCredential {
+			t.Errorf("%s: %v, want WORKFLOW_DEFINITION_INVALID %s on node call", config, err, engine.RuleLiteralCredential)
+			continue
+		}
+		if strings.Contains(re.Message, "sk-live") {
+			t.Errorf("%s: the error shows the credential: %s", config, re.Message)
+		}
+	}
+	allowed := []string{
+		`{"url":"https://api.example.com/","headers":{"Authorization":"Bearer {{ secrets.API_TOKEN }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"Authorization":"{{ input.auth }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"X-Request-Id":"abc-123","Accept":"application/json"}}`,
+		`{"url":"https://{{ secrets.USER }}:{{ secrets.PASS }}@api.example.com/"}`,
+		`{"url":"https://alice@api.example.com/x?q=tea&page=2"}`,
+		`{"url":"https://api.example.com/x?api_key={{ secrets.KEY }}"}`,
+	}
+	for _, config := range allowed {
+		if _, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`)); err != nil {
+			t.Errorf("%s: %v, want allowed", config, err)
+		}
+	}
+}
