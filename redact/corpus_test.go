@@ -5,24 +5,19 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/runstream/runstream/redact/redacttest"
 )
 
 // The secrets corpus is generated: random, well-formed but fake credentials
 // of every kind, built from their documented shape at test time, so no
 // realistic literal secret sits in a source file for scanners to flag.
 
-const (
-	lowerChars  = "abcdefghijklmnopqrstuvwxyz"
-	upperChars  = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	digitChars  = "0123456789"
-	base62Chars = upperChars + lowerChars + digitChars
-	b64urlChars = base62Chars + "-_"
-)
+const base62Chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 func randString(rng *rand.Rand, chars string, n int) string {
 	b := make([]byte, n)
@@ -32,7 +27,8 @@ func randString(rng *rand.Rand, chars string, n int) string {
 	return string(b)
 }
 
-// secretCase is one generated secret in its minimal surrounding text.
+// secretCase is one generated secret in its minimal surrounding text (see
+// redacttest.Secret).
 type secretCase struct {
 	kind   string
 	text   string   // e.g. "Bearer X", "postgres://u:p@host/db"
@@ -42,92 +38,12 @@ type secretCase struct {
 	inline bool     // may sit in the middle of a sentence
 }
 
+// genSecrets returns the corpus of redacttest.Secrets.
 func genSecrets(rng *rand.Rand) []secretCase {
-	r62 := func(n int) string { return randString(rng, base62Chars, n) }
-	rurl := func(n int) string { return randString(rng, b64urlChars, n) }
-	tok := func(kind, marker, s string) secretCase {
-		return secretCase{kind: kind, text: s, parts: []string{s}, marker: marker, token: true, inline: true}
-	}
-	pass := func() string { return r62(12) + "._~!" + r62(4) }
-
 	var cs []secretCase
-	cs = append(cs,
-		tok("openai", "openai_key", "sk-"+r62(48)),
-		tok("openai-project", "openai_key", "sk-proj-"+rurl(120)),
-		tok("anthropic", "anthropic_key", "sk-ant-api03-"+rurl(93)+"AA"),
-		tok("github-pat-fine", "github_token", "github_pat_"+r62(22)+"_"+r62(59)),
-		tok("gitlab", "gitlab_token", "glpat-"+rurl(20)),
-		tok("slack-bot", "slack_token", "xoxb-"+randString(rng, digitChars, 12)+"-"+randString(rng, digitChars, 13)+"-"+r62(24)),
-		tok("slack-user", "slack_token", "xoxp-"+randString(rng, digitChars, 12)+"-"+randString(rng, digitChars, 12)+"-"+r62(32)),
-		tok("slack-app", "slack_token", "xapp-1-A"+randString(rng, upperChars+digitChars, 10)+"-"+randString(rng, digitChars, 13)+"-"+hex.EncodeToString([]byte(r62(32)))),
-		tok("google", "google_api_key", "AIza"+rurl(35)),
-		tok("huggingface", "huggingface_token", "hf_"+randString(rng, upperChars+lowerChars, 34)),
-		tok("aws-access-key-id", "aws_access_key_id", "AKIA"+randString(rng, upperChars+digitChars, 16)),
-		tok("aws-session-key-id", "aws_access_key_id", "ASIA"+randString(rng, upperChars+digitChars, 16)),
-	)
-	for _, p := range []string{"ghp", "gho", "ghu", "ghs", "ghr"} {
-		cs = append(cs, tok("github-"+p, "github_token", p+"_"+r62(36)))
+	for _, s := range redacttest.Secrets(rng) {
+		cs = append(cs, secretCase{kind: s.Kind, text: s.Text, parts: s.Parts, marker: s.Marker, token: s.Token, inline: s.Inline})
 	}
-	for _, p := range []string{"sk_live_", "rk_live_", "sk_test_"} {
-		cs = append(cs, tok("stripe-"+p, "stripe_key", p+r62(24)))
-	}
-
-	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
-	payload := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"sub":"user-%d","iat":%d}`, rng.IntN(1e6), 1700000000+rng.IntN(1e7)))
-	cs = append(cs, tok("jwt", "jwt", header+"."+payload+"."+rurl(43)))
-
-	// PEM blocks, the armour built from parts.
-	for _, kind := range []string{"RSA ", "EC ", "OPENSSH ", ""} {
-		armour := func(word string) string { return fmt.Sprintf("-----%s %sPRIVATE %s-----", word, kind, "KEY") }
-		var lines []string
-		for range 4 {
-			lines = append(lines, base64.StdEncoding.EncodeToString([]byte(r62(48))))
-		}
-		cs = append(cs, secretCase{
-			kind: "pem-" + strings.TrimSpace(kind), marker: "private_key", inline: true,
-			text:  armour("BEGIN") + "\n" + strings.Join(lines, "\n") + "\n" + armour("END"),
-			parts: lines,
-		})
-	}
-
-	// URLs and DSNs with userinfo.
-	for _, scheme := range []string{"postgres", "postgresql", "mysql", "redis", "rediss", "amqp", "amqps", "mongodb", "mongodb+srv", "https", "http"} {
-		user, pw := "app"+randString(rng, lowerChars, 3), pass()
-		marker := "dsn"
-		if strings.HasPrefix(scheme, "http") {
-			marker = "url_credentials"
-		}
-		cs = append(cs, secretCase{
-			kind: "url-" + scheme, marker: marker, inline: true,
-			text:  scheme + "://" + user + ":" + pw + "@db.example:5432/app?sslmode=require",
-			parts: []string{pw, user + ":"},
-		})
-	}
-	pw := pass()
-	cs = append(cs,
-		secretCase{kind: "url-redis-no-user", marker: "dsn", inline: true, text: "redis://:" + pw + "@cache.example:6379/0", parts: []string{pw}},
-		secretCase{kind: "slack-webhook", marker: "slack_webhook", inline: true,
-			text:  "https://hooks.slack.com/services/T" + randString(rng, upperChars+digitChars, 8) + "/B" + randString(rng, upperChars+digitChars, 8) + "/" + pw,
-			parts: []string{pw}},
-	)
-	pw = pass()
-	cs = append(cs, secretCase{kind: "mysql-go-dsn", marker: "dsn", inline: true, text: "app:" + pw + "@tcp(db.example:3306)/app?parseTime=true", parts: []string{pw}})
-	pw = pass()
-	cs = append(cs, secretCase{kind: "kv-dsn", marker: "key", inline: true, text: "host=db.example port=5432 user=app password=" + pw + " dbname=app", parts: []string{pw}})
-	secret := randString(rng, base62Chars+"/+", 40)
-	cs = append(cs, secretCase{kind: "aws-secret", marker: "aws_secret_key", inline: true, text: "aws_secret_access_key=" + secret, parts: []string{secret}})
-	secret = r62(40)
-	cs = append(cs, secretCase{kind: "bearer", marker: "bearer", inline: true, text: "Bearer " + secret, parts: []string{secret}})
-	pw = pass()
-	basic := base64.StdEncoding.EncodeToString([]byte("app:" + pw))
-	cs = append(cs, secretCase{kind: "basic", marker: "basic_auth", inline: true, text: "Basic " + basic, parts: []string{basic}})
-	secret = randString(rng, lowerChars, 24)
-	cs = append(cs, secretCase{kind: "env-token", marker: "key", inline: true, text: "GITHUB_TOKEN=" + secret, parts: []string{secret}})
-	// Header lines: only at a line start.
-	secret = r62(32)
-	cs = append(cs, secretCase{kind: "header-api-key", marker: "key", text: "X-Api-Key: " + secret, parts: []string{secret}})
-	secret = r62(32)
-	cs = append(cs, secretCase{kind: "header-cookie", marker: "key", text: "Cookie: session=" + secret + "; theme=dark", parts: []string{secret}})
 	return cs
 }
 

@@ -1,0 +1,38 @@
+package redact
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// defaultRedactor applies the default rules for Text and Quote.
+var defaultRedactor = New(Options{})
+
+// Text returns s with the secrets the default rules find in it replaced by
+// their markers (Redactor.String): for text that is kept or shown outside
+// an event, such as a log line or a run row's label.
+func Text(s string) string {
+	out, _ := defaultRedactor.String(s)
+	return out
+}
+
+// ExcerptRunes is the most runes of a caller's value that Quote keeps.
+const ExcerptRunes = 32
+
+// Quote returns the short excerpt of a caller's value that an error
+// message may hold: s redacted by the default rules, then cut to
+// ExcerptRunes runes ("…" marks the cut), quoted as %q quotes. Error
+// messages name the member or the path at fault and show no more of the
+// value than this.
+func Quote(s string) string {
+	s = Text(s)
+	if utf8.RuneCountInString(s) > ExcerptRunes {
+		cut := 0
+		for range ExcerptRunes {
+			_, size := utf8.DecodeRuneInString(s[cut:])
+			cut += size
+		}
+		s = s[:cut] + "…"
+	}
+	return strconv.Quote(s)
+}
