@@ -27,7 +27,9 @@ type app struct {
 	hub     *live.Hub
 	log     *eventlog.WorkflowLog
 	api     *httpapi.Server
-	stop    context.CancelFunc
+	// workflows is the workflow service the API serves.
+	workflows *workflowsvc.Service
+	stop      context.CancelFunc
 	// engine executes workflow runs; nil when disabled (--workers 0).
 	engine          *engine.Engine
 	shutdownTimeout time.Duration
@@ -87,7 +89,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		a.engine, notify = eng, eng.Notify
 		logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
 	}
-	workflows := workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
+	a.workflows = workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
 	var threads *threadsvc.Service
 	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
 		// Without them the thread endpoints answer UNAVAILABLE.
@@ -103,7 +105,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		MaxBodyBytes:  cfg.maxBodyBytes,
 		Version:       version,
 		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser},
-	}, workflows, threads)
+	}, a.workflows, threads)
 	return a, nil
 }
 

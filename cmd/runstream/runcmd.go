@@ -25,6 +25,7 @@ import (
 // runConfig is the configuration of "runstream run".
 type runConfig struct {
 	server     string
+	store      string
 	input      string
 	resume     string
 	values     string
@@ -45,6 +46,7 @@ func (m *Main) runWorkflow(ctx context.Context, args []string, stdout, stderr io
 	var cfg runConfig
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.StringVar(&cfg.server, "server", "http://127.0.0.1:8780", "base URL of the runstream server")
+	fs.StringVar(&cfg.store, "store", "", "run in this process on this store (sqlite:PATH, postgres://… or memory:), without a server; the run is then followed until it ends")
 	fs.StringVar(&cfg.input, "input", "{}", "the run input, a JSON value")
 	fs.StringVar(&cfg.resume, "resume", "", "answer every input request without asking: action=NAME")
 	fs.StringVar(&cfg.values, "values", "{}", "the values sent with --resume, a JSON object")
@@ -61,59 +63,60 @@ func (m *Main) runWorkflow(ctx context.Context, args []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	api, err := newAPI(cfg.server)
-	if err != nil {
-		return err
+	if cfg.store != "" && flagGiven(fs, "server") {
+		return fmt.Errorf("%w: --store runs in this process and --server on a server: give one", errUsage)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var target runTarget
+	if cfg.store == "" {
+		remote, err := newRemoteTarget(cfg, logger)
+		if err != nil {
+			return err
+		}
+		target = remote
 	}
 	definition, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("read the workflow: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	follower, err := client.New(cfg.server, client.WithLogger(logger))
+	if cfg.store != "" {
+		local, err := m.openLocalTarget(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer local.close()
+		target = local
+	}
+	yamlBody := !strings.EqualFold(filepath.Ext(file), ".json")
+	wf, err := target.publish(ctx, definition, yamlBody)
 	if err != nil {
-		return fmt.Errorf("%w: --server: %v", errUsage, err)
-	}
-
-	contentType := "application/yaml"
-	if strings.EqualFold(filepath.Ext(file), ".json") {
-		contentType = "application/json"
-	}
-	var wf struct {
-		WorkflowID string `json:"workflowId"`
-		Name       string `json:"name"`
-	}
-	if err := api.post(ctx, "/api/workflows", contentType, definition, &wf); err != nil {
 		return fmt.Errorf("publish %s: %w", file, err)
 	}
-	body, _ := json.Marshal(map[string]json.RawMessage{"input": json.RawMessage(cfg.input)})
-	var run struct {
-		RunID string `json:"runId"`
+	runID, err := target.start(ctx, wf.ID, json.RawMessage(cfg.input))
+	if err != nil {
+		return fmt.Errorf("start a run of %s: %w", wf.ID, err)
 	}
-	if err := api.post(ctx, "/api/workflows/"+url.PathEscape(wf.WorkflowID)+"/runs", "application/json", body, &run); err != nil {
-		return fmt.Errorf("start a run of %s: %w", wf.WorkflowID, err)
-	}
-	fmt.Fprintf(stderr, "workflow %s (%s), run %s\n", wf.Name, wf.WorkflowID, run.RunID)
+	fmt.Fprintf(stderr, "workflow %s (%s), run %s\n", wf.Name, wf.ID, runID)
 
 	asker := &asker{in: bufio.NewReader(m.Stdin), out: stderr}
 	var last workflow.EventType
-	for env, err := range follower.Follow(ctx, run.RunID, client.FollowOptions{MaxRetries: cfg.maxRetries}) {
+	for env, err := range target.follow(ctx, runID) {
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("interrupted; the run goes on: runstream tail %s", run.RunID)
+				return fmt.Errorf("interrupted; the run goes on: runstream tail %s", runID)
 			}
-			return fmt.Errorf("follow run %s: %w", run.RunID, err)
+			return fmt.Errorf("follow run %s: %w", runID, err)
 		}
 		line, err := formatEvent(env, cfg.json, false)
 		if err != nil {
-			return fmt.Errorf("run %s: seq %d: %w", run.RunID, env.Seq, err)
+			return fmt.Errorf("run %s: seq %d: %w", runID, env.Seq, err)
 		}
 		if _, err := io.WriteString(stdout, line+"\n"); err != nil {
-			return fmt.Errorf("run %s: %w", run.RunID, err)
+			return fmt.Errorf("run %s: %w", runID, err)
 		}
 		switch {
 		case env.Event == workflow.EventRunAwaitingInput && !client.IsSynthesised(env):
-			if err := answer(ctx, api, asker, run.RunID, env, action, json.RawMessage(cfg.values)); err != nil {
+			if err := answer(ctx, target, asker, runID, env, action, json.RawMessage(cfg.values)); err != nil {
 				return err
 			}
 		case env.Event.Terminal():
@@ -124,11 +127,11 @@ func (m *Main) runWorkflow(ctx context.Context, args []string, stdout, stderr io
 	case workflow.EventRunCompleted:
 		return nil
 	case workflow.EventRunFailed:
-		return fmt.Errorf("run %s failed: %w", run.RunID, errRunEnded)
+		return fmt.Errorf("run %s failed: %w", runID, errRunEnded)
 	case workflow.EventRunCancelled:
-		return fmt.Errorf("run %s was cancelled: %w", run.RunID, errRunEnded)
+		return fmt.Errorf("run %s was cancelled: %w", runID, errRunEnded)
 	}
-	return fmt.Errorf("run %s: the stream ended before the run did", run.RunID)
+	return fmt.Errorf("run %s: the stream ended before the run did", runID)
 }
 
 // checkRunFlags checks the command line and returns the --resume action.
@@ -166,12 +169,11 @@ type inputRequest struct {
 // answer resumes a run that awaits input: with action and values when
 // action is set, else with what the user answers on stdin, asking again
 // after a refused action or invalid values.
-func answer(ctx context.Context, api *apiClient, ask *asker, runID string, env workflow.Envelope, action string, values json.RawMessage) error {
+func answer(ctx context.Context, target runTarget, ask *asker, runID string, env workflow.Envelope, action string, values json.RawMessage) error {
 	var req inputRequest
 	if err := json.Unmarshal(env.Data, &req); err != nil {
 		return fmt.Errorf("run %s: read the input request: %w", runID, err)
 	}
-	path := "/api/workflows/runs/" + url.PathEscape(runID) + "/resume"
 	for {
 		a, v := action, values
 		if action == "" {
@@ -180,22 +182,27 @@ func answer(ctx context.Context, api *apiClient, ask *asker, runID string, env w
 				return fmt.Errorf("run %s awaits input at node %s: %w (or give --resume action=NAME --values '{…}')", runID, env.NodeID, err)
 			}
 		}
-		body, _ := json.Marshal(struct {
-			ResumeToken string          `json:"resumeToken"`
-			Action      string          `json:"action"`
-			Values      json.RawMessage `json:"values"`
-		}{req.ResumeToken, a, v})
-		err := api.post(ctx, path, "application/json", body, nil)
+		err := target.resume(ctx, runID, req.ResumeToken, a, v)
 		if err == nil {
 			return nil
 		}
-		var apiErr *client.APIError
-		refused := errors.As(err, &apiErr) && (apiErr.Code == runstream.CodeWorkflowFormInvalid || apiErr.Code == runstream.CodeWorkflowResumeActionInvalid)
+		code, message := errorCode(err)
+		refused := code == runstream.CodeWorkflowFormInvalid || code == runstream.CodeWorkflowResumeActionInvalid
 		if action != "" || !refused {
 			return fmt.Errorf("resume run %s: %w", runID, err)
 		}
-		fmt.Fprintf(ask.out, "refused: %s\n", apiErr.Message)
+		fmt.Fprintf(ask.out, "refused: %s\n", message)
 	}
+}
+
+// errorCode returns the code and message of an error of the API, whether
+// it came over HTTP (*client.APIError) or from a service in this process.
+func errorCode(err error) (runstream.ErrorCode, string) {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code, apiErr.Message
+	}
+	return runstream.ErrorCodeOf(err), runstream.ErrorMessage(err)
 }
 
 // asker asks the user for an action and values.
@@ -393,4 +400,11 @@ func (a *apiClient) post(ctx context.Context, path, contentType string, body []b
 		return fmt.Errorf("read the answer of %s: %w", path, err)
 	}
 	return nil
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }

@@ -41,11 +41,36 @@ func printedTypes(out string) []string {
 func TestRunCommand(t *testing.T) {
 	t.Parallel()
 	base, _, _ := startServe(t, nil, "--store", "memory:")
-	approval := []string{examples + "approval.yaml", "--server", base, "--input", `{"customer":"Ada","topic":"tea"}`}
+	testRunCommand(t, func(*testing.T) []string { return []string{"--server", base} })
+}
+
+// TestRunCommandInProcess runs workflows with the services in the
+// command's own process, without HTTP: on a memory store, and on a SQLite
+// file whose runs a later "run --store" of the same file sees.
+func TestRunCommandInProcess(t *testing.T) {
+	t.Parallel()
+	t.Run("Memory", func(t *testing.T) {
+		t.Parallel()
+		testRunCommand(t, func(*testing.T) []string { return []string{"--store", "memory:"} })
+	})
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		testRunCommand(t, func(t *testing.T) []string {
+			return []string{"--store", "sqlite:" + filepath.Join(t.TempDir(), "runstream.db")}
+		})
+	})
+}
+
+// testRunCommand runs "runstream run" against the target that target's
+// flags name (--server or --store).
+func testRunCommand(t *testing.T, target func(t *testing.T) []string) {
+	approvalOf := func(t *testing.T) []string {
+		return append([]string{examples + "approval.yaml", "--input", `{"customer":"Ada","topic":"tea"}`}, target(t)...)
+	}
 
 	t.Run("ResumeFlags", func(t *testing.T) {
 		t.Parallel()
-		err, out, _ := runCmd(t, "", append(approval, "--resume", "action=approve", "--values", `{"note":"ok"}`)...)
+		err, out, _ := runCmd(t, "", append(approvalOf(t), "--resume", "action=approve", "--values", `{"note":"ok"}`)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +87,7 @@ func TestRunCommand(t *testing.T) {
 		// An unknown action is asked again; a note the form refuses is
 		// refused by the server, and everything is asked again.
 		stdin := "maybe\napprove\n" + strings.Repeat("x", 300) + "\nreject\nnot today\n"
-		err, out, stderr := runCmd(t, stdin, approval...)
+		err, out, stderr := runCmd(t, stdin, approvalOf(t)...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, stderr)
 		}
@@ -77,14 +102,14 @@ func TestRunCommand(t *testing.T) {
 	})
 	t.Run("NoAnswer", func(t *testing.T) {
 		t.Parallel()
-		err, _, _ := runCmd(t, "", approval...)
+		err, _, _ := runCmd(t, "", approvalOf(t)...)
 		if err == nil || !strings.Contains(err.Error(), "--resume") || errors.Is(err, errUsage) {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("JSON", func(t *testing.T) {
 		t.Parallel()
-		err, out, _ := runCmd(t, "", append(approval, "--json", "--resume", "action=reject")...)
+		err, out, _ := runCmd(t, "", append(approvalOf(t), "--json", "--resume", "action=reject")...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +129,7 @@ func TestRunCommand(t *testing.T) {
 	})
 	t.Run("FailedRun", func(t *testing.T) {
 		t.Parallel()
-		err, out, _ := runCmd(t, "", examples+"failing.yaml", "--server", base)
+		err, out, _ := runCmd(t, "", append([]string{examples + "failing.yaml"}, target(t)...)...)
 		if !errors.Is(err, errRunEnded) || exitCode(err) != 1 {
 			t.Errorf("err = %v, want a failed run", err)
 		}
@@ -116,7 +141,7 @@ func TestRunCommand(t *testing.T) {
 		t.Parallel()
 		file := filepath.Join(t.TempDir(), "bad.yaml")
 		os.WriteFile(file, []byte("name: bad\nnodes:\n  - {id: a, type: nope}\n"), 0o600)
-		err, _, _ := runCmd(t, "", file, "--server", base)
+		err, _, _ := runCmd(t, "", append([]string{file}, target(t)...)...)
 		if err == nil || !strings.Contains(err.Error(), "WORKFLOW_DEFINITION_INVALID") {
 			t.Errorf("err = %v", err)
 		}
@@ -132,6 +157,7 @@ func TestRunCommandUsage(t *testing.T) {
 		{"x.yaml", "--resume", "approve"},
 		{"x.yaml", "--resume", "action=approve", "--values", "[1]"},
 		{"x.yaml", "--server", "ftp://host"},
+		{"x.yaml", "--server", "http://127.0.0.1:1", "--store", "memory:"},
 	}
 	for _, args := range tests {
 		err, _, _ := runCmd(t, "", args...)

@@ -104,18 +104,8 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if cfg.maxStreamsPerUser < 1 && cfg.maxStreamsPerUser != -1 {
 		return fmt.Errorf("%w: --max-streams-per-user must be at least 1, or -1 for no limit", errUsage)
 	}
-	for _, name := range openaillm.APIKeyEnv {
-		if cfg.openAIAPIKey = m.Getenv(name); cfg.openAIAPIKey != "" {
-			break
-		}
-	}
-	cfg.secrets = engine.ChainSecrets{engine.EnvSecrets{Prefix: secretEnvPrefix, Getenv: m.Getenv}}
-	if cfg.secretsFile != "" {
-		file, err := engine.ReadSecretsFile(cfg.secretsFile)
-		if err != nil {
-			return fmt.Errorf("%w: --secrets-file: %w", errUsage, err)
-		}
-		cfg.secrets = append(cfg.secrets, file)
+	if err := m.readNodeEnv(&cfg); err != nil {
+		return err
 	}
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
 
@@ -174,4 +164,24 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// readNodeEnv sets what the node types read from the environment: the
+// openai provider's key, and the secrets of {{ secrets.NAME }} (the
+// environment's RUNSTREAM_SECRET_NAME, then cfg.secretsFile).
+func (m *Main) readNodeEnv(cfg *serveConfig) error {
+	for _, name := range openaillm.APIKeyEnv {
+		if cfg.openAIAPIKey = m.Getenv(name); cfg.openAIAPIKey != "" {
+			break
+		}
+	}
+	cfg.secrets = engine.ChainSecrets{engine.EnvSecrets{Prefix: secretEnvPrefix, Getenv: m.Getenv}}
+	if cfg.secretsFile != "" {
+		file, err := engine.ReadSecretsFile(cfg.secretsFile)
+		if err != nil {
+			return fmt.Errorf("%w: --secrets-file: %w", errUsage, err)
+		}
+		cfg.secrets = append(cfg.secrets, file)
+	}
+	return nil
 }
