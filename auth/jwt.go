@@ -1,0 +1,222 @@
+package auth
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"math"
+	"math/big"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultLeeway is the default of JWTConfig.Leeway.
+const DefaultLeeway = 30 * time.Second
+
+// JWTConfig configures JWT verification.
+type JWTConfig struct {
+	// KeysFile holds the verification keys: a JWKS document
+	// ({"keys":[…]}, kty oct for HS256, RSA for RS256, EC P-256 for
+	// ES256) or PEM "PUBLIC KEY" blocks (RSA: RS256, EC P-256: ES256).
+	KeysFile string
+	// Issuer, when set, must equal the token's iss.
+	Issuer string
+	// Audience, when set, must be the token's aud or one of its entries.
+	Audience string
+	// Leeway is the clock skew allowed on exp and nbf. Defaults to
+	// DefaultLeeway; negative: none.
+	Leeway time.Duration
+	// Now returns the current time. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// JWT verifies compact JWS tokens (RFC 7519) signed with HS256, RS256 or
+// ES256 by one of the keys of its file. Each key verifies one algorithm
+// only, fixed by its type, so a token cannot choose how it is checked:
+// "alg: none", an HS256 token made with an RSA public key as the secret,
+// and any other algorithm are refused. A token must carry sub (the user)
+// and exp; nbf, iss and aud are checked when present or configured. JWT is
+// safe for concurrent use.
+type JWT struct {
+	cfg  JWTConfig
+	keys atomic.Pointer[[]verifyKey]
+}
+
+// NewJWT reads the keys of cfg.KeysFile.
+func NewJWT(cfg JWTConfig) (*JWT, error) {
+	if cfg.Leeway == 0 {
+		cfg.Leeway = DefaultLeeway
+	}
+	if cfg.Leeway < 0 {
+		cfg.Leeway = 0
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	j := &JWT{cfg: cfg}
+	if err := j.Reload(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Reload re-reads the keys file. On error the keys in use stay.
+func (j *JWT) Reload() error {
+	keys, err := readVerifyKeys(j.cfg.KeysFile)
+	if err != nil {
+		return err
+	}
+	j.keys.Store(&keys)
+	return nil
+}
+
+// Len returns the number of keys loaded.
+func (j *JWT) Len() int { return len(*j.keys.Load()) }
+
+// jwtHeader is the JOSE header of a token.
+type jwtHeader struct {
+	Alg  string          `json:"alg"`
+	Kid  string          `json:"kid"`
+	Crit json.RawMessage `json:"crit"`
+}
+
+// jwtClaims are the claims a token is checked with.
+type jwtClaims struct {
+	Sub string          `json:"sub"`
+	Iss string          `json:"iss"`
+	Aud json.RawMessage `json:"aud"`
+	Exp *float64        `json:"exp"`
+	Nbf *float64        `json:"nbf"`
+}
+
+// Authenticate implements Authenticator.
+func (j *JWT) Authenticate(token string) (Identity, error) {
+	if len(token) > maxCredentialBytes {
+		return Identity{}, errInvalid()
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return Identity{}, errInvalid()
+	}
+	var header jwtHeader
+	if !decodeSegment(parts[0], &header) || header.Crit != nil {
+		return Identity{}, errInvalid()
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return Identity{}, errInvalid()
+	}
+	signed := token[:len(parts[0])+1+len(parts[1])]
+	verified := false
+	for _, k := range *j.keys.Load() {
+		// The key decides the algorithm; the header only selects keys.
+		if k.alg != header.Alg || (header.Kid != "" && k.kid != "" && k.kid != header.Kid) {
+			continue
+		}
+		if k.verify(signed, sig) {
+			verified = true
+			break
+		}
+	}
+	if !verified {
+		return Identity{}, errInvalid()
+	}
+	var claims jwtClaims
+	if !decodeSegment(parts[1], &claims) {
+		return Identity{}, errInvalid()
+	}
+	return j.check(claims)
+}
+
+// check validates the claims of a token whose signature is verified.
+func (j *JWT) check(c jwtClaims) (Identity, error) {
+	if c.Sub == "" || c.Exp == nil || !finite(*c.Exp) {
+		return Identity{}, errInvalid()
+	}
+	now := j.cfg.Now()
+	exp := unixTime(*c.Exp)
+	if !now.Before(exp.Add(j.cfg.Leeway)) {
+		return Identity{}, errExpired()
+	}
+	if c.Nbf != nil && (!finite(*c.Nbf) || now.Add(j.cfg.Leeway).Before(unixTime(*c.Nbf))) {
+		return Identity{}, errInvalid()
+	}
+	if j.cfg.Issuer != "" && c.Iss != j.cfg.Issuer {
+		return Identity{}, errInvalid()
+	}
+	if j.cfg.Audience != "" && !hasAudience(c.Aud, j.cfg.Audience) {
+		return Identity{}, errInvalid()
+	}
+	return Identity{User: c.Sub, Expires: exp.Add(j.cfg.Leeway)}, nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 1<<53 }
+
+func unixTime(f float64) time.Time {
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9))
+}
+
+// hasAudience reports whether aud (a string or an array of strings)
+// names want.
+func hasAudience(aud json.RawMessage, want string) bool {
+	var one string
+	if json.Unmarshal(aud, &one) == nil {
+		return one == want
+	}
+	var many []string
+	if json.Unmarshal(aud, &many) != nil {
+		return false
+	}
+	for _, a := range many {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeSegment decodes a base64url JSON object segment into v.
+func decodeSegment(seg string, v any) bool {
+	raw, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil || len(raw) == 0 || raw[0] != '{' {
+		return false
+	}
+	return json.Unmarshal(raw, v) == nil
+}
+
+// verifyKey is one verification key and the one algorithm it verifies.
+type verifyKey struct {
+	kid  string
+	alg  string // HS256, RS256 or ES256
+	hmac []byte
+	rsa  *rsa.PublicKey
+	ec   *ecdsa.PublicKey
+}
+
+// verify checks sig over signed with the key's algorithm.
+func (k verifyKey) verify(signed string, sig []byte) bool {
+	switch k.alg {
+	case "HS256":
+		mac := hmac.New(sha256.New, k.hmac)
+		mac.Write([]byte(signed))
+		return hmac.Equal(mac.Sum(nil), sig)
+	case "RS256":
+		sum := sha256.Sum256([]byte(signed))
+		return rsa.VerifyPKCS1v15(k.rsa, crypto.SHA256, sum[:], sig) == nil
+	case "ES256":
+		// JWS ES256 signatures are R || S, 32 bytes each (RFC 7518 §3.4).
+		if len(sig) != 64 {
+			return false
+		}
+		sum := sha256.Sum256([]byte(signed))
+		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		return ecdsa.Verify(k.ec, sum[:], r, s)
+	}
+	return false
+}

@@ -1,0 +1,108 @@
+package auth_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/auth"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func wantUnauthenticated(t *testing.T, what string, id auth.Identity, err error) {
+	t.Helper()
+	if err == nil || runstream.AsError(err).Code != runstream.CodeUnauthenticated || id.User != "" {
+		t.Errorf("%s: %+v, %v; want UNAUTHENTICATED", what, id, err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	aliceKey, bobKey := auth.NewKey(), auth.NewKey()
+	aliceHash, err := auth.HashKey(aliceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobHash, _ := auth.HashKey(bobKey)
+	path := writeFile(t, "keys", "# users\n\nalice "+aliceHash+"\n  bob   "+bobHash+"  \n")
+	keys, err := auth.LoadKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, user := range map[string]string{aliceKey: "alice", bobKey: "bob"} {
+		id, err := keys.Authenticate(key)
+		if err != nil || id.User != user || !id.Expires.IsZero() {
+			t.Errorf("Authenticate(%s's key) = %+v, %v", user, id, err)
+		}
+	}
+	for _, bad := range []string{"", aliceHash, strings.TrimPrefix(aliceHash, "sha256:"), aliceKey + "x", aliceKey[1:]} {
+		id, err := keys.Authenticate(bad)
+		wantUnauthenticated(t, "key "+bad, id, err)
+	}
+
+	// Reload: bob's key is revoked, a broken file keeps the keys in use.
+	if err := os.WriteFile(path, []byte("alice "+aliceHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	id, err := keys.Authenticate(bobKey)
+	wantUnauthenticated(t, "revoked key", id, err)
+	if err := os.WriteFile(path, []byte("alice nothex\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Reload(); err == nil {
+		t.Error("Reload accepted a broken file")
+	}
+	if id, err := keys.Authenticate(aliceKey); err != nil || id.User != "alice" {
+		t.Errorf("after a failed reload: %+v, %v", id, err)
+	}
+}
+
+func TestKeysFileErrors(t *testing.T) {
+	t.Parallel()
+	hash, _ := auth.HashKey(auth.NewKey())
+	for name, content := range map[string]string{
+		"empty":         "# nothing\n",
+		"one field":     "alice\n",
+		"three fields":  "alice " + hash + " extra\n",
+		"no prefix":     "alice " + strings.TrimPrefix(hash, "sha256:") + "\n",
+		"short hash":    "alice sha256:abcd\n",
+		"duplicate key": "alice " + hash + "\nbob " + hash + "\n",
+	} {
+		if _, err := auth.LoadKeys(writeFile(t, "keys", content)); err == nil {
+			t.Errorf("%s: LoadKeys accepted %q", name, content)
+		}
+	}
+	if _, err := auth.LoadKeys(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("LoadKeys accepted a missing file")
+	}
+}
+
+func TestHashKey(t *testing.T) {
+	t.Parallel()
+	h, err := auth.HashKey(strings.Repeat("k", 32))
+	// sha256 of 32 "k": a fixed vector, so the stored form never changes.
+	if err != nil || h != "sha256:5e318f8cf9cbe249a30812b8ca132d691ded7a91991413558db5758575f5e01f" {
+		t.Errorf("HashKey = %q, %v", h, err)
+	}
+	for _, bad := range []string{"", "short", strings.Repeat("k", 31), strings.Repeat("k", 32) + " x"} {
+		if _, err := auth.HashKey(bad); err == nil {
+			t.Errorf("HashKey(%q) accepted", bad)
+		}
+	}
+	if a, b := auth.NewKey(), auth.NewKey(); a == b || len(a) < auth.MinKeyLength {
+		t.Errorf("NewKey: %q, %q", a, b)
+	}
+}
