@@ -26,6 +26,10 @@ type Event struct {
 	Frame []byte
 	// Terminal marks the last event of the stream.
 	Terminal bool
+	// Attrs is what the stream's followers filter on (a thread row's
+	// owner, run and category, say). The hub never reads it; like Frame it
+	// is shared and must not be modified.
+	Attrs any
 }
 
 // PollFunc reads up to a page of events of stream key with seq > afterSeq,
@@ -87,6 +91,9 @@ type stream struct {
 	// polling is true while a poll of the stream is in flight; again asks
 	// for one more poll after it.
 	polling, again bool
+	// polledAt is when the stream's last poll started: held events wake
+	// the poll loop at most once per PollInterval after it.
+	polledAt time.Time
 }
 
 // New returns a hub.
@@ -119,6 +126,11 @@ func New(cfg Config) *Hub {
 // frontier. It receives every event committed after it was registered
 // (the follower reads the earlier ones from the store, after its cursor),
 // and possibly some committed before; the follower drops what it has.
+//
+// Its events follow each other without a gap: after the first one handed
+// to it, every seq of the stream that exists is handed to it, in order,
+// unless it is cut (see Take). The seqs it misses before its first event
+// were committed before it was registered.
 //
 // afterSeq should be the stream's newest seq read before subscribing (or
 // the follower's cursor when it is not past that): a lower seq only costs
@@ -194,7 +206,8 @@ func (st *stream) raiseToFrontiers() {
 // itself; the missing events, from their publisher or from that poll,
 // release the held ones in order. Without a poll function, or when more
 // than BufferEvents events or BufferBytes bytes of frames are held, they
-// are delivered at once and followers fill the gap from the store.
+// are released at once and the subscriptions cut: their followers read the
+// store, which has the missing events.
 func (h *Hub) Publish(key string, events []Event) {
 	if len(events) == 0 {
 		return
@@ -214,11 +227,22 @@ func (h *Hub) Publish(key string, events []Event) {
 			}
 		}
 	} else {
-		out = st.release(events, h.cfg.Poll != nil, h.cfg.BufferEvents, h.cfg.BufferBytes)
+		var gap bool
+		out, gap = st.release(events, h.cfg.Poll != nil, h.cfg.BufferEvents, h.cfg.BufferBytes)
 		if len(st.pending) > 0 {
-			h.wakeLocked(key)
+			h.wakeForGapLocked(key, st)
+		}
+		if gap {
+			h.cutLocked(st, out)
+			return
 		}
 	}
+	h.deliverLocked(st, out)
+}
+
+// deliverLocked hands out, ascending by seq, to the stream's
+// subscriptions. h.mu must be held.
+func (h *Hub) deliverLocked(st *stream, out []Event) {
 	if len(out) == 0 {
 		return
 	}
@@ -228,47 +252,140 @@ func (h *Hub) Publish(key string, events []Event) {
 	}
 }
 
+// cutLocked is deliverLocked for events released past missing seqs that
+// the store may hold: the subscriptions that would receive them are cut
+// instead, so that their followers read the store, which has the missing
+// events, rather than see a gap. h.mu must be held.
+func (h *Hub) cutLocked(st *stream, out []Event) {
+	if len(out) == 0 {
+		return
+	}
+	st.seen = out[len(out)-1].Seq
+	for sub := range st.subs {
+		sub.cutThrough(out[len(out)-1].Seq)
+	}
+}
+
 // release adds events to the held ones and returns, in order, those that
 // follow lastSeq without a gap. When it may not wait (no poll to fill the
 // gap), or more than maxEvents events or maxBytes bytes of frames are held,
-// it returns all of them.
-func (st *stream) release(events []Event, mayWait bool, maxEvents, maxBytes int) []Event {
+// it returns all of them and gap=true: they skip missing seqs.
+func (st *stream) release(events []Event, mayWait bool, maxEvents, maxBytes int) (out []Event, gap bool) {
 	for _, e := range events {
-		if e.Seq <= st.lastSeq {
-			continue
+		if e.Seq > st.lastSeq {
+			st.hold(e)
 		}
-		if st.pending == nil {
-			st.pending = map[int64]Event{}
-		}
-		if old, ok := st.pending[e.Seq]; ok {
-			st.pendingBytes -= len(old.Frame)
-		}
-		st.pending[e.Seq] = e
-		st.pendingBytes += len(e.Frame)
 	}
-	var out []Event
+	out = st.releaseNext(nil)
+	if len(st.pending) > 0 && (!mayWait || len(st.pending) > maxEvents || st.pendingBytes > maxBytes) {
+		out = st.releaseHeld(out, math.MaxInt64)
+		gap = true
+	}
+	return out, gap
+}
+
+// hold adds e to the held events, replacing one of the same seq.
+func (st *stream) hold(e Event) {
+	if st.pending == nil {
+		st.pending = map[int64]Event{}
+	}
+	if old, ok := st.pending[e.Seq]; ok {
+		st.pendingBytes -= len(old.Frame)
+	}
+	st.pending[e.Seq] = e
+	st.pendingBytes += len(e.Frame)
+}
+
+// releaseNext appends to out the held events that follow lastSeq without a
+// gap, in order, and advances lastSeq past them.
+func (st *stream) releaseNext(out []Event) []Event {
 	for {
 		e, ok := st.pending[st.lastSeq+1]
 		if !ok {
-			break
+			return out
 		}
 		out = append(out, e)
 		delete(st.pending, e.Seq)
 		st.pendingBytes -= len(e.Frame)
 		st.lastSeq = e.Seq
 	}
-	if len(st.pending) > 0 && (!mayWait || len(st.pending) > maxEvents || st.pendingBytes > maxBytes) {
-		held := make([]Event, 0, len(st.pending))
-		for _, e := range st.pending {
-			held = append(held, e)
+}
+
+// releaseHeld appends to out, ascending, the held events with seq <=
+// through, passing missing seqs, and advances lastSeq past them.
+func (st *stream) releaseHeld(out []Event, through int64) []Event {
+	start := len(out)
+	for seq, e := range st.pending {
+		if seq > through {
+			continue
 		}
-		slices.SortFunc(held, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
-		out = append(out, held...)
-		st.lastSeq = held[len(held)-1].Seq
-		clear(st.pending)
-		st.pendingBytes = 0
+		if seq > st.lastSeq {
+			out = append(out, e)
+		}
+		delete(st.pending, seq)
+		st.pendingBytes -= len(e.Frame)
+	}
+	if len(out) > start {
+		slices.SortFunc(out[start:], func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+		st.lastSeq = max(st.lastSeq, out[len(out)-1].Seq)
 	}
 	return out
+}
+
+// maxHeld returns the highest seq held (0: none).
+func (st *stream) maxHeld() int64 {
+	var m int64
+	for seq := range st.pending {
+		m = max(m, seq)
+	}
+	return m
+}
+
+// publishPolled hands out what a poll of key read after seq after, while
+// heldBefore was the highest seq held when the poll started.
+//
+// The store is the record, and commit order is seq order: a seq up to the
+// last one the poll returned that it did not return does not exist, and
+// when the poll returned nothing, neither does any seq below heldBefore
+// (the held events were committed before the poll started). The hub
+// passes those missing seqs instead of waiting for them, so that a
+// permanent gap (events deleted, a record that could not be framed) costs
+// one poll, not a poll after every publish.
+func (h *Hub) publishPolled(key string, after, heldBefore int64, events []Event) {
+	h.mu.Lock()
+	st := h.streams[key]
+	if st == nil || st.view {
+		h.mu.Unlock()
+		if st != nil {
+			h.Publish(key, events)
+		}
+		return
+	}
+	defer h.mu.Unlock()
+	var out []Event
+	if st.lastSeq >= after { // else a subscription lowered the frontier meanwhile: release as usual
+		certified := heldBefore
+		if len(events) > 0 {
+			certified = events[len(events)-1].Seq
+		}
+		for _, e := range events {
+			if e.Seq > st.lastSeq {
+				st.hold(e)
+			}
+		}
+		out = st.releaseHeld(nil, certified)
+		events = nil
+	}
+	more, gap := st.release(events, true, h.cfg.BufferEvents, h.cfg.BufferBytes)
+	out = append(out, more...)
+	if len(st.pending) > 0 {
+		h.wakeForGapLocked(key, st)
+	}
+	if gap {
+		h.cutLocked(st, out)
+		return
+	}
+	h.deliverLocked(st, out)
 }
 
 // Wake asks the poll loop to read stream key now, for example because a
@@ -290,6 +407,20 @@ func (h *Hub) WakeSeq(key string, seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if st := h.streams[key]; st != nil && seq <= st.lastSeq {
+		return
+	}
+	h.wakeLocked(key)
+}
+
+// wakeForGapLocked queues a poll of key for the events it holds ahead of
+// a missing seq, unless the stream was polled less than PollInterval ago:
+// then the missing events come from their publisher or from the next
+// periodic poll. A stream whose store lacks a seq for good therefore costs
+// at most one read per PollInterval beyond the periodic one, however often
+// it is published to, and cannot keep the poll loop from the other
+// streams. h.mu must be held.
+func (h *Hub) wakeForGapLocked(key string, st *stream) {
+	if !st.polledAt.IsZero() && time.Since(st.polledAt) < h.cfg.PollInterval {
 		return
 	}
 	h.wakeLocked(key)
@@ -399,8 +530,9 @@ func (h *Hub) poll(ctx context.Context, key string, woken bool) {
 		woken = false // a read asked for by again is not queued
 		st.queued = false
 		st.raiseToFrontiers()
-		after := st.lastSeq
+		after, heldBefore := st.lastSeq, st.maxHeld()
 		st.polling = true
+		st.polledAt = time.Now()
 		h.mu.Unlock()
 
 		// One slow query must not stall the polls and wake-ups of every
@@ -412,7 +544,7 @@ func (h *Hub) poll(ctx context.Context, key string, woken bool) {
 			h.cfg.Logger.Warn("live: poll failed", "stream", key, "error", err)
 		}
 		if err == nil {
-			h.Publish(key, events)
+			h.publishPolled(key, after, heldBefore, events)
 		}
 		h.mu.Lock()
 		st.polling = false

@@ -208,10 +208,10 @@ func TestLateSubscriberDoesNotStarveOthers(t *testing.T) {
 
 // TestOutOfOrderPublishesAreReordered: when a later append publishes
 // before an earlier one, the hub holds it and asks the store once, rather
-// than handing every follower a gap.
+// than handing every follower a gap; the late publisher adds nothing.
 func TestOutOfOrderPublishesAreReordered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := &countingPoll{stored: map[string]int64{"s": 0}, queries: map[string]int{}}
+		p := &countingPoll{stored: map[string]int64{"s": 3}, queries: map[string]int{}}
 		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
 		go h.Run(t.Context()) // until the test ends
 		subs := []*Subscription{h.Subscribe("s", 0), h.Subscribe("s", 0)}
@@ -219,8 +219,8 @@ func TestOutOfOrderPublishesAreReordered(t *testing.T) {
 		h.Publish("s", events(3, 3)) // seq 2's publisher is late
 		synctest.Wait()
 		for _, sub := range subs {
-			if got, cut := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1]" || cut {
-				t.Fatalf("before seq 2: %v cut=%v, want [1]", seqsOf(got), cut)
+			if got, cut := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1 2 3]" || cut {
+				t.Fatalf("after the poll: %v cut=%v, want [1 2 3]", seqsOf(got), cut)
 			}
 		}
 		if n := p.count("s"); n != 1 {
@@ -228,9 +228,115 @@ func TestOutOfOrderPublishesAreReordered(t *testing.T) {
 		}
 		h.Publish("s", events(2, 2)) // the late publisher
 		for _, sub := range subs {
-			if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[2 3]" {
-				t.Errorf("after seq 2: %v, want [2 3]", seqsOf(got))
+			if got, cut := sub.Take(); len(got) != 0 || cut {
+				t.Errorf("after the late publisher: %v cut=%v, want nothing", seqsOf(got), cut)
 			}
+		}
+	})
+}
+
+// TestLatePublisherReleasesHeldEvents: a stream polled less than a
+// PollInterval ago is not read again for a gap; the late publisher
+// releases what was held.
+func TestLatePublisherReleasesHeldEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPoll{stored: map[string]int64{"s": 0}, queries: map[string]int{}}
+		h := New(Config{Poll: p.poll, PollInterval: time.Hour})
+		go h.Run(t.Context()) // until the test ends
+		sub := h.Subscribe("s", 0)
+		h.Wake("s")
+		synctest.Wait()
+		h.Publish("s", events(1, 1))
+		h.Publish("s", events(3, 3)) // seq 2's publisher is late
+		synctest.Wait()
+		if got, cut := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1]" || cut {
+			t.Fatalf("before seq 2: %v cut=%v, want [1]", seqsOf(got), cut)
+		}
+		h.Publish("s", events(2, 2))
+		if got, cut := sub.Take(); fmt.Sprint(seqsOf(got)) != "[2 3]" || cut {
+			t.Errorf("after seq 2: %v cut=%v, want [2 3]", seqsOf(got), cut)
+		}
+		if n := p.count("s"); n != 1 {
+			t.Errorf("%d store reads, want only the wake-up's", n)
+		}
+	})
+}
+
+// TestPermanentGapsCannotSpin: a stream whose store lacks seqs for good,
+// published to without pause, costs at most one poll per PollInterval
+// beyond the periodic one, and the other streams keep their poll rate;
+// its follower gets every stored event once, in order.
+func TestPermanentGapsCannotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = 100 * time.Millisecond
+		missing := func(seq int64) bool { return seq%10 == 5 } // deleted, or never framed
+		var (
+			mu      sync.Mutex
+			stored  int64
+			queries = map[string]int{}
+		)
+		poll := func(_ context.Context, key string, after int64) ([]Event, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			queries[key]++
+			if key != "gappy" {
+				return nil, nil
+			}
+			var out []Event
+			for _, e := range events(after+1, stored) {
+				if !missing(e.Seq) {
+					out = append(out, e)
+				}
+			}
+			return out, nil
+		}
+		h := New(Config{Poll: poll, PollInterval: interval})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go h.Run(ctx)
+		gappy, other := h.Subscribe("gappy", 0), h.Subscribe("other", 0)
+		defer gappy.Close()
+		defer other.Close()
+
+		const ticks = 10
+		var got []int64
+		for seq := int64(1); seq <= ticks*int64(interval/time.Millisecond); seq++ {
+			mu.Lock()
+			stored = seq
+			mu.Unlock()
+			if !missing(seq) {
+				h.Publish("gappy", events(seq, seq))
+			}
+			time.Sleep(time.Millisecond)
+			evs, cut := gappy.Take()
+			if cut {
+				t.Fatalf("cut at seq %d", seq)
+			}
+			got = append(got, seqsOf(evs)...)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		evs, _ := gappy.Take()
+		got = append(got, seqsOf(evs)...)
+		cancel()
+		synctest.Wait()
+
+		var want []int64
+		for seq := int64(1); seq <= stored; seq++ {
+			if !missing(seq) {
+				want = append(want, seq)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("the follower got %d events, want %d, each once in order", len(got), len(want))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n := queries["gappy"]; n > 2*(ticks+1) {
+			t.Errorf("%d gaps in %d intervals made %d polls, want at most %d", ticks*10, ticks+1, n, 2*(ticks+1))
+		}
+		if n := queries["other"]; n < ticks {
+			t.Errorf("the other stream was polled %d times in %d intervals", n, ticks+1)
 		}
 	})
 }
@@ -260,13 +366,20 @@ func TestViewsDeliverWithGaps(t *testing.T) {
 	}
 }
 
-func TestWithoutPollGapsAreDeliveredAtOnce(t *testing.T) {
+// TestWithoutPollGapsCutTheFollowers: without a poll nothing fills a gap
+// but the followers, who read the store: their subscriptions are cut
+// rather than handed events past a missing seq.
+func TestWithoutPollGapsCutTheFollowers(t *testing.T) {
 	t.Parallel()
 	h := New(Config{})
 	sub := h.Subscribe("s", 0)
 	h.Publish("s", events(2, 2))
-	if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[2]" {
-		t.Errorf("got %v, want [2]: without a poll nothing can fill the gap", seqsOf(got))
+	if got, cut := sub.Take(); !cut || len(got) != 0 {
+		t.Errorf("got %v cut=%v, want a cut: without a poll nothing can fill the gap", seqsOf(got), cut)
+	}
+	h.Publish("s", events(3, 3))
+	if got, cut := sub.Take(); cut || fmt.Sprint(seqsOf(got)) != "[3]" {
+		t.Errorf("then %v cut=%v, want [3]", seqsOf(got), cut)
 	}
 }
 

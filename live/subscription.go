@@ -84,3 +84,25 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) {
 	default:
 	}
 }
+
+// cutThrough cuts the subscription, as a push that does not fit would,
+// unless its frontier is at or past seq, and advances the frontier to seq:
+// the hub passed missing seqs up to seq that the follower must read from
+// the store. hub.mu must be held.
+func (s *Subscription) cutThrough(seq int64) {
+	if seq <= s.after {
+		return
+	}
+	s.after = seq
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.buf, s.bytes, s.cut = nil, 0, true
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
