@@ -164,6 +164,12 @@ func guardControl(allow HTTPAllowList) func(network, address string, _ syscall.R
 	}
 }
 
+// GuardedClient returns a client that reaches only public addresses and
+// the hosts and networks of allow: the client of the http node, the
+// http_get tool and the openai llm provider, whose addresses a
+// definition chooses.
+func GuardedClient(allow HTTPAllowList) *http.Client { return guardedClient(allow) }
+
 // guardedClient returns the default client of the http node: no proxy
 // (a proxy would hide the address actually reached), a dialer that
 // refuses addresses that are not public unless allow lists them, and at

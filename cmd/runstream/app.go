@@ -148,7 +148,7 @@ func (a *app) nodeTypes(cfg serveConfig, storeName string) (*engine.Registry, en
 	if names := dbs.Names(); len(names) > 0 {
 		a.logger.Info("sql databases", "names", names)
 	}
-	registry, err := nodeset.Registry(nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey, HTTP: engine.HTTPOptions{Allow: cfg.httpAllow, Secrets: cfg.secrets}})
+	registry, err := nodeset.Registry(nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey, OpenAIKeyBaseURLs: cfg.openAIKeyBases, HTTP: engine.HTTPOptions{Allow: cfg.httpAllow, Secrets: cfg.secrets}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -43,6 +43,8 @@ type serveConfig struct {
 	// openAIAPIKey is the openai llm provider's key, read from the
 	// environment only (a flag would show in the process list).
 	openAIAPIKey string
+	// openAIKeyBases are the endpoints the openai key is sent to.
+	openAIKeyBases []string
 	// openBackend opens the store; nil means openBackend. It is
 	// Main.openBackend, for tests.
 	openBackend func(context.Context, serveConfig, *slog.Logger) (*backend, error)
@@ -87,6 +89,10 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.Func("http-node-allow", "hosts, addresses and CIDR networks (comma-separated) the http node may reach although they are not public (loopback, private, link-local…); none by default", func(s string) (err error) {
 		cfg.httpAllow, err = engine.ParseHTTPAllowList(s)
 		return err
+	})
+	fs.Func("openai-base-url", "an OpenAI-compatible endpoint (…/v1) the server's key (RUNSTREAM_OPENAI_API_KEY) is sent to; repeat for several; a definition naming another baseURL is sent no key (default: "+openaillm.DefaultBaseURL+")", func(s string) error {
+		cfg.openAIKeyBases = append(cfg.openAIKeyBases, s)
+		return nil
 	})
 	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {

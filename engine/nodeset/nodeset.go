@@ -21,8 +21,12 @@ type Config struct {
 	// OpenAIAPIKey is the key of the openai llm provider, from the
 	// server's environment or configuration; empty sends none.
 	OpenAIAPIKey string
+	// OpenAIKeyBaseURLs are the endpoints the key is sent to (see
+	// openaillm.Options.KeyBaseURLs). Defaults to openaillm.DefaultBaseURL.
+	OpenAIKeyBaseURLs []string
 	// OpenAIClient sends the openai provider's requests. Defaults to
-	// http.DefaultClient.
+	// engine.GuardedClient(HTTP.Allow): the base URL is the definition's,
+	// so it is held to the http node's address policy.
 	OpenAIClient *http.Client
 }
 
@@ -35,10 +39,13 @@ func Tools(cfg Config) []engine.Tool {
 // with the built-in tools), human_input, transform, delay, http and sql.
 func Types(cfg Config) []engine.NodeType {
 	tools := Tools(cfg)
+	if cfg.OpenAIClient == nil {
+		cfg.OpenAIClient = engine.GuardedClient(cfg.HTTP.Allow)
+	}
 	return []engine.NodeType{
 		engine.LLM(
 			engine.ScriptedProvider(tools...),
-			openaillm.Provider(openaillm.Options{APIKey: cfg.OpenAIAPIKey, HTTPClient: cfg.OpenAIClient, Tools: tools}),
+			openaillm.Provider(openaillm.Options{APIKey: cfg.OpenAIAPIKey, KeyBaseURLs: cfg.OpenAIKeyBaseURLs, HTTPClient: cfg.OpenAIClient, Tools: tools}),
 		),
 		engine.HumanInput(),
 		engine.Transform(),

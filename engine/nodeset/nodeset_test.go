@@ -1,11 +1,17 @@
 package nodeset_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/engine/nodeset"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/workflow"
 )
 
 // Every node type and both llm providers are registered; the scripted
@@ -39,5 +45,29 @@ func TestRegistry(t *testing.T) {
 	}
 	if len(names) != 2 || !names["http_get"] || !names["sql_query"] {
 		t.Errorf("tools %v", names)
+	}
+}
+
+// An openai node's baseURL is the definition's, so the provider's client
+// holds it to the http node's address policy: loopback is refused unless
+// the allow-list opens it, and the endpoint is never reached.
+func TestOpenAIBaseURLIsGuarded(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	t.Cleanup(srv.Close)
+	reg, err := nodeset.Registry(nodeset.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memory.NewWorkflowStore()
+	t.Cleanup(func() { store.Close() })
+	run, _ := enginetest.Start(t, store, reg, nil).Run(t, `{"name":"ask","nodes":[{"id":"ask","type":"llm",
+		"config":{"provider":"openai","baseURL":"`+srv.URL+`/v1","model":"m","prompt":"hi"}}],"output":"ask"}`, `{}`)
+	if run.Status != workflow.StatusFailed {
+		t.Errorf("run %s, want failed", run.Status)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the loopback endpoint was reached %d times", n)
 	}
 }

@@ -42,14 +42,34 @@ var APIKeyEnv = []string{"RUNSTREAM_OPENAI_API_KEY", "OPENAI_API_KEY"}
 
 // Options configure the provider for a server.
 type Options struct {
-	// APIKey is sent as a bearer token; empty sends none (local servers
-	// often need none).
+	// APIKey is sent as a bearer token, only to the endpoints of
+	// KeyBaseURLs; empty sends none (local servers often need none).
 	APIKey string
+	// KeyBaseURLs are the base URLs the key is sent to. A definition that
+	// names another baseURL is sent no key, so that it cannot make the
+	// server hand its key to a host of the author's choosing. Defaults to
+	// DefaultBaseURL.
+	KeyBaseURLs []string
 	// HTTPClient sends the requests. Defaults to http.DefaultClient.
 	HTTPClient *http.Client
 	// Tools may be offered to the model, by the names a node lists in
 	// its "tools".
 	Tools []engine.Tool
+}
+
+// sendsKeyTo reports whether the key goes to the endpoint at baseURL:
+// one of KeyBaseURLs (DefaultBaseURL when empty), trailing slashes aside.
+func (o Options) sendsKeyTo(baseURL string) bool {
+	bases := o.KeyBaseURLs
+	if len(bases) == 0 {
+		bases = []string{DefaultBaseURL}
+	}
+	for _, b := range bases {
+		if strings.TrimRight(b, "/") == strings.TrimRight(baseURL, "/") {
+			return true
+		}
+	}
+	return false
 }
 
 // config is the config of an llm node with provider "openai".
@@ -208,7 +228,7 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	reqOpts := []option.RequestOption{
 		option.WithBaseURL(n.cfg.BaseURL), option.WithHTTPClient(n.opts.HTTPClient), option.WithMaxRetries(0),
 	}
-	if n.opts.APIKey != "" {
+	if n.opts.APIKey != "" && n.opts.sendsKeyTo(n.cfg.BaseURL) {
 		reqOpts = append(reqOpts, option.WithAPIKey(n.opts.APIKey))
 	}
 	client := openai.NewChatCompletionService(reqOpts...)

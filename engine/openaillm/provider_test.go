@@ -163,7 +163,7 @@ func TestToolCallRoundTrip(t *testing.T) {
 		}
 		return 200, []string{content("The "), content("page "), content("says hello."), finish("stop")}, false
 	})
-	opts := openaillm.Options{APIKey: "test-key-123", Tools: []engine.Tool{engine.HTTPGetTool(loopbackHTTP(t))}}
+	opts := openaillm.Options{APIKey: "test-key-123", KeyBaseURLs: []string{fake.url}, Tools: []engine.Tool{engine.HTTPGetTool(loopbackHTTP(t))}}
 	run, events := flow(t, opts, `{"provider":"openai","baseURL":"`+fake.url+`","model":"gpt-test","system":"You research {{ input.topic }}.","prompt":"Tell me about {{ input.topic }}.","tools":["http_get"]}`, "")
 	want := []string{"run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask",
 		"node.output.delta:ask", "node.tool.started:ask", "node.tool.finished:ask", "node.output.delta:ask",
@@ -351,4 +351,20 @@ func loopbackHTTP(t *testing.T) engine.HTTPOptions {
 		t.Fatal(err)
 	}
 	return engine.HTTPOptions{Allow: allow}
+}
+
+// A definition that names a baseURL the server did not list is sent no
+// key: an author cannot make the server hand its key to a host of theirs.
+func TestKeyOnlyToListedBases(t *testing.T) {
+	t.Parallel()
+	fake := newFake(t, func(int, request) (int, []string, bool) {
+		return 200, []string{content("ok"), finish("stop")}, false
+	})
+	run, _ := flow(t, openaillm.Options{APIKey: "sk-server-key"}, `{"provider":"openai","baseURL":"`+fake.url+`","model":"m","prompt":"hi"}`, "")
+	if run.Status != workflow.StatusCompleted {
+		t.Fatalf("run %s: %s", run.Status, run.Error)
+	}
+	if _, auth := fake.seen(); len(auth) != 1 || auth[0] != "" {
+		t.Errorf("a base the server did not list got Authorization %q", auth)
+	}
 }
