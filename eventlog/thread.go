@@ -195,8 +195,8 @@ func (l *ThreadLog) check(problems []contracts.Problem, at string, e *runevents.
 	}
 	category, ok := runevents.Lookup(e.EventType)
 	if !ok {
-		problem("/event_type", fmt.Sprintf("unknown event type %q: not catalogued and not middleware:{tag} with a tag of 1 to %d characters",
-			shorten(string(e.EventType)), runevents.MaxMiddlewareTagLength))
+		problem("/event_type", fmt.Sprintf("unknown event type %s: not catalogued and not middleware:{tag} with a tag of 1 to %d characters",
+			redact.Quote(string(e.EventType)), runevents.MaxMiddlewareTagLength))
 		return problems
 	}
 	if e.Category == "" {
@@ -220,13 +220,6 @@ func (l *ThreadLog) check(problems []contracts.Problem, at string, e *runevents.
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-func shorten(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
-
 func problemsOf(err error) []contracts.Problem {
 	var ve *contracts.ValidationError
 	if errors.As(err, &ve) {
@@ -240,30 +233,26 @@ func (l *ThreadLog) redactJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return out, err
 }
 
-// publish hands the stored records to every hub stream that shows them.
+// publish hands the stored records to the hub under their thread's key
+// (streams.ThreadStreamKey), each framed once; the followers of a view of
+// the thread keep the rows it shows.
 func (l *ThreadLog) publish(recs []runevents.Record) {
 	if l.hub == nil || len(recs) == 0 {
 		return
 	}
-	var order []string
-	byKey := map[string][]live.Event{}
+	events := make([]live.Event, 0, len(recs))
 	for _, rec := range recs {
 		ev, err := streams.ThreadFrame(rec)
 		if err != nil {
 			// A stored record always encodes; if one ever does not, it is
-			// not published (followers read the store) and it is logged.
+			// not published (the hub's poll meets the same error) and it is
+			// logged.
 			l.hub.Logger().Error("eventlog: cannot frame a stored thread event for live followers",
 				"thread_id", rec.ThreadID, "run_id", rec.RunID, "seq", rec.Seq, "error", err)
 			continue
 		}
-		for _, key := range streams.ThreadKeysOf(rec) {
-			if _, ok := byKey[key]; !ok {
-				order = append(order, key)
-			}
-			byKey[key] = append(byKey[key], ev)
-		}
+		events = append(events, ev)
 	}
-	for _, key := range order {
-		l.hub.Publish(key, byKey[key])
-	}
+	// A batch belongs to one thread (prepare); PutIfAbsent stores one row.
+	l.hub.Publish(streams.ThreadStreamKey(recs[0].ThreadID), events)
 }

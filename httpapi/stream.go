@@ -64,6 +64,15 @@ type streamSource interface {
 	// Subscribe registers the follower with the hub, before the replay
 	// from cursor.
 	Subscribe(cursor int64) *live.Subscription
+	// Shows reports whether a live event of the subscription belongs to
+	// the stream; the follower drops the others.
+	Shows(ev live.Event) bool
+	// Dense reports whether the stream's seqs have no gaps: then a live
+	// event past the cursor's successor makes the follower read the store.
+	// A stream with gaps (a filtered view) relies on the hub's
+	// subscription, which hands it every event of its key in order or is
+	// cut.
+	Dense() bool
 	// ReadAfter appends to buf the SSE frames of up to limit stored events
 	// with seq > after, ascending, and reports how many it read, the seq of
 	// the last, and whether that one is terminal.
@@ -85,6 +94,7 @@ type follower struct {
 	src streamSource
 
 	cursor int64
+	dense  bool // src.Dense()
 	buf    []byte
 	// heartbeat fires after Heartbeat of silence; every write resets it.
 	heartbeat *time.Timer
@@ -127,19 +137,20 @@ func (f *follower) run(ctx context.Context) error {
 	return err
 }
 
-// deliverLive writes the subscription's buffered events. Events at or
-// before the cursor are dropped; a gap, or a cut subscription, means the
-// store is read after the cursor instead.
+// deliverLive writes the subscription's buffered events, all of them in
+// one write. Events at or before the cursor, and those the source does not
+// show, are dropped; a cut subscription, or a gap in a dense stream, means
+// the store is read after the cursor instead.
 func (f *follower) deliverLive(ctx context.Context) error {
 	events, cut := f.sub.Take()
 	if cut {
 		return f.catchUp(ctx)
 	}
 	for _, ev := range events {
-		if ev.Seq <= f.cursor {
+		if ev.Seq <= f.cursor || !f.src.Shows(ev) {
 			continue
 		}
-		if ev.Seq != f.cursor+1 {
+		if f.dense && ev.Seq != f.cursor+1 {
 			if err := f.flush(); err != nil {
 				return err
 			}

@@ -276,6 +276,7 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.streams.shutdown
 // shutting down; a HEAD request gets the headers only.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, src streamSource, cursor int64, what slog.Attr) error {
 	release, err := s.perUser.acquire(userOf(r))
+	s.countLimit("streams", err)
 	if err != nil {
 		s.setRetryAfter(w)
 		return err
@@ -294,7 +295,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, src streamS
 		s.setRetryAfter(w)
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
-	f := &follower{cfg: s.cfg.Stream, sub: src.Subscribe(cursor), src: src, cursor: cursor}
+	f := &follower{cfg: s.streamConfig(r), sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense()}
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		out := newConnStream(conn, r, w.Header())
 		f.out = out

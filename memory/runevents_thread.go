@@ -61,3 +61,22 @@ func (s *RunEventStore) ListThreadEvents(_ context.Context, p runevents.ListThre
 	}
 	return out, nil
 }
+
+var _ runevents.ThreadHead = (*RunEventStore)(nil)
+
+// LastThreadSeq returns the highest seq handed out in the thread (0:
+// none).
+func (s *RunEventStore) LastThreadSeq(_ context.Context, threadID string) (int64, error) {
+	if err := runevents.ValidateID("thread_id", threadID); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, errClosed()
+	}
+	if t := s.threads[threadID]; t != nil {
+		return t.lastSeq, nil
+	}
+	return 0, nil
+}

@@ -39,6 +39,17 @@ type ThreadReader interface {
 	ListThreadEvents(ctx context.Context, p ListThreadEventsParams) ([]Record, error)
 }
 
+// ThreadHead is implemented by the backends that read a thread's newest
+// seq without reading its rows. A thread's followers subscribe to its
+// live events after it, so that the hub does not read history they read
+// from the store themselves.
+type ThreadHead interface {
+	// LastThreadSeq returns the highest seq handed out in the thread,
+	// whoever owns the row and whether or not it was deleted since; 0 for
+	// a thread without rows. Only committed appends count.
+	LastThreadSeq(ctx context.Context, threadID string) (int64, error)
+}
+
 // IdempotentResponse is the first response to a request made with an
 // Idempotency-Key.
 type IdempotentResponse struct {

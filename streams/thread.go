@@ -3,7 +3,6 @@ package streams
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/runstream/runstream/live"
@@ -11,15 +10,26 @@ import (
 	"github.com/runstream/runstream/sse"
 )
 
-// ThreadStream names a followed view of a thread in the hub: the thread's
-// rows visible to UserID, optionally only those of one run and of one
-// category. An empty UserID means every row (internal followers).
-//
-// The hub delivers every frame of a key to every follower of it, so each
-// view has its own key and eventlog.ThreadLog publishes a record under
-// every view that shows it (ThreadKeysOf): with and without its owner, its
-// run and its category.
-// Seqs within a view have gaps; a follower fills them from the store.
+// ThreadStreamKey is the hub key of a thread: eventlog.ThreadLog publishes
+// every row of the thread under it, once, and the hub polls it for every
+// row. The Attrs of its events are ThreadAttrs, which followers of a view
+// (ThreadStream) filter on: one fan-out per thread serves every view.
+func ThreadStreamKey(threadID string) string { return "thread:" + threadID }
+
+// ThreadAttrs are the Attrs of a thread row's live event: what a view
+// filters on.
+type ThreadAttrs struct {
+	UserID   string
+	RunID    string
+	Category runevents.Category
+}
+
+// ThreadStream is a followed view of a thread: the thread's rows visible
+// to UserID, optionally only those of one run and of one category. An
+// empty UserID means every row (internal followers). Its followers take
+// the thread's events from the hub (ThreadStreamKey) and keep those the
+// view Shows; they read the view from the store (ReadThreadStream) only to
+// catch up.
 type ThreadStream struct {
 	ThreadID string
 	UserID   string
@@ -27,27 +37,8 @@ type ThreadStream struct {
 	Category runevents.Category
 }
 
-// ThreadStreamKey is the hub key of every row of a thread.
-func ThreadStreamKey(threadID string) string { return ThreadStream{ThreadID: threadID}.Key() }
-
-// Key returns the hub key of the view: "thread:" and the thread id, then
-// the filters as a URL query ("thread:t1?category=message&user=alice").
-func (s ThreadStream) Key() string {
-	q := url.Values{}
-	if s.UserID != "" {
-		q.Set("user", s.UserID)
-	}
-	if s.RunID != "" {
-		q.Set("run_id", s.RunID)
-	}
-	if s.Category != "" {
-		q.Set("category", string(s.Category))
-	}
-	if len(q) == 0 {
-		return "thread:" + s.ThreadID
-	}
-	return "thread:" + s.ThreadID + "?" + q.Encode()
-}
+// Key returns the hub key of the view's thread.
+func (s ThreadStream) Key() string { return ThreadStreamKey(s.ThreadID) }
 
 // Owner returns the owner the view reads the store with.
 func (s ThreadStream) Owner() runevents.Owner {
@@ -57,52 +48,13 @@ func (s ThreadStream) Owner() runevents.Owner {
 	return runevents.OwnedBy(s.UserID)
 }
 
-// ParseThreadStreamKey parses a key made by ThreadStream.Key.
-func ParseThreadStreamKey(key string) (ThreadStream, error) {
-	rest, ok := strings.CutPrefix(key, "thread:")
-	if !ok {
-		return ThreadStream{}, fmt.Errorf("stream key %q: not a thread key", key)
-	}
-	threadID, query, _ := strings.Cut(rest, "?")
-	s := ThreadStream{ThreadID: threadID}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return ThreadStream{}, fmt.Errorf("stream key %q: %w", key, err)
-	}
-	for name, values := range q {
-		if len(values) != 1 || values[0] == "" {
-			return ThreadStream{}, fmt.Errorf("stream key %q: want one non-empty %s", key, name)
-		}
-		switch name {
-		case "user":
-			s.UserID = values[0]
-		case "run_id":
-			s.RunID = values[0]
-		case "category":
-			s.Category = runevents.Category(values[0])
-		default:
-			return ThreadStream{}, fmt.Errorf("stream key %q: unknown filter %q", key, name)
-		}
-	}
-	return s, nil
-}
-
-// ThreadKeysOf returns the keys of every view that shows rec: the views
-// a record is published under.
-func ThreadKeysOf(rec runevents.Record) []string {
-	users := []string{""}
-	if rec.UserID != "" {
-		users = append(users, rec.UserID)
-	}
-	keys := make([]string, 0, 4*len(users))
-	for _, user := range users {
-		for _, run := range []string{"", rec.RunID} {
-			for _, category := range []runevents.Category{"", rec.Category} {
-				keys = append(keys, ThreadStream{ThreadID: rec.ThreadID, UserID: user, RunID: run, Category: category}.Key())
-			}
-		}
-	}
-	return keys
+// Shows reports whether ev, an event of the view's thread key, belongs to
+// the view. An event without ThreadAttrs belongs to none.
+func (s ThreadStream) Shows(ev live.Event) bool {
+	a, ok := ev.Attrs.(*ThreadAttrs)
+	return ok && (s.UserID == "" || s.UserID == a.UserID) &&
+		(s.RunID == "" || s.RunID == a.RunID) &&
+		(s.Category == "" || s.Category == a.Category)
 }
 
 // ReadThreadStream reads up to limit rows of the view with seq > after,
@@ -113,13 +65,16 @@ func ReadThreadStream(ctx context.Context, threads runevents.ThreadReader, s Thr
 	})
 }
 
-// pollThread is the poll function of thread keys.
+// pollThread is the poll function of thread keys: every row of the
+// thread after seq after.
 func pollThread(ctx context.Context, threads runevents.ThreadReader, key string, after int64) ([]live.Event, error) {
-	s, err := ParseThreadStreamKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("poll: %w", err)
+	threadID, _ := strings.CutPrefix(key, "thread:")
+	if err := runevents.ValidateID("thread_id", threadID); err != nil {
+		return nil, fmt.Errorf("poll: stream key %q: not a thread key", key)
 	}
-	recs, err := ReadThreadStream(ctx, threads, s, after, PollPage)
+	recs, err := threads.ListThreadEvents(ctx, runevents.ListThreadEventsParams{
+		ThreadID: threadID, Owner: runevents.AnyOwner, AfterSeq: after, Limit: PollPage,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("poll %s: %w", key, err)
 	}
@@ -137,7 +92,7 @@ func ThreadFrame(rec runevents.Record) (live.Event, error) {
 	if err != nil {
 		return live.Event{}, err
 	}
-	return live.Event{Seq: rec.Seq, Frame: frame}, nil
+	return live.Event{Seq: rec.Seq, Frame: frame, Attrs: &ThreadAttrs{UserID: rec.UserID, RunID: rec.RunID, Category: rec.Category}}, nil
 }
 
 // AppendThreadFrame appends the SSE frame of a stored record to dst: id =

@@ -4,30 +4,39 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/streams"
 )
 
-func TestThreadStreamKeys(t *testing.T) {
+func TestThreadStreamShows(t *testing.T) {
 	t.Parallel()
-	for _, s := range []streams.ThreadStream{
-		{ThreadID: "t1"},
-		{ThreadID: "t1", UserID: "user with spaces&=?"},
-		{ThreadID: "t1", UserID: "u", RunID: "r1", Category: runevents.CategoryMessage},
-		{ThreadID: "t1", Category: runevents.CategoryTrace},
+	rec := runevents.Record{ThreadID: "t1", RunID: "r1", UserID: "alice", Seq: 3, EventType: runevents.EventRunStart,
+		Category: runevents.CategoryTrace, Content: json.RawMessage(`{}`), Metadata: json.RawMessage(`{}`)}
+	ev, err := streams.ThreadFrame(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		view streams.ThreadStream
+		want bool
+	}{
+		{streams.ThreadStream{ThreadID: "t1"}, true},
+		{streams.ThreadStream{ThreadID: "t1", UserID: "alice"}, true},
+		{streams.ThreadStream{ThreadID: "t1", UserID: "bob"}, false},
+		{streams.ThreadStream{ThreadID: "t1", UserID: "alice", RunID: "r1", Category: runevents.CategoryTrace}, true},
+		{streams.ThreadStream{ThreadID: "t1", RunID: "r2"}, false},
+		{streams.ThreadStream{ThreadID: "t1", Category: runevents.CategoryMessage}, false},
 	} {
-		got, err := streams.ParseThreadStreamKey(s.Key())
-		if err != nil || got != s {
-			t.Errorf("ParseThreadStreamKey(%q) = %+v, %v; want %+v", s.Key(), got, err, s)
+		if got := tc.view.Shows(ev); got != tc.want {
+			t.Errorf("%+v shows seq 3 of alice, r1, trace: %v, want %v", tc.view, got, tc.want)
+		}
+		if tc.view.Key() != "thread:t1" {
+			t.Errorf("%+v: key %q, want the thread's", tc.view, tc.view.Key())
 		}
 	}
-	if got := streams.ThreadStreamKey("t1"); got != "thread:t1" {
-		t.Errorf("ThreadStreamKey = %q", got)
-	}
-	for _, key := range []string{"workflow:r1", "thread:t1?color=red", "thread:t1?user=a&user=b", "thread:t1?user=", "thread:t1?%zz"} {
-		if _, err := streams.ParseThreadStreamKey(key); err == nil {
-			t.Errorf("ParseThreadStreamKey(%q) succeeded", key)
-		}
+	if (streams.ThreadStream{ThreadID: "t1"}).Shows(live.Event{Seq: 1}) {
+		t.Error("an event without thread attributes is shown")
 	}
 }
 

@@ -10,14 +10,17 @@ import (
 
 // ThreadStream is one follower's view of a thread: its hub subscription
 // and its stored rows as SSE frames (id: thread seq, event: event type,
-// data: the record). Its seqs have gaps (other users', runs' or
-// categories' rows); a live frame after a gap makes the follower read the
-// store, which finds it. A thread has no terminal event: End never ends
-// the stream.
+// data: the record). The subscription is the thread's, shared by every
+// view of it: the follower keeps the live events the view Shows, so a
+// view's gaps (other users', runs' or categories' rows) cost no store
+// read. A thread has no terminal event: End never ends the stream.
 type ThreadStream struct {
 	reader runevents.ThreadReader
 	hub    *live.Hub
 	view   streams.ThreadStream
+	// head is the thread's newest seq when the stream opened, when the
+	// store tells it (runevents.ThreadHead); else -1.
+	head int64
 }
 
 // OpenStream opens the user's view of a thread, optionally of one run
@@ -30,15 +33,36 @@ func (s *Service) OpenStream(ctx context.Context, user, threadID, runID string, 
 	if err := s.RequireThread(ctx, user, threadID); err != nil {
 		return nil, err
 	}
-	view := streams.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}
-	return &ThreadStream{reader: s.threads, hub: s.hub, view: view}, nil
+	st := &ThreadStream{reader: s.threads, hub: s.hub, head: -1,
+		view: streams.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}}
+	if h, ok := s.threads.(runevents.ThreadHead); ok {
+		head, err := h.LastThreadSeq(ctx, threadID)
+		if err != nil {
+			return nil, err
+		}
+		st.head = head
+	}
+	return st, nil
 }
 
-// Subscribe subscribes to the view's live rows after cursor. A user's
-// view of a thread skips other users' rows: its seqs have gaps.
+// Subscribe subscribes to the thread's live rows: after the thread's
+// newest seq when the stream opened (the follower reads the rows up to it
+// from the store), else after cursor.
 func (st *ThreadStream) Subscribe(cursor int64) *live.Subscription {
-	return st.hub.SubscribeView(st.view.Key(), cursor)
+	after := cursor
+	if st.head >= 0 {
+		after = st.head
+	}
+	return st.hub.Subscribe(st.view.Key(), after)
 }
+
+// Shows reports whether a live event of the thread belongs to the view.
+// The thread's subscription hands the follower every row in order (or is
+// cut), so the rows the view skips are no gap to read from the store.
+func (st *ThreadStream) Shows(ev live.Event) bool { return st.view.Shows(ev) }
+
+// Dense is false: a view's seqs have gaps.
+func (st *ThreadStream) Dense() bool { return false }
 
 // ReadAfter appends to buf the frames of up to limit stored rows of the
 // view after seq after, and returns them with their count and the last

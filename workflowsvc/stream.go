@@ -51,6 +51,13 @@ func (st *RunStream) Subscribe(int64) *live.Subscription {
 	return st.hub.Subscribe(streams.WorkflowStreamKey(st.run.ID), st.run.LastSeq)
 }
 
+// Shows is true: every event of the run's stream belongs to it.
+func (st *RunStream) Shows(live.Event) bool { return true }
+
+// Dense is true: a run's seqs have no gaps, so a live event past the
+// cursor's successor makes the follower read the store.
+func (st *RunStream) Dense() bool { return true }
+
 // ReadAfter appends to buf the frames of up to limit stored events after
 // seq after, and returns them with their count, the last seq read and
 // whether the last is terminal.
