@@ -3,37 +3,189 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strings"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/auth"
 )
 
 // LocalUser is the one user of the "none" auth mode.
 const LocalUser = "local"
 
+// AuthConfig says how the API's callers prove who they are.
+type AuthConfig struct {
+	// Credentials verifies the bearer credential of the Authorization
+	// header (an API key or a JWT). Nil: Config.Authenticate decides,
+	// which by default makes every request the one local user.
+	Credentials auth.Authenticator
+	// Sessions issues the session cookies of POST /api/auth/session and
+	// verifies them on later requests. Nil: sessions are off and the
+	// session routes answer NOT_FOUND.
+	Sessions *auth.Sessions
+	// CookieSecure marks the session cookie Secure: set it when clients
+	// reach the server over TLS (a terminating proxy included).
+	CookieSecure bool
+	// CORSOrigins are the origins ("https://app.example") that browsers
+	// may call the API from with credentials, matched exactly. Empty:
+	// CORS is off and only same-origin pages use the API.
+	CORSOrigins []string
+}
+
+// sessionCookie names the session cookie; it is scoped to /api/.
+const sessionCookie = "runstream_session"
+
+// urlCredentialParams are query parameters that would carry a credential
+// in a URL, where proxies, browsers and logs keep it.
+var urlCredentialParams = []string{"access_token", "token", "api_key"}
+
 type userKey struct{}
 
-// authenticate resolves the caller with cfg.Authenticate and stores the
-// user in the request context. Requests it refuses answer UNAUTHENTICATED.
-func (s *Server) authenticate(next http.Handler) http.Handler {
+// caller is who a request acts for.
+type caller struct {
+	auth.Identity
+	// cookie is set when the session cookie authenticated the request.
+	cookie bool
+}
+
+// authMetrics counts authentication outcomes: ok, missing, invalid,
+// expired, url_credential, bad_origin. No user id is ever a label.
+func newAuthMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "runstream_auth_requests_total",
+		Help: "API requests by authentication outcome.",
+	}, []string{"outcome"})
+	reg.MustRegister(c)
+	return c
+}
+
+// refuseURLCredentials answers 400 to a request that carries a credential
+// in its query string, before anything else reads or logs it (the access
+// log records the path only).
+func (s *Server) refuseURLCredentials(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, err := s.cfg.Authenticate(r)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
+		if r.URL.RawQuery != "" {
+			for name := range r.URL.Query() {
+				for _, p := range urlCredentialParams {
+					if strings.EqualFold(name, p) {
+						s.authOutcomes.WithLabelValues("url_credential").Inc()
+						s.writeError(w, r, runstream.Errorf(runstream.CodeInvalidArgument,
+							"credentials are refused in URLs: send an Authorization header, or use a session cookie (POST /api/auth/session)").
+							WithDetail("parameter", p))
+						return
+					}
+				}
+			}
 		}
-		if user == "" {
-			s.writeError(w, r, runstream.Errorf(runstream.CodeUnauthenticated, "authentication required"))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, user)))
+		next.ServeHTTP(w, r)
 	})
 }
 
-// userOf returns the authenticated caller of the request.
-func userOf(r *http.Request) string {
-	user, _ := r.Context().Value(userKey{}).(string)
-	return user
+// authenticate resolves the caller and stores it in the request context.
+// A refused request answers 401 UNAUTHENTICATED with WWW-Authenticate; a
+// state-changing request authenticated by the session cookie must come
+// from an allowed Origin (403 PERMISSION_DENIED otherwise).
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, outcome, err := s.identify(r)
+		if err == nil && c.cookie && !safeMethod(r.Method) && !s.allowedOrigin(r, r.Header.Get("Origin")) {
+			outcome = "bad_origin"
+			err = runstream.Errorf(runstream.CodePermissionDenied, "a request authenticated by the session cookie must carry the Origin of an allowed page")
+		}
+		s.authOutcomes.WithLabelValues(outcome).Inc()
+		if err != nil {
+			s.refuse(w, r, outcome, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, c)))
+	})
 }
+
+// refuse writes err, with WWW-Authenticate when it is UNAUTHENTICATED.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, outcome string, err error) {
+	if runstream.AsError(err).Code == runstream.CodeUnauthenticated {
+		challenge := `Bearer realm="runstream"`
+		if outcome == "invalid" || outcome == "expired" {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	s.writeError(w, r, err)
+}
+
+// identify returns the request's caller and the outcome's metric label.
+// The Authorization header wins over the session cookie.
+func (s *Server) identify(r *http.Request) (caller, string, error) {
+	if s.cfg.Auth.Credentials == nil {
+		user, err := s.cfg.Authenticate(r)
+		if err == nil && user == "" {
+			err = runstream.Errorf(runstream.CodeUnauthenticated, "authentication required")
+		}
+		if err != nil {
+			return caller{}, "invalid", err
+		}
+		return caller{Identity: auth.Identity{User: user}}, "ok", nil
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		id, err := s.bearer(h)
+		return caller{Identity: id}, outcomeOf(err), err
+	}
+	if s.cfg.Auth.Sessions != nil {
+		if ck, err := r.Cookie(sessionCookie); err == nil {
+			id, err := s.cfg.Auth.Sessions.Authenticate(ck.Value)
+			return caller{Identity: id, cookie: true}, outcomeOf(err), err
+		}
+	}
+	return caller{}, "missing", runstream.Errorf(runstream.CodeUnauthenticated,
+		"authentication required: send Authorization: Bearer <credential>, or the session cookie")
+}
+
+// bearer verifies an Authorization header's bearer credential.
+func (s *Server) bearer(header string) (auth.Identity, error) {
+	scheme, cred, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+		return auth.Identity{}, runstream.Errorf(runstream.CodeUnauthenticated, "the Authorization header must be Bearer <credential>")
+	}
+	return s.cfg.Auth.Credentials.Authenticate(strings.TrimSpace(cred))
+}
+
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case runstream.AsError(err).Details["reason"] == "expired":
+		return "expired"
+	default:
+		return "invalid"
+	}
+}
+
+// safeMethod reports whether method changes nothing (RFC 9110 §9.2.1).
+func safeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// callerOf returns the authenticated caller of the request.
+func callerOf(r *http.Request) caller {
+	c, _ := r.Context().Value(userKey{}).(caller)
+	return c
+}
+
+// userOf returns the authenticated caller's user id.
+func userOf(r *http.Request) string { return callerOf(r).User }
 
 // ownerOf returns the Owner a request reads with: its caller's rows only.
 func ownerOf(r *http.Request) runstream.Owner { return runstream.OwnedBy(userOf(r)) }
+
+// streamConfig returns the stream bounds of r: the server's, with the
+// lifetime cut so that the stream ends when the caller's credential or
+// session expires (the client re-authenticates and resumes with
+// Last-Event-ID).
+func (s *Server) streamConfig(r *http.Request) StreamConfig {
+	cfg := s.cfg.Stream
+	if exp := callerOf(r).Expires; !exp.IsZero() {
+		cfg.MaxLifetime = max(min(cfg.MaxLifetime, time.Until(exp)), time.Millisecond)
+	}
+	return cfg
+}

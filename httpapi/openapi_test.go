@@ -630,6 +630,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	cf.call(t, "GET", "/api/contracts/errors.json", "", "", 200)
 	cf.call(t, "GET", "/api/contracts/nope.json", "", "", 404)
 	cf.call(t, "GET", "/api/openapi.json", "", "", 200)
+	// This server's auth mode has no sessions; session_test.go covers them.
+	cf.call(t, "POST", "/api/auth/session", "", "", 404)
+	cf.call(t, "DELETE", "/api/auth/session", "", "", 404)
 
 	def := `{"name":"double","inputSchema":{"type":"object","properties":{"n":{"type":"integer"}}},` +
 		`"nodes":[{"id":"wait","type":"delay","config":{"ms":1},"retry":{"maxAttempts":2,"backoffMs":5},"timeoutMs":1000}],"output":"input.n * 2"}`

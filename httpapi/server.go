@@ -48,6 +48,11 @@ type Config struct {
 	// (CodeUnauthenticated) to refuse it. Defaults to LocalUser for every
 	// request: the "none" mode of one local user.
 	Authenticate func(r *http.Request) (string, error)
+	// Auth verifies bearer credentials and session cookies; when its
+	// Credentials are set, Authenticate is not used.
+	Auth AuthConfig
+	// AppendRate bounds each user's thread event appends.
+	AppendRate AppendRate
 	// Stream bounds the SSE streams.
 	Stream StreamConfig
 }
@@ -67,6 +72,10 @@ type Server struct {
 	streams *streamSet
 	// perUser counts each user's open streams (StreamConfig.MaxPerUser).
 	perUser *userStreams
+	// authOutcomes and limitOutcomes count authentication and per-user
+	// limit outcomes; appends holds the users' append buckets.
+	authOutcomes, limitOutcomes *prometheus.CounterVec
+	appends                     *userBuckets
 	// registered lists the routes in the order routes() registered them;
 	// the OpenAPI test compares them with openapi.json.
 	registered []registeredRoute
@@ -102,8 +111,10 @@ func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service)
 	}
 	s := &Server{cfg: cfg, workflows: workflows, threads: threads, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet(),
 		perUser: &userStreams{max: cfg.Stream.MaxPerUser, open: make(map[string]int)}}
+	s.authOutcomes, s.limitOutcomes = newAuthMetrics(cfg.Registry), newLimitMetrics(cfg.Registry)
+	s.appends = newUserBuckets(cfg.AppendRate)
 	s.routes()
-	s.handler = s.instrument(http.HandlerFunc(s.route))
+	s.handler = s.instrument(s.cors(s.refuseURLCredentials(http.HandlerFunc(s.route))))
 	return s
 }
 
@@ -118,6 +129,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/contracts", s.listContracts)
 	s.handle("GET /api/contracts/{name}", s.getContract)
 	s.handle("GET /api/openapi.json", s.getOpenAPI)
+	s.sessionRoutes()
 
 	s.handleAPI("POST /api/workflows", s.createWorkflow)
 	s.handleAPI("GET /api/workflows", s.listWorkflows)

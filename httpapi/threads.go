@@ -15,7 +15,7 @@ import (
 // without the thread service answers UNAVAILABLE on every thread
 // endpoint.
 func (s *Server) threadRoutes() {
-	s.handleThreads("POST /api/threads/{thread_id}/runs/{run_id}/events", s.appendThreadEvents)
+	s.handleThreads("POST /api/threads/{thread_id}/runs/{run_id}/events", s.limitAppends(s.appendThreadEvents))
 	s.handleThreads("GET /api/threads/{thread_id}/runs/{run_id}/events", s.listThreadRunEvents)
 	s.handleThreads("DELETE /api/threads/{thread_id}/runs/{run_id}/events", s.deleteThreadRunEvents)
 	s.handleThreads("DELETE /api/threads/{thread_id}/events", s.deleteThreadEvents)
