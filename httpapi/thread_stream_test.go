@@ -8,12 +8,14 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/apitest"
+	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/sse"
 )
@@ -270,4 +272,88 @@ func TestThreadStreamEndsOnlyAtMaxLifetime(t *testing.T) {
 			t.Fatal("the stream outlived its lifetime")
 		}
 	})
+}
+
+// countingThreadReader counts the page reads of a thread's rows (the
+// thread checks read one row; pages read more) and tells the thread's
+// head, as every SQL backend does.
+type countingThreadReader struct {
+	threads interface {
+		runevents.ThreadReader
+		runevents.ThreadHead
+	}
+	pages atomic.Int64
+}
+
+func (c *countingThreadReader) ListThreadEvents(ctx context.Context, p runevents.ListThreadEventsParams) ([]runevents.Record, error) {
+	if p.Limit > 1 {
+		c.pages.Add(1)
+	}
+	return c.threads.ListThreadEvents(ctx, p)
+}
+
+func (c *countingThreadReader) LastThreadSeq(ctx context.Context, threadID string) (int64, error) {
+	return c.threads.LastThreadSeq(ctx, threadID)
+}
+
+// TestThreadFollowersAtTheHeadReadNoStore: followers at the head of a
+// thread, filtered or not, take every live row from the hub; the rows of
+// other runs and categories, which leave gaps in a view's seqs, cost no
+// store read.
+func TestThreadFollowersAtTheHeadReadNoStore(t *testing.T) {
+	t.Parallel()
+	reader := &countingThreadReader{}
+	env := newThreadEnv(t, func(c *envConfig) {
+		reader.threads = c.RunEvents.(*memory.RunEventStore)
+		c.Threads = reader
+		c.Stream = StreamConfig{ReplayPage: 10}
+	})
+	srv := apitest.Serve(t, env.api, env.api)
+	env.appendAs(t, "alice", validStart("r1"), validStart("r2"))
+	views := map[string]*threadStreamConn{}
+	for _, q := range []string{"", "?run_id=r2", "?category=message", "?run_id=r1&category=message"} {
+		views[q] = env.openStream(t, srv, q)
+	}
+	views[""].seqs(t, 2)
+	views["?run_id=r2"].seqs(t, 1)
+	// Each follower reads its view once when it opens.
+	for deadline := time.Now().Add(10 * time.Second); reader.pages.Load() < int64(len(views)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d page reads for %d opening followers", reader.pages.Load(), len(views))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	opened := reader.pages.Load()
+
+	want := map[string][]int64{}
+	seq := int64(3)
+	for i := range 30 {
+		e := validStart("r1")
+		switch i % 3 {
+		case 1:
+			e = validAI("r1")
+		case 2:
+			e = validAI("r2")
+		}
+		env.appendAs(t, "alice", e)
+		want[""] = append(want[""], seq)
+		if e.RunID == "r2" {
+			want["?run_id=r2"] = append(want["?run_id=r2"], seq)
+		}
+		if e.EventType == runevents.EventLLMAIResponse {
+			want["?category=message"] = append(want["?category=message"], seq)
+			if e.RunID == "r1" {
+				want["?run_id=r1&category=message"] = append(want["?run_id=r1&category=message"], seq)
+			}
+		}
+		seq++
+	}
+	for q, c := range views {
+		if got := c.seqs(t, len(want[q])); fmt.Sprint(got) != fmt.Sprint(want[q]) {
+			t.Errorf("view %q got %v, want %v", q, got, want[q])
+		}
+	}
+	if n := reader.pages.Load() - opened; n != 0 {
+		t.Errorf("30 live rows made %d page reads of the store, want 0", n)
+	}
 }
