@@ -75,8 +75,9 @@ func (c Config) withDefaults() (Config, error) {
 // of this package share it. It is safe for concurrent use.
 type DB struct {
 	cfg     Config
-	writer  *sql.DB // exactly one connection; used only by the write loop and Open
-	readers *sql.DB // read-only connections
+	writer  *sql.DB    // exactly one connection; used only by the write loop and Open
+	readers *sql.DB    // read-only connections
+	reads   *stmtCache // the prepared statements of readers
 
 	synchronous string // as reported by PRAGMA synchronous
 	queue       chan *writeRequest
@@ -159,7 +160,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		writer.Close()
 		return nil, sqlError("sqlite: open read pool", err)
 	}
-	db.readers = readers
+	db.readers, db.reads = readers, newStmtCache(readers)
 
 	if db.runEvents, err = newRunEventStore(ctx, db); err != nil {
 		readers.Close()
@@ -232,7 +233,7 @@ func (db *DB) Close() error {
 		<-db.loopDone
 		var errs []error
 		errs = append(errs, db.runEvents.closeStatements(), db.workflows.closeStatements())
-		errs = append(errs, db.checkpointer.close(), db.readers.Close(), db.writer.Close())
+		errs = append(errs, db.checkpointer.close(), db.reads.close(), db.readers.Close(), db.writer.Close())
 		if err := errors.Join(errs...); err != nil {
 			db.closeErr = sqlError("sqlite: close", err)
 		}

@@ -87,7 +87,7 @@ func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []s
 // of each run.
 func (s *RunStore) scanFeedback(ctx context.Context, q query, out map[string]runevents.Feedback) error {
 	const op = "sqlite: list feedback"
-	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
 	if err != nil {
 		return sqlError(op, err)
 	}

@@ -173,7 +173,7 @@ func lastVisibleAIQuery(threadID string, runIDs []string, owner runevents.Owner)
 // scanLastSeqs runs q, a lastVisibleAIQuery, and adds its rows to out.
 func (s *RunEventStore) scanLastSeqs(ctx context.Context, q query, out map[string]int64) error {
 	const op = "sqlite: last visible AI seq by run"
-	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
 	if err != nil {
 		return sqlError(op, err)
 	}
@@ -209,7 +209,7 @@ func (s *RunEventStore) CountMessages(ctx context.Context, threadID string, owne
 	}
 	q := countMessagesQuery(threadID, owner)
 	var n int
-	if err := s.db.readers.QueryRowContext(ctx, q.sql, q.args...).Scan(&n); err != nil {
+	if err := s.db.reads.queryRow(ctx, q.sql, q.args...).Scan(&n); err != nil {
 		return 0, sqlError("sqlite: count messages", err)
 	}
 	return n, nil
@@ -218,7 +218,7 @@ func (s *RunEventStore) CountMessages(ctx context.Context, threadID string, owne
 // queryRecords runs q on the read pool and returns its rows ascending by
 // seq (reversing them when q reads newest first).
 func (s *RunEventStore) queryRecords(ctx context.Context, op string, q query, reversed bool) ([]runevents.Record, error) {
-	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, sqlError(op, err)
 	}

@@ -199,7 +199,7 @@ func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevent
 
 // queryRuns runs a SELECT of threadRunColumns on the read pool.
 func (s *RunStore) queryRuns(ctx context.Context, op, query string, args []any) ([]runevents.ThreadRun, error) {
-	rows, err := s.db.readers.QueryContext(ctx, query, args...)
+	rows, err := s.db.reads.query(ctx, query, args...)
 	if err != nil {
 		return nil, sqlError(op, err)
 	}

@@ -166,7 +166,7 @@ func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[stri
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.readers.QueryContext(ctx, nodeOutputsSQL, runID)
+	rows, err := s.db.reads.query(ctx, nodeOutputsSQL, runID)
 	if err != nil {
 		return nil, sqlError("sqlite: node outputs", err)
 	}

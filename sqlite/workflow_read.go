@@ -37,7 +37,7 @@ func (s *WorkflowStore) ListWorkflows(ctx context.Context, p workflow.ListWorkfl
 		return nil, err
 	}
 	q := workflowsQuery(p, before)
-	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, sqlError("sqlite: list workflows", err)
 	}
@@ -108,7 +108,7 @@ func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams)
 		return nil, err
 	}
 	q := runsQuery(p, before)
-	rows, err := s.db.readers.QueryContext(ctx, q.sql, q.args...)
+	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
 	if err != nil {
 		return nil, sqlError("sqlite: list runs", err)
 	}

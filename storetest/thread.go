@@ -85,6 +85,39 @@ var threadReaderTests = []struct {
 	name string
 	run  func(t *testing.T, s runevents.Store, r runevents.ThreadReader)
 }{
+	{"LastThreadSeq", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		h, ok := r.(runevents.ThreadHead)
+		if !ok {
+			t.Skipf("%T does not implement runevents.ThreadHead", r)
+		}
+		head := func(thread string) int64 {
+			t.Helper()
+			seq, err := h.LastThreadSeq(t.Context(), thread)
+			if err != nil {
+				t.Fatalf("LastThreadSeq(%s): %v", thread, err)
+			}
+			return seq
+		}
+		if got := head("t1"); got != 0 {
+			t.Errorf("head of an empty thread: %d, want 0", got)
+		}
+		seedThread(t, s)
+		if got := head("t1"); got != 60 {
+			t.Errorf("head after 60 rows of every owner: %d, want 60", got)
+		}
+		if got := head("t2"); got != 2 {
+			t.Errorf("head of t2: %d, want 2", got)
+		}
+		if _, err := s.DeleteByThread(t.Context(), "t1", runevents.AnyOwner); err != nil {
+			t.Fatal(err)
+		}
+		if got := head("t1"); got != 60 {
+			t.Errorf("head after the thread's rows were deleted: %d, want 60 (seqs are never reused)", got)
+		}
+		if _, err := h.LastThreadSeq(t.Context(), "bad id!"); runstream.ErrorCodeOf(err) != runstream.CodeInvalidArgument {
+			t.Errorf("LastThreadSeq of a bad id: %v, want INVALID_ARGUMENT", err)
+		}
+	}},
 	{"AllCategoriesAfterSeq", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
 		rows := seedThread(t, s)
 		got := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000})
