@@ -67,6 +67,9 @@ type connStream struct {
 	head    []byte // the response head, until it is sent
 	chunked bool
 	written int64 // body bytes sent, framing excluded
+	// size and bufs are send's, kept to spare it two allocations a write.
+	size []byte
+	bufs [4][]byte
 }
 
 var (
@@ -97,17 +100,21 @@ func (c *connStream) send(p []byte, deadline time.Time) error {
 	if err := c.conn.SetWriteDeadline(deadline); err != nil {
 		return err
 	}
-	bufs := make(net.Buffers, 0, 4)
+	// Everything pending goes in one write: head, chunk size, data, CRLF.
+	bufs := net.Buffers(c.bufs[:0])
 	if c.head != nil {
 		bufs = append(bufs, c.head)
 		c.head = nil
 	}
 	if c.chunked {
-		bufs = append(bufs, fmt.Appendf(nil, "%x\r\n", len(p)), p, crlf)
+		c.size = append(strconv.AppendInt(c.size[:0], int64(len(p)), 16), crlf...)
+		bufs = append(bufs, c.size, p, crlf)
 	} else {
 		bufs = append(bufs, p)
 	}
-	if _, err := writeBuffers(c.conn, bufs); err != nil {
+	_, err := writeBuffers(c.conn, bufs)
+	c.bufs = [4][]byte{} // keep no reference to p
+	if err != nil {
 		return err
 	}
 	c.written += int64(len(p))
