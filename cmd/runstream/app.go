@@ -104,7 +104,9 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Store:         backend.name,
 		MaxBodyBytes:  cfg.maxBodyBytes,
 		Version:       version,
-		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser},
+		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser, MaxLifetime: cfg.auth.streamLifetime},
+		Auth:          cfg.auth.api,
+		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
 	return a, nil
 }

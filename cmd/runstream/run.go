@@ -62,6 +62,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return m.tail(ctx, rest, stdout, stderr)
 	case "run":
 		return m.runWorkflow(ctx, rest, stdout, stderr)
+	case "auth":
+		return m.authCommand(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -82,6 +84,8 @@ Usage:
   runstream tail [flags] RUN  print a workflow run's events as they happen
   runstream run [flags] FILE  publish a workflow (YAML or JSON), run it and follow it
   runstream bench [flags]     measure the SSE path under load (see docs/BENCHMARKS.md)
+  runstream auth hash-key     hash an API key read from stdin for --api-keys-file
+  runstream auth new-key USER make an API key and its --api-keys-file line
   runstream version           print the version
 
 Run "runstream COMMAND --help" for a command's flags. Every flag can also be

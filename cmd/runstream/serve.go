@@ -54,6 +54,8 @@ type serveConfig struct {
 	// RUNSTREAM_SECRET_NAME, then the secrets file's NAME.
 	secrets     engine.ChainSecrets
 	secretsFile string
+	// auth holds the authentication and per-user limit flags.
+	auth authFlags
 }
 
 // secretEnvPrefix prefixes the environment variables of secrets.
@@ -95,6 +97,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		return nil
 	})
 	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
+	cfg.auth.add(fs)
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -114,12 +117,16 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	if err := cfg.auth.build(cfg.addr, stderr, logger); err != nil {
+		return err
+	}
 
 	a, err := newApp(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	cfg.auth.reloadOnSIGHUP(ctx, logger)
 	logger.Info("store opened", "store", a.backend.name, "location", a.backend.location, "durability", a.backend.durability)
 
 	srv := &http.Server{

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream/auth"
+	"github.com/runstream/runstream/auth/authtest"
+)
+
+// call sends a request with a bearer token ("": none) and returns the
+// status, the body and the headers.
+func call(t *testing.T, method, url, token, body string, header ...string) (int, []byte, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out, resp.Header
+}
+
+// jwtKeys is an HS256 secret in a JWKS file, for serve --auth jwt.
+type jwtKeys struct {
+	file   string
+	secret []byte
+}
+
+func newJWTKeys(t *testing.T) jwtKeys {
+	t.Helper()
+	k := jwtKeys{file: filepath.Join(t.TempDir(), "jwks.json"), secret: []byte(auth.NewKey())}
+	authtest.WriteJWKS(t, k.file, authtest.OctJWK("k1", k.secret))
+	return k
+}
+
+// token returns a token for user that expires after ttl (negative: in the
+// past).
+func (k jwtKeys) token(user string, ttl time.Duration) string {
+	return authtest.Token(map[string]any{"alg": "HS256", "kid": "k1"},
+		map[string]any{"sub": user, "exp": time.Now().Add(ttl).Unix()}, authtest.HS256(k.secret))
+}
+
+// TestServeRefusesPublicAddrWithoutAuth: with the default --auth none,
+// serve does not listen on a non-loopback address; the message names the
+// flags that change that.
+func TestServeRefusesPublicAddrWithoutAuth(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"0.0.0.0:8780", ":8780", "[::]:8780", "192.0.2.1:8780", "example.com:8780"} {
+		var stdout, stderr bytes.Buffer
+		m := &Main{Getenv: func(string) string { return "" }}
+		err := m.Run(context.Background(), []string{"serve", "--addr", addr, "--store", "memory:"}, &stdout, &stderr)
+		if err == nil || exitCode(err) == 0 || !strings.Contains(err.Error(), "--auth") || !strings.Contains(err.Error(), "--insecure-no-auth") {
+			t.Errorf("serve --addr %s: %v (exit %d), want a refusal naming --auth and --insecure-no-auth", addr, err, exitCode(err))
+		}
+		if strings.Contains(stdout.String(), "listening") {
+			t.Errorf("serve --addr %s listened:\n%s", addr, stdout.String())
+		}
+	}
+	// RUNSTREAM_AUTH=none from the environment is the same.
+	m := &Main{Getenv: func(k string) string { return map[string]string{"RUNSTREAM_AUTH": "none"}[k] }}
+	if err := m.Run(context.Background(), []string{"serve", "--addr", "0.0.0.0:8780", "--store", "memory:"}, io.Discard, io.Discard); err == nil {
+		t.Error("RUNSTREAM_AUTH=none on 0.0.0.0 started")
+	}
+}
+
+// With --insecure-no-auth it starts, and warns.
+func TestServeInsecureNoAuthWarns(t *testing.T) {
+	t.Parallel()
+	p := runServe(t, nil, "--store", "memory:", "--addr", "0.0.0.0:0", "--insecure-no-auth")
+	if !strings.Contains(p.stderr.String(), "WARNING: --auth none") {
+		t.Errorf("no start-up warning on stderr:\n%s", p.stderr)
+	}
+	// On loopback the warning is there too.
+	q := runServe(t, nil, "--store", "memory:")
+	if !strings.Contains(q.stderr.String(), "WARNING: --auth none") {
+		t.Errorf("no start-up warning on loopback:\n%s", q.stderr)
+	}
+}
+
+func TestServeAuthFlagErrors(t *testing.T) {
+	t.Parallel()
+	keys := newJWTKeys(t)
+	for _, args := range [][]string{
+		{"--auth", "magic"},
+		{"--auth", "token"},
+		{"--auth", "token", "--api-keys-file", keys.file},
+		{"--auth", "jwt"},
+		{"--auth", "jwt", "--jwt-keys-file", filepath.Join(t.TempDir(), "missing")},
+		{"--auth", "jwt", "--jwt-keys-file", keys.file, "--cors-origins", "*"},
+		{"--auth", "jwt", "--jwt-keys-file", keys.file, "--session-key-file", keys.file + ".none"},
+		{"--append-rate", "-1"},
+	} {
+		m := &Main{Getenv: func(string) string { return "" }}
+		err := m.Run(context.Background(), append([]string{"serve", "--store", "memory:", "--addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("serve %v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestAuthCommand(t *testing.T) {
+	t.Parallel()
+	run := func(stdin string, args ...string) (string, error) {
+		var out bytes.Buffer
+		m := &Main{Getenv: func(string) string { return "" }, Stdin: strings.NewReader(stdin)}
+		err := m.Run(context.Background(), append([]string{"auth"}, args...), &out, io.Discard)
+		return out.String(), err
+	}
+	key := auth.NewKey()
+	want, _ := auth.HashKey(key)
+	if out, err := run(key+"\n", "hash-key"); err != nil || out != want+"\n" {
+		t.Errorf("hash-key = %q, %v; want %q", out, err, want)
+	}
+	if _, err := run("short\n", "hash-key"); !errors.Is(err, errUsage) {
+		t.Errorf("hash-key of a short key: %v", err)
+	}
+	out, err := run("", "new-key", "alice")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 2 || !strings.HasPrefix(lines[0], "key: rsk_") || !strings.HasPrefix(lines[1], "keys-file line: alice sha256:") {
+		t.Fatalf("new-key = %q, %v", out, err)
+	}
+	newKey := strings.TrimPrefix(lines[0], "key: ")
+	if h, _ := auth.HashKey(newKey); lines[1] != "keys-file line: alice "+h {
+		t.Errorf("new-key's line does not hash its key: %q", out)
+	}
+	for _, args := range [][]string{{}, {"nope"}, {"new-key"}, {"new-key", "a b"}} {
+		if _, err := run("", args...); !errors.Is(err, errUsage) {
+			t.Errorf("auth %v: %v", args, err)
+		}
+	}
+}
+
+// serve --auth token authenticates API keys and re-reads the keys file
+// on SIGHUP.
+func TestServeAuthTokenReloadsOnSIGHUP(t *testing.T) {
+	aliceKey, bobKey := auth.NewKey(), auth.NewKey()
+	ah, _ := auth.HashKey(aliceKey)
+	bh, _ := auth.HashKey(bobKey)
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("alice "+ah+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := runServe(t, nil, "--store", "memory:", "--auth", "token", "--api-keys-file", file)
+	if strings.Contains(p.stderr.String(), "WARNING") {
+		t.Errorf("a warning with --auth token:\n%s", p.stderr)
+	}
+	list := p.base + "/api/workflows"
+	if code, _, h := call(t, "GET", list, "", ""); code != 401 || h.Get("WWW-Authenticate") == "" {
+		t.Errorf("no credential: %d %v", code, h)
+	}
+	if code, body, _ := call(t, "GET", list, aliceKey, ""); code != 200 {
+		t.Errorf("alice's key: %d %s", code, body)
+	}
+	if code, _, _ := call(t, "GET", list, bobKey, ""); code != 401 {
+		t.Errorf("bob's key before the reload: %d", code)
+	}
+	if err := os.WriteFile(file, []byte("bob "+bh+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, _, _ := call(t, "GET", list, bobKey, ""); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's key still refused 20 s after SIGHUP; stderr:\n%s", p.stderr)
+		}
+	}
+	if code, _, _ := call(t, "GET", list, aliceKey, ""); code != 401 {
+		t.Errorf("alice's removed key after the reload: %d", code)
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/runstream/runstream/auth"
+	"github.com/runstream/runstream/httpapi"
+)
+
+// Auth modes of serve --auth.
+const (
+	authNone  = "none"
+	authToken = "token"
+	authJWT   = "jwt"
+)
+
+// Defaults of the per-user append rate.
+const (
+	defaultAppendRate  = 50
+	defaultAppendBurst = 100
+)
+
+// authFlags are serve's authentication and per-user limit flags.
+type authFlags struct {
+	mode           string
+	insecureNoAuth bool
+	apiKeysFile    string
+	jwtKeysFile    string
+	jwtIssuer      string
+	jwtAudience    string
+	jwtLeeway      time.Duration
+	sessionKeyFile string
+	sessionTTL     time.Duration
+	cookieSecure   bool
+	corsOrigins    string
+	appendRate     float64
+	appendBurst    int
+	streamLifetime time.Duration
+
+	// api is what build made of the flags, for httpapi.Config.Auth.
+	api httpapi.AuthConfig
+	// reload re-reads the key files (SIGHUP); nil in mode none.
+	reload func() error
+}
+
+// add registers the flags on fs.
+func (a *authFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&a.mode, "auth", authNone, "how callers authenticate: none (one local user; loopback addresses only unless --insecure-no-auth), token (API keys of --api-keys-file) or jwt (tokens verified with --jwt-keys-file)")
+	fs.BoolVar(&a.insecureNoAuth, "insecure-no-auth", false, "allow --auth none on a non-loopback --addr: anyone who reaches the port acts as the one local user")
+	fs.StringVar(&a.apiKeysFile, "api-keys-file", "", "--auth token: a file of \"user-id sha256:HEX\" lines (runstream auth hash-key makes the hash); re-read on SIGHUP")
+	fs.StringVar(&a.jwtKeysFile, "jwt-keys-file", "", "--auth jwt: the verification keys, a JWKS document (oct: HS256, RSA: RS256, EC P-256: ES256) or PEM public keys; re-read on SIGHUP")
+	fs.StringVar(&a.jwtIssuer, "jwt-issuer", "", "--auth jwt: the iss every token must carry (default: not checked)")
+	fs.StringVar(&a.jwtAudience, "jwt-audience", "", "--auth jwt: the aud every token must carry (default: not checked)")
+	fs.DurationVar(&a.jwtLeeway, "jwt-leeway", auth.DefaultLeeway, "--auth jwt: clock skew allowed on exp and nbf")
+	fs.StringVar(&a.sessionKeyFile, "session-key-file", "", "the key that signs browser session cookies (at least 32 bytes, e.g. openssl rand -hex 32); give every instance sharing a database the same file (default: a random key, so sessions end with the process and do not cross instances)")
+	fs.DurationVar(&a.sessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a browser session lasts (never past the credential it was made from)")
+	fs.BoolVar(&a.cookieSecure, "cookie-secure", false, "mark the session cookie Secure and expect https Origins: set it when clients reach the server over TLS (a terminating proxy included)")
+	fs.StringVar(&a.corsOrigins, "cors-origins", "", "origins (comma-separated scheme://host[:port]) whose pages may call the API with credentials (default: none, CORS off; * is refused)")
+	fs.Float64Var(&a.appendRate, "append-rate", defaultAppendRate, "thread event appends (requests) per second each user may sustain on this instance, the next answering 429 RATE_LIMITED (0: no limit)")
+	fs.IntVar(&a.appendBurst, "append-burst", defaultAppendBurst, "appends a user may make at once, above --append-rate")
+	fs.DurationVar(&a.streamLifetime, "max-stream-lifetime", time.Hour, "longest an SSE stream stays open; the client resumes with Last-Event-ID (a stream also ends when its credential or session expires)")
+}
+
+// build checks the flags against addr and loads the key files. In mode
+// none it refuses a non-loopback addr unless --insecure-no-auth, and warns
+// on stderr and in the log either way.
+func (a *authFlags) build(addr string, stderr io.Writer, logger *slog.Logger) error {
+	if a.appendRate < 0 || a.appendBurst < 0 {
+		return fmt.Errorf("%w: --append-rate and --append-burst must not be negative", errUsage)
+	}
+	if a.sessionTTL <= 0 || a.streamLifetime <= 0 {
+		return fmt.Errorf("%w: --session-ttl and --max-stream-lifetime must be positive", errUsage)
+	}
+	origins, err := httpapi.ParseCORSOrigins(a.corsOrigins)
+	if err != nil {
+		return fmt.Errorf("%w: --cors-origins: %v", errUsage, err)
+	}
+	a.api = httpapi.AuthConfig{CookieSecure: a.cookieSecure, CORSOrigins: origins}
+	switch a.mode {
+	case authNone:
+		if !loopback(addr) && !a.insecureNoAuth {
+			return fmt.Errorf("%w: --addr %s is not a loopback address and --auth is none: anyone who reaches it would act as the one local user; "+
+				"set --auth token or --auth jwt, or pass --insecure-no-auth to serve without authentication anyway", errUsage, addr)
+		}
+		fmt.Fprintf(stderr, "WARNING: --auth none: every request acts as the one local user %q, with no authentication (see docs/SECURITY.md)\n", httpapi.LocalUser)
+		logger.Warn("authentication is off (--auth none): every request acts as the one local user", "user", httpapi.LocalUser, "addr", addr)
+		return nil
+	case authToken:
+		if a.apiKeysFile == "" {
+			return fmt.Errorf("%w: --auth token needs --api-keys-file", errUsage)
+		}
+		keys, err := auth.LoadKeys(a.apiKeysFile)
+		if err != nil {
+			return fmt.Errorf("%w: --api-keys-file: %v", errUsage, err)
+		}
+		a.api.Credentials, a.reload = keys, keys.Reload
+		logger.Info("authentication: API keys", "keys", keys.Len(), "file", a.apiKeysFile)
+	case authJWT:
+		if a.jwtKeysFile == "" {
+			return fmt.Errorf("%w: --auth jwt needs --jwt-keys-file", errUsage)
+		}
+		leeway := a.jwtLeeway
+		if leeway == 0 {
+			leeway = -1 // JWTConfig: zero means the default, negative none
+		}
+		v, err := auth.NewJWT(auth.JWTConfig{KeysFile: a.jwtKeysFile, Issuer: a.jwtIssuer, Audience: a.jwtAudience, Leeway: leeway})
+		if err != nil {
+			return fmt.Errorf("%w: --jwt-keys-file: %v", errUsage, err)
+		}
+		a.api.Credentials, a.reload = v, v.Reload
+		logger.Info("authentication: JWT", "keys", v.Len(), "file", a.jwtKeysFile, "issuer", a.jwtIssuer, "audience", a.jwtAudience)
+	default:
+		return fmt.Errorf("%w: --auth must be none, token or jwt, not %q", errUsage, a.mode)
+	}
+	key := auth.RandomSessionKey()
+	if a.sessionKeyFile != "" {
+		if key, err = auth.ReadSessionKey(a.sessionKeyFile); err != nil {
+			return fmt.Errorf("%w: --session-key-file: %v", errUsage, err)
+		}
+	} else {
+		logger.Warn("no --session-key-file: browser sessions use a random key, end with this process and are not accepted by other instances")
+	}
+	if a.api.Sessions, err = auth.NewSessions(key, a.sessionTTL, nil); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends. A
+// file that fails to load is logged and the keys in use stay.
+func (a *authFlags) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
+	if a.reload == nil {
+		return
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := a.reload(); err != nil {
+					logger.Error("reload the keys on SIGHUP: the keys in use stay", "error", err)
+					continue
+				}
+				logger.Info("keys reloaded on SIGHUP", "auth", a.mode)
+			}
+		}
+	}()
+}
