@@ -22,6 +22,11 @@ import (
 // a read of the store.
 const NotifyChannel = "runstream_workflow"
 
+// ThreadNotifyChannel is the PostgreSQL notification channel on which the
+// run-event store announces thread appends, with the payload "<thread
+// id>:<last seq>", sent on commit like NotifyChannel's.
+const ThreadNotifyChannel = "runstream_thread"
+
 // Reconnection of a Listener.
 const (
 	// listenBackoffMin is the first wait before reconnecting; each failed
@@ -50,6 +55,8 @@ const (
 type Listener struct {
 	config   *pgx.ConnConfig
 	onNotify func(runID string, seq int64)
+	// onThread, when set, receives ThreadNotifyChannel's notifications.
+	onThread func(threadID string, seq int64)
 	logger   *slog.Logger
 	// connect opens the listening connection; tests replace it to refuse
 	// reconnections.
@@ -66,6 +73,15 @@ type Listener struct {
 func (db *DB) NewListener(onNotify func(runID string, seq int64)) *Listener {
 	l := &Listener{config: db.pool.Config().ConnConfig, onNotify: onNotify, logger: db.logger}
 	l.connect = func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, l.config) }
+	return l
+}
+
+// OnThreadAppends makes the listener also listen on ThreadNotifyChannel
+// and call fn with the thread id and last seq of every notified thread
+// append, as onNotify is called (Run's goroutine, one call at a time,
+// never blocking). Call it before Run. It returns l.
+func (l *Listener) OnThreadAppends(fn func(threadID string, seq int64)) *Listener {
+	l.onThread = fn
 	return l
 }
 
@@ -139,7 +155,11 @@ func (l *Listener) open(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+	listen := "LISTEN " + NotifyChannel
+	if l.onThread != nil {
+		listen += "; LISTEN " + ThreadNotifyChannel
+	}
+	if _, err := conn.Exec(ctx, listen); err != nil {
 		conn.Close(ctx)
 		return nil, err
 	}
@@ -166,13 +186,17 @@ func (l *Listener) receive(ctx context.Context, conn *pgx.Conn) error {
 			}
 		case err != nil:
 			return err
-		case n.Channel == NotifyChannel:
-			runID, seq, ok := parsePayload(n.Payload)
+		case n.Channel == NotifyChannel || n.Channel == ThreadNotifyChannel && l.onThread != nil:
+			id, seq, ok := parsePayload(n.Payload)
 			if !ok {
 				l.logger.Warn("postgres: listener: malformed notification ignored", "channel", n.Channel, "payload_bytes", len(n.Payload))
 				continue
 			}
-			l.onNotify(runID, seq)
+			if n.Channel == NotifyChannel {
+				l.onNotify(id, seq)
+			} else {
+				l.onThread(id, seq)
+			}
 		}
 	}
 }

@@ -33,7 +33,8 @@ const (
 // number ($2) to the thread's counter, taking the counter row's lock until
 // commit (so writers of a thread, in any process, commit in seq order),
 // inserts the rows, given column by column as arrays, with the seqs that
-// follow in array order, and returns the first of them.
+// follow in array order, notifies ThreadNotifyChannel of the thread's new
+// last seq (delivered on commit only), and returns the first of them.
 const appendRows = `WITH counter AS (
 	INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
 	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
@@ -47,8 +48,10 @@ const appendRows = `WITH counter AS (
 		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[])
 		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
 			task_id, caller_middleware, created_at, created_at_offset, n)
+), notified AS (
+	SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq) FROM counter
 )
-SELECT last_seq - $2 + 1 FROM counter`
+SELECT last_seq - $2 + 1 FROM counter, notified`
 
 // writeRequest is one Put or PutBatch waiting for its committer: prepared
 // records of one thread, whose Seq the committer fills in.

@@ -61,7 +61,9 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if backend.listen != nil {
 		// An append this instance published itself is delivered already:
 		// WakeSeq ignores its notification.
-		go backend.listen(loopCtx, func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) })
+		go backend.listen(loopCtx,
+			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
+			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
 	}
 	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)

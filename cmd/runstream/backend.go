@@ -33,9 +33,10 @@ type backend struct {
 	idempotency runevents.IdempotencyStore
 	ready       func(context.Context) error
 	// listen, when not nil, delivers the appends of every instance, this
-	// one's included (PostgreSQL LISTEN), each with its run id and newest
-	// seq, until ctx is done.
-	listen func(ctx context.Context, wake func(runID string, seq int64))
+	// one's included (PostgreSQL LISTEN), until ctx is done: workflow
+	// appends to wakeRun with their run id and newest seq, thread appends
+	// to wakeThread with their thread id and newest seq.
+	listen func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64))
 	close  func() error
 }
 
@@ -158,8 +159,8 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) 
 		threads:     db.RunEvents(),
 		idempotency: db.Idempotency(),
 		ready:       db.Ping,
-		listen: func(ctx context.Context, wake func(runID string, seq int64)) {
-			db.NewListener(wake).Run(ctx)
+		listen: func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64)) {
+			db.NewListener(wakeRun).OnThreadAppends(wakeThread).Run(ctx)
 		},
 		close: db.Close,
 	}, nil

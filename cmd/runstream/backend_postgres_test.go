@@ -44,8 +44,9 @@ func TestOpenPostgresThreadStores(t *testing.T) {
 }
 
 // TestOpenPostgresListenDeliversSeq: the PostgreSQL backend's listener
-// hands on the run id and the newest seq of an append, which the hub needs
-// to ignore the notifications of appends it delivered already.
+// hands on the run id, or the thread id, and the newest seq of an append,
+// which the hub needs to ignore the notifications of appends it delivered
+// already.
 func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 	t.Parallel()
 	b := openTestPostgres(t)
@@ -53,12 +54,13 @@ func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 		runID string
 		seq   int64
 	}
-	heard := make(chan notice, 16)
+	heard, threadHeard := make(chan notice, 16), make(chan notice, 16)
 	ctx, cancel := context.WithCancel(t.Context())
 	listening := make(chan struct{})
 	go func() {
 		defer close(listening)
-		b.listen(ctx, func(runID string, seq int64) { heard <- notice{runID, seq} })
+		b.listen(ctx, func(runID string, seq int64) { heard <- notice{runID, seq} },
+			func(threadID string, seq int64) { threadHeard <- notice{threadID, seq} })
 	}()
 	defer func() { cancel(); <-listening }()
 
@@ -75,7 +77,7 @@ func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 	// The listener may connect after the first append: append until it
 	// hears one, then check the seq of what it heard.
 	deadline := time.After(10 * time.Second)
-	for {
+	for heardRun := false; !heardRun; {
 		stored, err := b.workflows.Append(t.Context(), workflow.AppendParams{RunID: run.ID, Events: []workflow.NewEvent{
 			{Event: workflow.EventRunQueued, Data: json.RawMessage(`{"queue":"q"}`)},
 		}})
@@ -87,11 +89,27 @@ func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 			if n.runID != run.ID || n.seq < 1 || n.seq > stored[0].Seq {
 				t.Fatalf("heard %+v, want run %s and a seq from 1 to %d", n, run.ID, stored[0].Seq)
 			}
-			return
+			heardRun = true
 		case <-time.After(200 * time.Millisecond):
 		case <-deadline:
 			t.Fatal("no notification in 10 s")
 		}
+	}
+	// The listener listens: a thread append is heard at once.
+	recs, err := b.runEvents.PutBatch(t.Context(), []runevents.NewEvent{
+		{ThreadID: "t_listen", RunID: "r1", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, Content: json.RawMessage(`{"chain":null}`)},
+		{ThreadID: "t_listen", RunID: "r1", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, Content: json.RawMessage(`{"chain":null}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-threadHeard:
+		if n != (notice{"t_listen", recs[1].Seq}) {
+			t.Errorf("heard %+v, want thread t_listen and seq %d", n, recs[1].Seq)
+		}
+	case <-deadline:
+		t.Fatal("no thread notification in 10 s")
 	}
 }
 
