@@ -175,9 +175,6 @@ func callerOf(r *http.Request) caller {
 // userOf returns the authenticated caller's user id.
 func userOf(r *http.Request) string { return callerOf(r).User }
 
-// ownerOf returns the Owner a request reads with: its caller's rows only.
-func ownerOf(r *http.Request) runstream.Owner { return runstream.OwnedBy(userOf(r)) }
-
 // streamConfig returns the stream bounds of r: the server's, with the
 // lifetime cut so that the stream ends when the caller's credential or
 // session expires (the client re-authenticates and resumes with
