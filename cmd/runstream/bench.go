@@ -32,6 +32,11 @@ type benchConfig struct {
 	concurrency int
 	settle      time.Duration
 	jsonOut     bool
+	// The thread scenarios' (bench_thread.go).
+	threads   int
+	runs      int
+	runFilter bool
+	instances int
 }
 
 // bench runs one load scenario against a server it starts as a child
@@ -42,20 +47,28 @@ type benchConfig struct {
 //	            delivered frames per second
 //	replay      N stored events, then one follower from cursor 0: events/s
 //	idle        F followers of a silent run: the server's resident memory
+//
+// and the scenarios of the thread path, whose producers POST to the
+// server (thread-latency, thread-saturation, thread-ingest, thread-replay,
+// thread-idle; see bench_thread.go).
 func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "serve" {
 		return m.benchServe(ctx, args[1:], stdout, stderr)
 	}
 	var cfg benchConfig
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.StringVar(&cfg.scenario, "scenario", "latency", "latency, saturation, replay or idle")
+	fs.StringVar(&cfg.scenario, "scenario", "latency", "latency, saturation, replay, idle, thread-latency, thread-saturation, thread-ingest, thread-replay or thread-idle")
 	fs.StringVar(&cfg.store, "store", "", `store URL of the server (default: SQLite, synchronous=FULL, in a temporary directory)`)
 	fs.IntVar(&cfg.followers, "followers", 100, "number of followers")
 	fs.Float64Var(&cfg.rate, "rate", 1000, "events per second (latency)")
 	fs.IntVar(&cfg.events, "events", 10000, "number of events")
 	fs.IntVar(&cfg.eventBytes, "event-bytes", 200, "size of each event's data in bytes")
-	fs.IntVar(&cfg.batch, "batch", 100, "events per append (saturation, replay)")
-	fs.IntVar(&cfg.concurrency, "concurrency", 16, "appends in flight at once in the server's producer (latency)")
+	fs.IntVar(&cfg.batch, "batch", 100, "events per append (saturation, replay; thread scenarios: events per POST, default 1)")
+	fs.IntVar(&cfg.concurrency, "concurrency", 16, "appends in flight at once in the server's producer (latency); POSTs in flight (thread scenarios)")
+	fs.IntVar(&cfg.threads, "threads", 1, "threads the POSTs go to, round robin; followers are spread over them (thread scenarios)")
+	fs.IntVar(&cfg.runs, "runs", 1, "runs per thread the POSTs go to, round robin (thread scenarios)")
+	fs.BoolVar(&cfg.runFilter, "run-filter", false, "each follower follows one run of its thread (?run_id=) (thread scenarios)")
+	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "how long the idle followers stay connected before the server's memory is read (idle)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
 	if err := m.parseFlags(fs, args, stderr, "runstream bench [flags]  |  runstream bench serve [flags]"); err != nil {
@@ -63,6 +76,11 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 			return nil
 		}
 		return err
+	}
+	batchSet := false
+	fs.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
+	if strings.HasPrefix(cfg.scenario, "thread-") && cfg.scenario != "thread-replay" && !batchSet {
+		cfg.batch = 1
 	}
 	if cfg.store == "" {
 		dir, err := os.MkdirTemp("", "runstream-bench-")
@@ -72,13 +90,21 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		defer os.RemoveAll(dir)
 		cfg.store = "sqlite:" + dir + "/bench.db"
 	}
-	srv, err := startBenchServer(ctx, cfg.store, stderr)
-	if err != nil {
-		return err
+	servers := make([]*benchServer, max(cfg.instances, 1))
+	for i := range servers {
+		srv, err := startBenchServer(ctx, cfg.store, stderr)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		servers[i] = srv
 	}
-	defer srv.stop()
+	srv := servers[0]
 
-	var res benchResult
+	var (
+		res benchResult
+		err error
+	)
 	switch cfg.scenario {
 	case "latency":
 		res, err = benchLatency(ctx, srv, cfg)
@@ -88,6 +114,16 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		res, err = benchReplay(ctx, srv, cfg)
 	case "idle":
 		res, err = benchIdle(ctx, srv, cfg)
+	case "thread-latency":
+		res, err = benchThread(ctx, servers, cfg, cfg.rate, cfg.followers)
+	case "thread-saturation":
+		res, err = benchThread(ctx, servers, cfg, 0, cfg.followers)
+	case "thread-ingest":
+		res, err = benchThread(ctx, servers, cfg, 0, 0)
+	case "thread-replay":
+		res, err = benchThreadReplay(ctx, servers, cfg)
+	case "thread-idle":
+		res, err = benchThreadIdle(ctx, servers, cfg)
 	default:
 		return fmt.Errorf("%w: unknown scenario %q", errUsage, cfg.scenario)
 	}
@@ -95,7 +131,10 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("bench %s: %w", cfg.scenario, err)
 	}
 	res.Scenario, res.Store = cfg.scenario, redactURL(cfg.store)
-	if res.Followers == 0 {
+	if strings.HasPrefix(cfg.scenario, "thread-") {
+		res.Instances, res.Threads, res.Batch, res.InFlight, res.RunFilter = len(servers), max(cfg.threads, 1), cfg.batch, cfg.concurrency, cfg.runFilter
+	}
+	if res.Followers == 0 && cfg.scenario != "thread-ingest" {
 		res.Followers = cfg.followers
 	}
 	if cfg.jsonOut {
@@ -124,18 +163,43 @@ type benchResult struct {
 	StackMiB      float64 `json:"stack_inuse_mib,omitempty"`
 	Goroutines    int     `json:"goroutines,omitempty"`
 	AppendSeconds float64 `json:"append_seconds,omitempty"`
+	// The thread scenarios': how the load was shaped, the rate the POSTs
+	// reached, and the servers' CPU time while it ran.
+	Instances        int     `json:"instances,omitempty"`
+	Threads          int     `json:"threads,omitempty"`
+	Batch            int     `json:"batch,omitempty"`
+	InFlight         int     `json:"in_flight,omitempty"`
+	RunFilter        bool    `json:"run_filter,omitempty"`
+	PublishPerSecond float64 `json:"publish_per_second,omitempty"`
+	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
+	CPUMillisPer1000 float64 `json:"server_cpu_ms_per_1000,omitempty"`
 }
 
 func (r benchResult) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  store=%s  followers=%d  events=%d  delivered=%d  in %.2fs", r.Scenario, r.Store, r.Followers, r.Events, r.Delivered, r.Seconds)
+	if r.Instances > 0 {
+		fmt.Fprintf(&b, "\n  instances=%d  threads=%d  batch=%d  in flight=%d  run filter=%v", r.Instances, r.Threads, r.Batch, r.InFlight, r.RunFilter)
+	}
+	if r.PublishPerSecond > 0 {
+		fmt.Fprintf(&b, "\n  published: %.0f events per second (POSTs took %.2fs)", r.PublishPerSecond, r.AppendSeconds)
+	}
+	if r.ServerCPUSeconds > 0 {
+		unit := "frames delivered"
+		if r.Delivered == 0 {
+			unit = "events published"
+		}
+		fmt.Fprintf(&b, "\n  server CPU: %.2fs, %.2f ms per 1,000 %s", r.ServerCPUSeconds, r.CPUMillisPer1000, unit)
+	}
 	if r.P99Millis > 0 {
 		fmt.Fprintf(&b, "\n  append→delivered latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms", r.P50Millis, r.P99Millis, r.MaxMillis)
 	}
 	if r.PerSecond > 0 {
 		fmt.Fprintf(&b, "\n  throughput: %.0f per second", r.PerSecond)
 	}
-	if r.RSSMiB > 0 {
+	if r.RSSMiB > 0 && r.BaselineMiB == 0 {
+		fmt.Fprintf(&b, "\n  server RSS at the end: %.1f MiB", r.RSSMiB)
+	} else if r.RSSMiB > 0 {
 		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers, peak %.1f MiB while they connected); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
 			r.RSSMiB, r.BaselineMiB, r.PeakMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
 	}

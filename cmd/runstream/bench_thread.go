@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The thread scenarios of "runstream bench" take the path of an agent
+// product: producers POST events to /api/threads/{t}/runs/{r}/events from
+// the load generator, and followers read /api/threads/{t}/stream.
+//
+//	thread-latency     F followers; events POSTed at R/s, C requests in
+//	                   flight: achieved publish rate, delivered frames/s,
+//	                   append→delivery p50/p99, server CPU per 1,000 frames
+//	thread-saturation  the same with events POSTed as fast as possible
+//	thread-ingest      thread-saturation without followers: events/s stored
+//	thread-replay      N stored events, then one follower from cursor 0
+//	thread-idle        F followers of a silent thread: the server's RSS
+//
+// Events go round robin to --threads threads and, within a thread, to
+// --runs runs; followers are spread over the threads, and with
+// --run-filter each follows one run (?run_id=). With --instances 2 the
+// followers read from a second server on the same store (PostgreSQL).
+
+// threadEventType is the type of the benchmark's events: a trace row
+// whose content carries the time its POST began.
+const threadEventType = "run.start"
+
+// threadPlan is where the events of a thread scenario go.
+type threadPlan struct {
+	prefix    string // of the thread ids, unique per invocation
+	threads   int
+	runs      int
+	runFilter bool
+}
+
+func (p threadPlan) thread(i int) string { return fmt.Sprintf("%s_%d", p.prefix, i) }
+func (p threadPlan) run(i int) string    { return fmt.Sprintf("r%d", i) }
+
+// target returns the thread and run of the k-th POST.
+func (p threadPlan) target(k int) (thread, run int) { return k % p.threads, (k / p.threads) % p.runs }
+
+// follows returns the thread of follower i and its run filter (-1: none).
+func (p threadPlan) follows(i int) (thread, run int) {
+	thread = i % p.threads
+	if !p.runFilter {
+		return thread, -1
+	}
+	return thread, (i / p.threads) % p.runs
+}
+
+// expected returns how many events follower i receives when posts POSTs
+// of batch events each are made.
+func (p threadPlan) expected(i, posts, batch, events int) int {
+	thread, run := p.follows(i)
+	n := 0
+	for k := range posts {
+		t, r := p.target(k)
+		if t == thread && (run < 0 || r == run) {
+			n += min(batch, events-k*batch)
+		}
+	}
+	return n
+}
+
+// threadEventsBody renders a POST body of n events whose content holds
+// the time now and is padded to about size bytes with the metadata.
+func threadEventsBody(n, size int, now time.Time) []byte {
+	ns := strconv.FormatInt(now.UnixNano(), 10)
+	pad := strings.Repeat("x", max(size-len(`{"chain":" "}{"caller":"bench"}`)-len(ns), 0))
+	var b bytes.Buffer
+	b.WriteString(`{"events":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"event_type":"` + threadEventType + `","content":{"chain":"` + ns + " " + pad + `"},"metadata":{"caller":"bench"}}`)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// postThreadEvents POSTs body to a run of a thread on the server at url.
+func postThreadEvents(ctx context.Context, url, thread, run string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/api/threads/"+thread+"/runs/"+run+"/events", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("POST events: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// seedThreads writes one event to each run of each thread, so that the
+// threads exist before their followers open them; each thread's seeds
+// are its seqs 1 to runs.
+func seedThreads(ctx context.Context, url string, p threadPlan) error {
+	body := threadEventsBody(1, 0, time.Unix(0, 0))
+	for t := range p.threads {
+		for r := range p.runs {
+			if err := postThreadEvents(ctx, url, p.thread(t), p.run(r), body); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// produceThreadEvents POSTs events events in POSTs of batch events at
+// rate events per second (0: as fast as possible), with up to inFlight
+// requests at once, to the threads and runs of p.
+func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, batch, size int, rate float64, inFlight int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slots := make(chan struct{}, max(inFlight, 1))
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Pointer[error]
+	)
+	start := time.Now()
+	for k, sent := 0, 0; sent < events && failed.Load() == nil; k++ {
+		n := min(batch, events-sent)
+		if rate > 0 {
+			if d := time.Until(start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		slots <- struct{}{}
+		thread, run := p.target(k)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := postThreadEvents(ctx, url, p.thread(thread), p.run(run), threadEventsBody(n, size, time.Now())); err != nil {
+				if failed.CompareAndSwap(nil, &err) {
+					cancel()
+				}
+			}
+		})
+		sent += n
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// followThread reads the stream of a thread (of one run when run is not
+// empty) after cursor until it has want frames, calling onFrame with each
+// frame's data line; ready is called once the headers arrived. Frame ids
+// must increase.
+func followThread(ctx context.Context, url, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error) {
+	target := fmt.Sprintf("%s/api/threads/%s/stream?after=%d", url, thread, after)
+	if run != "" {
+		target += "&run_id=" + run
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", target, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("thread stream: %s", resp.Status)
+	}
+	ready()
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var frames, lastID int64
+	for frames < int64(want) {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return frames, fmt.Errorf("thread stream ended after %d of %d frames: %w", frames, want, err)
+		}
+		switch {
+		case bytes.HasPrefix(line, []byte("id: ")):
+			id, err := strconv.ParseInt(string(bytes.TrimSpace(line[4:])), 10, 64)
+			if err != nil || id <= lastID {
+				return frames, fmt.Errorf("frame id %q after %d: out of order or repeated", bytes.TrimSpace(line), lastID)
+			}
+			lastID = id
+		case bytes.HasPrefix(line, []byte("data: ")):
+			frames++
+			if onFrame != nil {
+				onFrame(line[6:])
+			}
+		}
+	}
+	return frames, nil
+}
+
+// chainTime extracts the producer's timestamp from a thread frame's data.
+func chainTime(data []byte) (time.Time, bool) {
+	i := bytes.Index(data, []byte(`"chain":"`))
+	if i < 0 {
+		return time.Time{}, false
+	}
+	rest := data[i+len(`"chain":"`):]
+	end := bytes.IndexByte(rest, ' ')
+	if end < 0 {
+		return time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(string(rest[:end]), 10, 64)
+	if err != nil || ns == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
+
+// processCPU returns the CPU time (user and system) the process pid has
+// used, from /proc/PID/stat, in clock ticks of 10 ms.
+func processCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in parentheses, may hold spaces: fields count
+	// from the last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(utime+stime) * tick, nil
+}
+
+// serversCPU sums the CPU time of the servers.
+func serversCPU(servers []*benchServer) (time.Duration, error) {
+	var total time.Duration
+	for _, s := range servers {
+		cpu, err := processCPU(s.cmd.Process.Pid)
+		if err != nil {
+			return 0, err
+		}
+		total += cpu
+	}
+	return total, nil
+}
+
+// benchThread runs thread-latency, thread-saturation and thread-ingest:
+// servers[0] takes the POSTs, the last server the followers.
+func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, rate float64, followers int) (benchResult, error) {
+	p := threadPlan{prefix: fmt.Sprintf("bt%d", time.Now().UnixNano()), threads: max(cfg.threads, 1), runs: max(cfg.runs, 1), runFilter: cfg.runFilter}
+	producer, reader := servers[0], servers[len(servers)-1]
+	if err := seedThreads(ctx, producer.url, p); err != nil {
+		return benchResult{}, err
+	}
+	batch := max(cfg.batch, 1)
+	posts := (cfg.events + batch - 1) / batch
+
+	lat := make([][]time.Duration, followers)
+	var (
+		wg, ready sync.WaitGroup
+		delivered atomic.Int64
+		errs      = make(chan error, followers)
+	)
+	ready.Add(followers)
+	for i := range followers {
+		thread, run := p.follows(i)
+		runID := ""
+		if run >= 0 {
+			runID = p.run(run)
+		}
+		want := p.expected(i, posts, batch, cfg.events)
+		lat[i] = make([]time.Duration, 0, want)
+		wg.Go(func() {
+			once := sync.OnceFunc(ready.Done)
+			defer once()
+			frames, err := followThread(ctx, reader.url, p.thread(thread), runID, int64(p.runs), want, once, func(data []byte) {
+				if at, ok := chainTime(data); ok {
+					lat[i] = append(lat[i], time.Since(at))
+				}
+			})
+			delivered.Add(frames)
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	ready.Wait()
+
+	cpu0, err := serversCPU(servers)
+	if err != nil {
+		return benchResult{}, err
+	}
+	start := time.Now()
+	if err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency); err != nil {
+		return benchResult{}, err
+	}
+	published := time.Since(start)
+	// Every frame is on its way once the last POST is answered: give the
+	// followers a bounded time to read them.
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		return benchResult{}, fmt.Errorf("%d frames delivered 60 s after the last POST, want every event to every follower", delivered.Load())
+	}
+	elapsed := time.Since(start)
+	cpu1, err := serversCPU(servers)
+	if err != nil {
+		return benchResult{}, err
+	}
+	close(errs)
+	if err := <-errs; err != nil {
+		return benchResult{}, err
+	}
+	rss := 0.0
+	for _, s := range servers {
+		mib, err := s.memoryMiB("VmRSS")
+		if err != nil {
+			return benchResult{}, err
+		}
+		rss += mib
+	}
+
+	res := benchResult{
+		Events: cfg.events, Followers: followers, Delivered: delivered.Load(), Seconds: elapsed.Seconds(),
+		AppendSeconds: published.Seconds(), PublishPerSecond: float64(cfg.events) / published.Seconds(),
+		ServerCPUSeconds: (cpu1 - cpu0).Seconds(), RSSMiB: rss,
+	}
+	if followers > 0 {
+		res.PerSecond = float64(res.Delivered) / elapsed.Seconds()
+		res.CPUMillisPer1000 = (cpu1 - cpu0).Seconds() * 1000 / (float64(res.Delivered) / 1000)
+		var all []time.Duration
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+		if int64(len(all)) != res.Delivered {
+			return benchResult{}, fmt.Errorf("measured %d deliveries of %d frames", len(all), res.Delivered)
+		}
+		slices.Sort(all)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		res.P50Millis, res.P99Millis, res.MaxMillis = ms(all[len(all)/2]), ms(all[len(all)*99/100]), ms(all[len(all)-1])
+	} else {
+		res.PerSecond = res.PublishPerSecond
+		res.CPUMillisPer1000 = (cpu1 - cpu0).Seconds() * 1000 / (float64(cfg.events) / 1000)
+	}
+	return res, nil
+}
+
+// benchThreadReplay stores events events in one thread, then reads them
+// with one follower from cursor 0.
+func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchConfig) (benchResult, error) {
+	p := threadPlan{prefix: fmt.Sprintf("br%d", time.Now().UnixNano()), threads: 1, runs: 1}
+	producer, reader := servers[0], servers[len(servers)-1]
+	if err := produceThreadEvents(ctx, producer.url, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
+		return benchResult{}, err
+	}
+	cpu0, err := serversCPU(servers)
+	if err != nil {
+		return benchResult{}, err
+	}
+	start := time.Now()
+	frames, err := followThread(ctx, reader.url, p.thread(0), "", 0, cfg.events, func() {}, nil)
+	if err != nil {
+		return benchResult{}, err
+	}
+	elapsed := time.Since(start)
+	cpu1, err := serversCPU(servers)
+	if err != nil {
+		return benchResult{}, err
+	}
+	return benchResult{Followers: 1, Events: cfg.events, Delivered: frames, Seconds: elapsed.Seconds(), PerSecond: float64(frames) / elapsed.Seconds(),
+		ServerCPUSeconds: (cpu1 - cpu0).Seconds(), CPUMillisPer1000: (cpu1 - cpu0).Seconds() * 1000 / (float64(frames) / 1000)}, nil
+}
+
+// benchThreadIdle connects followers to one silent thread and reads the
+// server's memory once they settled.
+func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfig) (benchResult, error) {
+	p := threadPlan{prefix: fmt.Sprintf("bi%d", time.Now().UnixNano()), threads: 1, runs: 1}
+	producer, reader := servers[0], servers[len(servers)-1]
+	if err := seedThreads(ctx, producer.url, p); err != nil {
+		return benchResult{}, err
+	}
+	baseline, err := reader.memoryMiB("VmRSS")
+	if err != nil {
+		return benchResult{}, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	var wg, ready sync.WaitGroup
+	ready.Add(cfg.followers)
+	errs := make(chan error, cfg.followers)
+	for range cfg.followers {
+		wg.Go(func() {
+			once := sync.OnceFunc(ready.Done)
+			defer once()
+			// One frame that never comes: the follower waits until cancelled.
+			if _, err := followThread(ctx, reader.url, p.thread(0), "", 1, 1, once, nil); err != nil && ctx.Err() == nil {
+				errs <- err
+			}
+		})
+	}
+	ready.Wait()
+	time.Sleep(cfg.settle)
+	rss, err := reader.memoryMiB("VmRSS")
+	if err != nil {
+		return benchResult{}, err
+	}
+	peak, err := reader.memoryMiB("VmHWM")
+	if err != nil {
+		return benchResult{}, err
+	}
+	var ms struct {
+		HeapInuse  float64 `json:"heap_inuse"`
+		StackInuse float64 `json:"stack_inuse"`
+		Goroutines int     `json:"goroutines"`
+	}
+	if err := reader.getJSON(ctx, "/bench/memstats", &ms); err != nil {
+		return benchResult{}, err
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return benchResult{}, err
+	}
+	return benchResult{Seconds: time.Since(start).Seconds(), RSSMiB: rss, PeakMiB: peak, BaselineMiB: baseline,
+		HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
+}
