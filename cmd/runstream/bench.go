@@ -37,6 +37,13 @@ type benchConfig struct {
 	runs      int
 	runFilter bool
 	instances int
+	// cpuProfile, when set, is where a CPU profile of the first server
+	// during the production of a thread scenario goes (cpuSeconds long).
+	cpuProfile string
+	cpuSeconds int
+	// serverExe runs the servers ("<serverExe> bench serve"); empty: this
+	// executable. Another build's, to compare it with this one's.
+	serverExe string
 }
 
 // bench runs one load scenario against a server it starts as a child
@@ -68,6 +75,9 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.threads, "threads", 1, "threads the POSTs go to, round robin; followers are spread over them (thread scenarios)")
 	fs.IntVar(&cfg.runs, "runs", 1, "runs per thread the POSTs go to, round robin (thread scenarios)")
 	fs.BoolVar(&cfg.runFilter, "run-filter", false, "each follower follows one run of its thread (?run_id=) (thread scenarios)")
+	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a CPU profile of the (first) server while the events are produced to this file (thread scenarios)")
+	fs.IntVar(&cfg.cpuSeconds, "cpu-seconds", 5, "length of the --cpu-profile")
+	fs.StringVar(&cfg.serverExe, "server-exe", "", "the runstream executable that runs the servers (default: this one), to compare builds")
 	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "how long the idle followers stay connected before the server's memory is read (idle)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
@@ -92,7 +102,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	servers := make([]*benchServer, max(cfg.instances, 1))
 	for i := range servers {
-		srv, err := startBenchServer(ctx, cfg.store, stderr)
+		srv, err := startBenchServer(ctx, cfg.serverExe, cfg.store, stderr)
 		if err != nil {
 			return err
 		}
@@ -213,10 +223,12 @@ type benchServer struct {
 	stop func()
 }
 
-func startBenchServer(ctx context.Context, store string, stderr io.Writer) (*benchServer, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) (*benchServer, error) {
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(ctx, exe, "bench", "serve", "--store", store)

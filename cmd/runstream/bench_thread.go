@@ -313,11 +313,20 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 	if err != nil {
 		return benchResult{}, err
 	}
+	profiled := make(chan error, 1)
+	if cfg.cpuProfile != "" {
+		go func() { profiled <- producer.cpuProfile(ctx, cfg.cpuProfile, cfg.cpuSeconds) }()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	if err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency); err != nil {
 		return benchResult{}, err
 	}
 	published := time.Since(start)
+	if err := <-profiled; err != nil {
+		return benchResult{}, fmt.Errorf("CPU profile: %w", err)
+	}
 	// Every frame is on its way once the last POST is answered: give the
 	// followers a bounded time to read them.
 	done := make(chan struct{})
@@ -453,4 +462,30 @@ func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfi
 	}
 	return benchResult{Seconds: time.Since(start).Seconds(), RSSMiB: rss, PeakMiB: peak, BaselineMiB: baseline,
 		HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
+}
+
+// cpuProfile writes a CPU profile of the next seconds seconds of the
+// server to path.
+func (s *benchServer) cpuProfile(ctx context.Context, path string, seconds int) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/bench/cpu?seconds=%d", s.url, seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /bench/cpu: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
