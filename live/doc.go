@@ -13,8 +13,11 @@
 // below its frontier, so a follower resuming from an old cursor, which
 // replays from the store itself, costs the other followers of its stream
 // nothing. A subscription receives every event committed after it was
-// registered; the follower drops what it already has and reads the store
-// on a gap or a cut.
+// registered, in seq order and without a gap, or is cut; the follower
+// drops what it already has and reads the store after a cut. Events
+// published ahead of a missing seq are held and the hub reads the store
+// once for all followers, at most once per PollInterval per stream beyond
+// the periodic poll; what the store lacks for good is passed.
 //
 // Streams with followers are also polled: every PollInterval the hub reads
 // the store once per stream (not once per follower) after the stream's
