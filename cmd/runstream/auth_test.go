@@ -202,3 +202,52 @@ func TestServeAuthTokenReloadsOnSIGHUP(t *testing.T) {
 		t.Errorf("alice's removed key after the reload: %d", code)
 	}
 }
+
+// tail and run send the credential of --credential-file; without one, a
+// server with --auth token refuses them.
+func TestClientCommandsSendCredential(t *testing.T) {
+	t.Parallel()
+	key := auth.NewKey()
+	hash, _ := auth.HashKey(key)
+	dir := t.TempDir()
+	keysFile, credFile, flow := filepath.Join(dir, "keys"), filepath.Join(dir, "credential"), filepath.Join(dir, "flow.yaml")
+	for name, content := range map[string]string{
+		keysFile: "ada " + hash + "\n",
+		credFile: key + "\n",
+		flow:     "name: hello\nnodes:\n  - id: greet\n    type: transform\n    config: {expression: \"'hello ' + input.who\"}\noutput: greet\n",
+	} {
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, _, _ := startServe(t, nil, "--store", "memory:", "--auth", "token", "--api-keys-file", keysFile)
+
+	err, _, _ := runCmd(t, "", "--server", base, "--input", `{"who":"Ada"}`, flow)
+	if err == nil || !strings.Contains(err.Error(), "UNAUTHENTICATED") {
+		t.Errorf("run without a credential: %v", err)
+	}
+	err, out, stderr := runCmd(t, "", "--server", base, "--credential-file", credFile, "--input", `{"who":"Ada"}`, flow)
+	if err != nil || !strings.Contains(out, "run.completed") {
+		t.Fatalf("run with a credential: %v\n%s\n%s", err, out, stderr)
+	}
+	_, runID, ok := strings.Cut(strings.TrimSpace(stderr), ", run ")
+	if !ok {
+		t.Fatalf("run printed no run id:\n%s", stderr)
+	}
+	runID, _, _ = strings.Cut(runID, "\n")
+	tail := func(args ...string) (string, error) {
+		var stdout bytes.Buffer
+		m := &Main{Getenv: func(string) string { return "" }}
+		err := m.Run(t.Context(), append(append([]string{"tail", "--server", base}, args...), runID), &stdout, io.Discard)
+		return stdout.String(), err
+	}
+	if out, err := tail("--credential-file", credFile); err != nil || !strings.Contains(out, "run.completed") {
+		t.Errorf("tail with a credential: %v\n%s", err, out)
+	}
+	if _, err := tail(); err == nil {
+		t.Error("tail without a credential succeeded")
+	}
+	if _, err := tail("--credential-file", filepath.Join(dir, "missing")); !errors.Is(err, errUsage) {
+		t.Errorf("tail with a missing credential file: %v", err)
+	}
+}

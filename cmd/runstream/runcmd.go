@@ -31,6 +31,7 @@ type runConfig struct {
 	values     string
 	json       bool
 	maxRetries int
+	credential credentialFile
 }
 
 // errRunEnded marks a run that ended failed or cancelled: exit status 1.
@@ -52,6 +53,7 @@ func (m *Main) runWorkflow(ctx context.Context, args []string, stdout, stderr io
 	fs.StringVar(&cfg.values, "values", "{}", "the values sent with --resume, a JSON object")
 	fs.BoolVar(&cfg.json, "json", false, "print each event's envelope as one JSON line (NDJSON)")
 	fs.IntVar(&cfg.maxRetries, "max-retries", 0, "reconnections in a row without progress before giving up; 0 retries forever")
+	cfg.credential.add(fs)
 	file, flagArgs := splitRunID(fs, args)
 	if err := m.parseFlags(fs, flagArgs, stderr, "runstream run [flags] FILE.yaml"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -45,7 +45,10 @@ func newRemoteTarget(cfg runConfig, logger *slog.Logger) (*remoteTarget, error) 
 	if err != nil {
 		return nil, err
 	}
-	follower, err := client.New(cfg.server, client.WithLogger(logger))
+	if api.http, err = cfg.credential.httpClient(); err != nil {
+		return nil, err
+	}
+	follower, err := client.New(cfg.server, client.WithLogger(logger), client.WithHTTPClient(api.http))
 	if err != nil {
 		return nil, fmt.Errorf("%w: --server: %v", errUsage, err)
 	}

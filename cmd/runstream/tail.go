@@ -24,6 +24,7 @@ type tailConfig struct {
 	json       bool
 	showToken  bool
 	maxRetries int
+	credential credentialFile
 }
 
 // tokenPlaceholder replaces the resume token of run.awaiting_input unless
@@ -50,7 +51,11 @@ func (m *Main) tail(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("%w: --after must not be negative", errUsage)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c, err := client.New(cfg.server, client.WithLogger(logger))
+	hc, err := cfg.credential.httpClient()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg.server, client.WithLogger(logger), client.WithHTTPClient(hc))
 	if err != nil {
 		return fmt.Errorf("%w: --server: %v", errUsage, err)
 	}
@@ -89,6 +94,7 @@ func newTailFlags(cfg *tailConfig) *flag.FlagSet {
 	fs.BoolVar(&cfg.json, "json", false, "print each event's envelope as one JSON line (NDJSON)")
 	fs.BoolVar(&cfg.showToken, "show-token", false, "print the resume token of run.awaiting_input (hidden by default: it is the credential that resumes the run)")
 	fs.IntVar(&cfg.maxRetries, "max-retries", 0, "reconnections in a row without progress before giving up; 0 retries forever")
+	cfg.credential.add(fs)
 	return fs
 }
 
