@@ -85,11 +85,21 @@ func (s *Service) RequireThread(ctx context.Context, user, threadID string) erro
 // A thread that does not exist yet is writable: the write creates it. It
 // asks "does anyone have rows" before "does the caller": rows only appear,
 // so a concurrent first write of the caller's own cannot make the thread
-// look foreign, as the other order would.
+// look foreign, as the other order would. The common case, a thread whose
+// first row is the caller's, costs one read (it is on every append's path).
 func (s *Service) requireWritable(ctx context.Context, user, threadID string) error {
-	anyone, err := s.exists(ctx, threadID, runstream.AnyOwner)
-	if err != nil || !anyone {
+	first, err := s.threads.ListThreadEvents(ctx, runevents.ListThreadEventsParams{ThreadID: threadID, Owner: runstream.AnyOwner, Limit: 1})
+	if err != nil {
 		return err
+	}
+	if user != "" && len(first) == 1 && first[0].UserID == user {
+		return nil
+	}
+	if len(first) == 0 { // anyone's rows, or else anyone's run rows
+		runs, err := s.runs.ListRuns(ctx, threadID, runstream.AnyOwner)
+		if err != nil || len(runs) == 0 {
+			return err
+		}
 	}
 	mine, err := s.exists(ctx, threadID, runevents.OwnedBy(user))
 	if err != nil {
