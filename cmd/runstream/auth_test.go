@@ -251,3 +251,41 @@ func TestClientCommandsSendCredential(t *testing.T) {
 		t.Errorf("tail with a missing credential file: %v", err)
 	}
 }
+
+// A session made on one instance is accepted by every instance with the
+// same --session-key-file (sessions are signed, not stored), and by no
+// other.
+func TestSessionsAcrossInstances(t *testing.T) {
+	t.Parallel()
+	keys := newJWTKeys(t)
+	sessionKey := filepath.Join(t.TempDir(), "session.key")
+	if err := os.WriteFile(sessionKey, []byte(auth.NewKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--store", "memory:", "--auth", "jwt", "--jwt-keys-file", keys.file}
+	a := runServe(t, nil, append(common, "--session-key-file", sessionKey)...)
+	b := runServe(t, nil, append(common, "--session-key-file", sessionKey)...)
+	other := runServe(t, nil, common...)
+	if !strings.Contains(other.stderr.String(), "no --session-key-file") {
+		t.Errorf("no warning without a session key file:\n%s", other.stderr)
+	}
+
+	code, body, h := call(t, "POST", a.base+"/api/auth/session", keys.token("ada", time.Hour), "")
+	if code != 200 {
+		t.Fatalf("POST session on a: %d %s", code, body)
+	}
+	resp := http.Response{Header: h}
+	cookies := resp.Cookies()
+	if len(cookies) != 1 {
+		t.Fatalf("cookies %v", cookies)
+	}
+	cookie := cookies[0].Name + "=" + cookies[0].Value
+	for name, p := range map[string]*serveRun{"a": a, "b": b} {
+		if code, body, _ := call(t, "GET", p.base+"/api/workflows", "", "", "Cookie", cookie); code != 200 {
+			t.Errorf("the session on %s: %d %s", name, code, body)
+		}
+	}
+	if code, _, _ := call(t, "GET", other.base+"/api/workflows", "", "", "Cookie", cookie); code != 401 {
+		t.Errorf("the session on an instance with another key: %d", code)
+	}
+}
