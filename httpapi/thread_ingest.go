@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -62,43 +63,57 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	return s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
-		events, err := decodeIngest(body, threadID, runID, log.Limits().MaxBatchEvents)
+	key, hash, err := idempotencyKeyOf(r, body)
+	if err != nil {
+		return err
+	}
+	user := userOf(r)
+	if key != "" {
+		// A completed key is answered before the checks, which might now
+		// refuse the request (a thread since closed, say).
+		first, err := log.LookupIdempotent(r.Context(), user, key, hash)
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		if ifAbsent && len(events) != 1 {
-			return 0, nil, badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
+		if first != nil {
+			writeReplay(w, first)
+			return nil
 		}
-		if err := s.requireWritableThread(r.WithContext(ctx), threadID); err != nil {
-			return 0, nil, err
-		}
-		user := userOf(r)
-		if ifAbsent {
-			rec, created, err := log.AppendIfAbsent(ctx, user, events[0])
-			if err != nil {
-				return 0, nil, writeFailed{err}
-			}
-			status := http.StatusOK
-			if created {
-				status = http.StatusCreated
-			}
-			return status, ingestResponse{Events: []runevents.Record{rec}, Created: &created}, nil
-		}
-		recs, err := log.Append(ctx, user, events)
+	}
+	events, err := decodeIngest(body, threadID, runID, log.Limits().MaxBatchEvents)
+	if err != nil {
+		return err
+	}
+	if ifAbsent && len(events) != 1 {
+		return badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
+	}
+	if err := s.requireWritableThread(r, threadID); err != nil {
+		return err
+	}
+	if key != "" {
+		return s.idempotent(w, r, log, runevents.IdempotentAppend{
+			UserID: user, Key: key, RequestHash: hash, Events: events, IfAbsent: ifAbsent,
+		})
+	}
+	if ifAbsent {
+		rec, created, err := log.AppendIfAbsent(r.Context(), user, events[0])
 		if err != nil {
-			return 0, nil, writeFailed{err}
+			return err
 		}
-		return http.StatusCreated, ingestResponse{Events: recs}, nil
-	})
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, ingestResponse{Events: []runevents.Record{rec}, Created: &created})
+		return nil
+	}
+	recs, err := log.Append(r.Context(), user, events)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, ingestResponse{Events: recs})
+	return nil
 }
-
-// writeFailed marks the error of a write, as opposed to one of the checks
-// before it: a write that failed on the server's side may have committed.
-type writeFailed struct{ err error }
-
-func (e writeFailed) Error() string { return e.err.Error() }
-func (e writeFailed) Unwrap() error { return e.err }
 
 // decodeIngest decodes an ingest body into events of the thread and run.
 // Unknown members are refused, so a misspelt field is never dropped
@@ -277,81 +292,64 @@ func bodyProblem(path string, err error) error {
 	return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", where, msg).WithDetail("problems", []map[string]string{problem})
 }
 
-// idempotent runs do and writes its response. With an Idempotency-Key
-// header the response is remembered per (caller, key): a retry with the
-// same key, method, path, query and body gets the first response again
-// (with Idempotency-Replayed: true), another request with the same key
-// VALIDATION_FAILED, and a retry while the first is in progress CONFLICT.
-// Under a key, do runs to its end even if the client leaves, so that its
-// outcome is known. A request whose write (an error do marks writeFailed)
-// failed on the server's side (5xx) keeps its key reserved, answering
-// later retries CONFLICT, because the write may have committed: a key
-// never applies a write twice. Any other failure releases the key for a
-// retry.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func(ctx context.Context) (int, any, error)) error {
+// idempotencyKeyOf returns the request's Idempotency-Key ("" without
+// one) and the request's hash: SHA-256 of method, path, query and body.
+func idempotencyKeyOf(r *http.Request, body []byte) (key string, hash []byte, err error) {
 	keys := r.Header.Values(IdempotencyKeyHeader)
 	if len(keys) == 0 {
-		status, v, err := do(r.Context())
-		if err != nil {
-			return err
-		}
-		writeJSON(w, status, v)
-		return nil
+		return "", nil, nil
 	}
-	key := keys[0]
+	key = keys[0]
 	if len(keys) > 1 || !validIdempotencyKey(key) {
-		return runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", IdempotencyKeyHeader, maxIdempotencyKey).
+		return "", nil, runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", IdempotencyKeyHeader, maxIdempotencyKey).
 			WithDetail("parameter", IdempotencyKeyHeader)
 	}
-	if s.cfg.Idempotency == nil {
-		return unavailable("idempotency store")
-	}
-	ctx, user := context.WithoutCancel(r.Context()), userOf(r)
 	h := sha256.New()
 	h.Write([]byte(r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery + "\n"))
 	h.Write(body)
-	hash := h.Sum(nil)
-	first, err := s.cfg.Idempotency.Begin(ctx, user, key, hash)
-	if err != nil {
-		return err
-	}
-	if first != nil {
-		w.Header().Set("Idempotency-Replayed", "true")
-		writeRawJSON(w, first.Status, first.Body)
-		return nil
-	}
-	// The reservation is released when the request is refused, or when do
-	// panics before writing; kept otherwise.
-	release := true
-	defer func() {
-		if release {
-			if err := s.cfg.Idempotency.Abort(ctx, user, key); err != nil {
-				s.logger.Warn("idempotency abort failed", "request_id", requestID(ctx), "error", err)
+	return key, h.Sum(nil), nil
+}
+
+// idempotent appends under an Idempotency-Key and writes the response.
+// The key, the rows and the response commit in one transaction of the
+// store (runevents.IdempotentAppender), so a retry with the same key,
+// method, path, query and body gets the first response again (with
+// Idempotency-Replayed: true), whatever crashed in between; another
+// request with the same key is VALIDATION_FAILED; a key held by a request
+// in progress is UNAVAILABLE with Retry-After. A failed append leaves no
+// trace of the key, so its retry applies the batch once. The append runs
+// to its end even if the client leaves, so that its outcome is stored.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, log *eventlog.ThreadLog, a runevents.IdempotentAppend) error {
+	a.Response = func(recs []runevents.Record, created bool) (runevents.IdempotentResponse, error) {
+		status, resp := http.StatusCreated, ingestResponse{Events: recs}
+		if a.IfAbsent {
+			resp.Created = &created
+			if !created {
+				status = http.StatusOK
 			}
 		}
-	}()
-	status, v, err := do(ctx)
-	if err != nil {
-		if errors.As(err, new(writeFailed)) && runstream.ErrorCodeOf(err).HTTPStatus() >= 500 {
-			release = false
-			s.logger.Warn("idempotency key kept reserved: the request failed with an unknown outcome",
-				"request_id", requestID(ctx), "error", err)
+		body, err := json.Marshal(resp)
+		if err != nil {
+			return runevents.IdempotentResponse{}, runstream.Wrap(err, runstream.CodeInternal, "encode response")
 		}
+		return runevents.IdempotentResponse{Status: status, Body: body}, nil
+	}
+	res, err := log.AppendIdempotent(context.WithoutCancel(r.Context()), a)
+	if err != nil {
 		return err
 	}
-	release = false
-	out, err := json.Marshal(v)
-	if err != nil {
-		return runstream.Wrap(err, runstream.CodeInternal, "encode response")
+	if res.Replayed {
+		writeReplay(w, &res.Response)
+		return nil
 	}
-	if err := s.cfg.Idempotency.Complete(ctx, user, key,
-		runevents.IdempotentResponse{RequestHash: hash, Status: status, Body: out}); err != nil {
-		// The write was applied; a retry would apply it again, so the key
-		// stays reserved (CONFLICT) rather than released.
-		s.logger.Error("idempotency complete failed", "request_id", requestID(ctx), "error", err)
-	}
-	writeRawJSON(w, status, out)
+	writeRawJSON(w, res.Response.Status, res.Response.Body)
 	return nil
+}
+
+// writeReplay answers with the first response to a request's key.
+func writeReplay(w http.ResponseWriter, first *runevents.IdempotentResponse) {
+	w.Header().Set("Idempotency-Replayed", "true")
+	writeRawJSON(w, first.Status, first.Body)
 }
 
 func validIdempotencyKey(key string) bool {
