@@ -307,8 +307,7 @@ type follower struct {
 }
 
 type frame struct {
-	id   string
-	data string
+	id, event, data string
 }
 
 func (f *follower) count() int {
@@ -363,7 +362,7 @@ func (f *follower) once(ctx context.Context) {
 			continue
 		}
 		f.mu.Lock()
-		f.frames = append(f.frames, frame{id: ev.ID, data: ev.Data})
+		f.frames = append(f.frames, frame{id: ev.ID, event: ev.Type(), data: ev.Data})
 		f.mu.Unlock()
 	}
 }

@@ -43,7 +43,9 @@ type server struct {
 	cmd    *exec.Cmd
 	base   string
 	stderr *os.File
-	exited chan error
+	// done is closed when the process has exited, with err its Wait error.
+	done chan struct{}
+	err  error
 }
 
 // freePort returns a port nothing listens on now, for a server that must
@@ -75,7 +77,7 @@ func startServer(t *testing.T, dir, addr string, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, base: "http://" + addr, stderr: logFile, exited: make(chan error, 1)}
+	s := &server{cmd: cmd, base: "http://" + addr, stderr: logFile, done: make(chan struct{})}
 	listening := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -90,7 +92,10 @@ func startServer(t *testing.T, dir, addr string, args ...string) *server {
 			listening <- false
 		}
 	}()
-	go func() { s.exited <- cmd.Wait() }()
+	go func() {
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
 	t.Cleanup(func() { s.kill() })
 	select {
 	case ok := <-listening:
@@ -105,12 +110,13 @@ func startServer(t *testing.T, dir, addr string, args ...string) *server {
 
 // kill ends the process with SIGKILL and waits for it.
 func (s *server) kill() {
-	if s.cmd.ProcessState != nil {
+	select {
+	case <-s.done:
 		return
+	default:
 	}
 	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-	s.exited <- nil // a later kill returns at once
+	<-s.done
 }
 
 func (s *server) log() string {
