@@ -114,7 +114,9 @@ func TestLifecycle(t *testing.T) {
 
 var lastID atomic.Int64
 
-func newID(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), lastID.Add(1)) }
+func newID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), lastID.Add(1))
+}
 
 // keyed is an idempotent append the model remembers: its body and the
 // response it got.
