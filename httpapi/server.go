@@ -84,8 +84,12 @@ type Config struct {
 	// Runs stores thread run rows and feedback. Nil: the thread endpoints
 	// answer UNAVAILABLE.
 	Runs runevents.RunStore
-	// Idempotency remembers responses to requests with an Idempotency-Key.
-	// Nil: such requests answer UNAVAILABLE.
+	// Idempotency is not used any more: requests with an Idempotency-Key
+	// store their key with their events, through ThreadLog's store
+	// (runevents.IdempotentAppender), in one transaction.
+	//
+	// Deprecated: kept so that callers compile while httpapi is
+	// refactored; to be removed.
 	Idempotency runevents.IdempotencyStore
 	// ThreadLog is the append choke point of thread events, over
 	// RunEvents. Nil: ingest answers UNAVAILABLE.
