@@ -15,6 +15,7 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/text v0.42.0
 	modernc.org/sqlite v1.62.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -82,6 +82,10 @@ func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevent
 	if err != nil {
 		return nil, err
 	}
+	ctx, err = started(ctx)
+	if err != nil {
+		return nil, err
+	}
 	recs, err := l.store.PutBatch(ctx, events)
 	if err != nil {
 		return nil, err
@@ -90,11 +94,69 @@ func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevent
 	return recs, nil
 }
 
+// started checks that ctx has not ended and returns a context that keeps
+// its values but not its cancellation: once an append is handed to the
+// store it runs to its outcome, so that a write that commits is always
+// published and answered, even when the caller has left meanwhile. The
+// stores bound their own transactions.
+func started(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, runstream.Wrap(err, runstream.CodeUnavailable, "the append was cancelled before it started")
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
+// AppendIdempotent is Append or AppendIfAbsent under an idempotency key:
+// it checks and redacts a.Events like Append, stamps them with a.UserID,
+// and appends them through the store's runevents.IdempotentAppender, which
+// commits the rows and the response under the key together. It publishes
+// what the call appended; a replay publishes nothing. A store without the
+// capability (jsonl) refuses with CodeUnavailable rather than append
+// without the guarantee.
+func (l *ThreadLog) AppendIdempotent(ctx context.Context, a runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
+	store, ok := l.store.(runevents.IdempotentAppender)
+	if !ok {
+		return runevents.IdempotentResult{}, runstream.Errorf(runstream.CodeUnavailable, "this store does not support idempotent appends")
+	}
+	events, err := l.prepare(a.UserID, a.Events)
+	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	if a.IfAbsent && len(events) != 1 {
+		return runevents.IdempotentResult{}, runstream.Errorf(runstream.CodeValidationFailed, "the singleton write takes exactly one event, got %d", len(events))
+	}
+	ctx, err = started(ctx)
+	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	a.Events = events
+	res, err := store.AppendIdempotent(ctx, a)
+	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	l.publish(res.Appended)
+	return res, nil
+}
+
+// LookupIdempotent returns the response stored under an idempotency key,
+// or nil (runevents.IdempotentAppender).
+func (l *ThreadLog) LookupIdempotent(ctx context.Context, userID, key string, requestHash []byte) (*runevents.IdempotentResponse, error) {
+	store, ok := l.store.(runevents.IdempotentAppender)
+	if !ok {
+		return nil, runstream.Errorf(runstream.CodeUnavailable, "this store does not support idempotent appends")
+	}
+	return store.LookupIdempotent(ctx, userID, key, requestHash)
+}
+
 // AppendIfAbsent is the singleton write: it checks and redacts e like
 // Append, then appends it unless its run already has a row of its type, in
 // which case it returns that row and created=false and publishes nothing.
 func (l *ThreadLog) AppendIfAbsent(ctx context.Context, userID string, e runevents.NewEvent) (runevents.Record, bool, error) {
 	events, err := l.prepare(userID, []runevents.NewEvent{e})
+	if err != nil {
+		return runevents.Record{}, false, err
+	}
+	ctx, err = started(ctx)
 	if err != nil {
 		return runevents.Record{}, false, err
 	}

@@ -451,3 +451,66 @@ func TestThreadUnframableRecordIsLogged(t *testing.T) {
 		t.Errorf("published %v, want [1]", seqsOf(events))
 	}
 }
+
+// callerLeavesStore cancels its caller's context while it commits, then
+// answers as sqlite's group commit does to a caller whose context ended:
+// with the context's error, although the rows committed.
+type callerLeavesStore struct {
+	*memory.RunEventStore
+	leave context.CancelFunc
+}
+
+func (s callerLeavesStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	s.leave()
+	recs, err := s.RunEventStore.PutBatch(ctx, events)
+	if err == nil && ctx.Err() != nil {
+		return nil, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "the call was cancelled")
+	}
+	return recs, err
+}
+
+func (s callerLeavesStore) AppendIdempotent(ctx context.Context, a runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
+	s.leave()
+	res, err := s.RunEventStore.AppendIdempotent(ctx, a)
+	if err == nil && ctx.Err() != nil {
+		return runevents.IdempotentResult{}, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "the call was cancelled")
+	}
+	return res, err
+}
+
+// An append whose caller leaves during the commit still runs to its
+// outcome: it is answered with its records and published.
+func TestThreadAppendOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, eventlog.ThreadLimits{})
+	sub := env.follow(t, streams.ThreadStream{})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	log := eventlog.NewThreadLog(callerLeavesStore{env.store, cancel}, mustValidator(t), env.hub, eventlog.ThreadLimits{})
+	recs, err := log.Append(ctx, "u", []runevents.NewEvent{aiEvent("r1")})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("Append whose caller left during the commit = %v, %v; want its record", recs, err)
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	log = eventlog.NewThreadLog(callerLeavesStore{env.store, cancel}, mustValidator(t), env.hub, eventlog.ThreadLimits{})
+	res, err := log.AppendIdempotent(ctx, runevents.IdempotentAppend{UserID: "u", Key: "k", RequestHash: []byte{1},
+		Events: []runevents.NewEvent{aiEvent("r1")},
+		Response: func([]runevents.Record, bool) (runevents.IdempotentResponse, error) {
+			return runevents.IdempotentResponse{Status: 201, Body: []byte(`{}`)}, nil
+		}})
+	if err != nil || len(res.Appended) != 1 {
+		t.Fatalf("AppendIdempotent whose caller left during the commit = %+v, %v; want its record", res, err)
+	}
+	if events, _ := sub.Take(); fmt.Sprint(seqsOf(events)) != "[1 2]" {
+		t.Errorf("published %v; want [1 2]: a committed append is always published", seqsOf(events))
+	}
+	// A caller gone before the append starts writes nothing.
+	gone, cancelGone := context.WithCancel(t.Context())
+	cancelGone()
+	if _, err := env.log.Append(gone, "u", []runevents.NewEvent{aiEvent("r1")}); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
+		t.Errorf("Append with an ended context: %v; want UNAVAILABLE", err)
+	}
+	if rows := env.rows(t); len(rows) != 2 {
+		t.Errorf("%d rows; want 2", len(rows))
+	}
+}

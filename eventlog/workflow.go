@@ -54,6 +54,9 @@ func (l *WorkflowLog) CreateRun(ctx context.Context, r workflow.Run, events []wo
 	if err != nil {
 		return workflow.Run{}, nil, err
 	}
+	if ctx, err = started(ctx); err != nil {
+		return workflow.Run{}, nil, err
+	}
 	run, stored, err := l.store.CreateRun(ctx, r, events)
 	if err != nil {
 		return workflow.Run{}, nil, err
@@ -69,6 +72,9 @@ func (l *WorkflowLog) Append(ctx context.Context, p workflow.AppendParams) ([]wo
 		return nil, err
 	}
 	p.Events = events
+	if ctx, err = started(ctx); err != nil {
+		return nil, err
+	}
 	stored, err := l.store.Append(ctx, p)
 	if err != nil {
 		return nil, err
@@ -85,6 +91,9 @@ func (l *WorkflowLog) Resume(ctx context.Context, p workflow.ResumeParams) ([]wo
 		return nil, err
 	}
 	p.Events = events
+	if ctx, err = started(ctx); err != nil {
+		return nil, err
+	}
 	stored, err := l.store.Resume(ctx, p)
 	if err != nil {
 		return nil, err

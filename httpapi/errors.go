@@ -45,6 +45,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		RequestID: requestID(r.Context()),
 	}
 	status := ErrorStatus(e.Code)
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		// Every UNAVAILABLE is retryable: say when (a store outage, a key
+		// in progress, a shutdown).
+		w.Header().Set("Retry-After", "1")
+	}
 	if status >= 500 {
 		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.String("request_id", body.RequestID),

@@ -42,6 +42,6 @@ func (c envConfig) newServer() *Server {
 	if c.Threads == nil {
 		c.Threads, _ = c.RunEvents.(runevents.ThreadReader)
 	}
-	threads := threadsvc.New(c.RunEvents, c.Threads, c.Runs, c.ThreadLog, c.Hub, threadsvc.Config{Idempotency: c.Idempotency})
+	threads := threadsvc.New(c.RunEvents, c.Threads, c.Runs, c.ThreadLog, c.Hub, threadsvc.Config{})
 	return New(c.Config, workflows, threads)
 }

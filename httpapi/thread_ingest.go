@@ -3,12 +3,10 @@ package httpapi
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -56,25 +54,60 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	return s.idempotent(w, r, body, func(ctx context.Context) (int, any, error) {
-		events, err := decodeIngest(body, threadID, runID, s.threads.MaxBatchEvents())
+	key, hash, err := idempotencyKeyOf(r, body)
+	if err != nil {
+		return err
+	}
+	user := userOf(r)
+	if key != "" {
+		// A completed key is answered before the checks, which might now
+		// refuse the request.
+		first, err := s.threads.Replay(r.Context(), user, key, hash)
 		if err != nil {
-			return 0, nil, err
+			return err
 		}
-		if !ifAbsent {
-			recs, err := s.threads.Append(ctx, userOf(r), threadID, events)
-			return http.StatusCreated, ingestResponse{Events: recs}, err
+		if first != nil {
+			writeReplay(w, first)
+			return nil
 		}
-		if len(events) != 1 {
-			return 0, nil, badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
+	}
+	events, err := decodeIngest(body, threadID, runID, s.threads.MaxBatchEvents())
+	if err != nil {
+		return err
+	}
+	if ifAbsent && len(events) != 1 {
+		return badParam("if_absent", "the singleton write takes exactly one event, got %d", len(events))
+	}
+	if key != "" {
+		return s.appendIdempotent(w, r, threadsvc.IdempotentParams{
+			User: user, ThreadID: threadID, Key: key, Hash: hash, Events: events, IfAbsent: ifAbsent,
+		})
+	}
+	// Without a key the append still runs to its end if the client leaves
+	// (the event log makes sure), so what committed is published.
+	if !ifAbsent {
+		recs, err := s.threads.Append(r.Context(), user, threadID, events)
+		if err != nil {
+			return err
 		}
-		rec, created, err := s.threads.AppendIfAbsent(ctx, userOf(r), threadID, events[0])
-		status := http.StatusOK
-		if created {
-			status = http.StatusCreated
-		}
-		return status, ingestResponse{Events: []runevents.Record{rec}, Created: &created}, err
-	})
+		writeJSON(w, http.StatusCreated, ingestResponse{Events: recs})
+		return nil
+	}
+	rec, created, err := s.threads.AppendIfAbsent(r.Context(), user, threadID, events[0])
+	if err != nil {
+		return err
+	}
+	writeJSON(w, ifAbsentStatus(created), ingestResponse{Events: []runevents.Record{rec}, Created: &created})
+	return nil
+}
+
+// ifAbsentStatus is the status of the singleton write: 201 when it
+// created the row, 200 when it found it.
+func ifAbsentStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
 }
 
 // decodeIngest decodes an ingest body into events of the thread and run.
@@ -236,44 +269,55 @@ func bodyProblem(path string, err error) error {
 	return threadsvc.Problem(path, msg)
 }
 
-// idempotent runs do and writes its response. With an Idempotency-Key
-// header it runs under the key (threadsvc.Service.Idempotent): a retry
-// with the same key, method, path, query and body gets the first response
-// again (with Idempotency-Replayed: true). A request whose write failed on
-// the server's side (a threadsvc.WriteError answered 5xx) keeps its key
-// reserved, because the write may have committed.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, body []byte, do func(ctx context.Context) (int, any, error)) error {
+// idempotencyKeyOf returns the request's Idempotency-Key ("" without
+// one) and the request's hash: SHA-256 of method, path, query and body.
+// Several values are refused as an invalid key.
+func idempotencyKeyOf(r *http.Request, body []byte) (key string, hash []byte, err error) {
 	keys := r.Header.Values(IdempotencyKeyHeader)
 	if len(keys) == 0 {
-		status, v, err := do(r.Context())
-		if err != nil {
-			return err
-		}
-		writeJSON(w, status, v)
-		return nil
+		return "", nil, nil
 	}
-	p := threadsvc.IdempotentParams{User: userOf(r), KeepKey: func(err error) bool {
-		return threadsvc.IsWriteError(err) && ErrorStatus(runstream.ErrorCodeOf(err)) >= 500
-	}}
-	if len(keys) == 1 {
-		p.Key = keys[0] // several values: the empty key, refused as invalid
+	if len(keys) > 1 || !threadsvc.ValidIdempotencyKey(keys[0]) {
+		return "", nil, runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", IdempotencyKeyHeader, threadsvc.MaxIdempotencyKey).
+			WithDetail("parameter", IdempotencyKeyHeader)
 	}
 	h := sha256.New()
 	h.Write([]byte(r.Method + " " + r.URL.Path + "?" + r.URL.RawQuery + "\n"))
 	h.Write(body)
-	p.Hash = h.Sum(nil)
-	logf := func(level slog.Level, msg string, err error) {
-		s.logger.Log(r.Context(), level, msg, "request_id", requestID(r.Context()), "error", err)
+	return keys[0], h.Sum(nil), nil
+}
+
+// appendIdempotent appends under an Idempotency-Key
+// (threadsvc.Service.AppendIdempotent) and writes the response: the first
+// one again, with Idempotency-Replayed: true, for a retry.
+func (s *Server) appendIdempotent(w http.ResponseWriter, r *http.Request, p threadsvc.IdempotentParams) error {
+	p.Response = func(recs []runevents.Record, created bool) (threadsvc.Response, error) {
+		status, resp := http.StatusCreated, ingestResponse{Events: recs}
+		if p.IfAbsent {
+			status, resp.Created = ifAbsentStatus(created), &created
+		}
+		body, err := json.Marshal(resp)
+		if err != nil {
+			return threadsvc.Response{}, runstream.Wrap(err, runstream.CodeInternal, "encode response")
+		}
+		return threadsvc.Response{Status: status, Body: body}, nil
 	}
-	resp, replayed, err := s.threads.Idempotent(r.Context(), p, do, logf)
+	resp, replayed, err := s.threads.AppendIdempotent(r.Context(), p)
 	if err != nil {
 		return err
 	}
 	if replayed {
-		w.Header().Set("Idempotency-Replayed", "true")
+		writeReplay(w, &resp)
+		return nil
 	}
 	writeRawJSON(w, resp.Status, resp.Body)
 	return nil
+}
+
+// writeReplay answers with the first response to a request's key.
+func writeReplay(w http.ResponseWriter, first *threadsvc.Response) {
+	w.Header().Set("Idempotency-Replayed", "true")
+	writeRawJSON(w, first.Status, first.Body)
 }
 
 // writeRawJSON writes an encoded JSON body as writeJSON does.

@@ -203,11 +203,31 @@ func testIngestIfAbsentUnder50Callers(t *testing.T, b threadBackend) {
 	}
 }
 
+// keysRefused reports whether b's event store lacks idempotent appends
+// (the JSONL store), after checking that it refuses a keyed request with a
+// retryable 503 and stores nothing, rather than apply it without the
+// guarantee.
+func keysRefused(t *testing.T, env *threadEnv, b threadBackend) bool {
+	t.Helper()
+	if b.name != "jsonl" {
+		return false
+	}
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
+	rows, err := env.events.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("a refused keyed request stored %d rows (%v)", len(rows), err)
+	}
+	return true
+}
+
 func TestIngestIdempotencyKey(t *testing.T) { forEachThreadBackend(t, testIngestIdempotencyKey) }
 
 func testIngestIdempotencyKey(t *testing.T, b threadBackend) {
 	t.Parallel()
 	env := newThreadEnvOn(t, b)
+	if keysRefused(t, env, b) {
+		return
+	}
 	key := []string{IdempotencyKeyHeader, "retry-1"}
 	first := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON), key...)
 	if first.Code != 201 {
@@ -235,71 +255,73 @@ func testIngestIdempotencyKey(t *testing.T, b threadBackend) {
 	}
 }
 
-// blockingStore holds every PutBatch until release is closed, after
-// signalling entered.
-type blockingStore struct {
-	*memory.RunEventStore
-	entered chan struct{}
-	release chan struct{}
+// busyKeyStore answers every idempotent call as a store whose key another
+// request holds.
+type busyKeyStore struct{ *memory.RunEventStore }
+
+func (busyKeyStore) AppendIdempotent(context.Context, runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
+	return runevents.IdempotentResult{}, runevents.ErrIdempotencyInProgress()
 }
 
-func (s blockingStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
-	s.entered <- struct{}{}
-	<-s.release
-	return s.RunEventStore.PutBatch(ctx, events)
+func (busyKeyStore) LookupIdempotent(context.Context, string, string, []byte) (*runevents.IdempotentResponse, error) {
+	return nil, runevents.ErrIdempotencyInProgress()
 }
 
-func TestIngestRetryWhileInProgressConflicts(t *testing.T) {
+// A key in progress is a retryable answer with Retry-After, so that a
+// producer retries instead of giving up (or resending without the key).
+func TestIngestKeyInProgressIsRetryable(t *testing.T) {
 	t.Parallel()
-	store := blockingStore{memory.NewRunEventStore(), make(chan struct{}, 1), make(chan struct{})}
+	store := busyKeyStore{memory.NewRunEventStore()}
 	env := newThreadEnv(t, func(c *envConfig) {
 		c.RunEvents = store
 		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
 	})
-	first := make(chan string)
-	go func() {
-		rec := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k")
-		first <- fmt.Sprint(rec.Code, " ", rec.Body)
-	}()
-	<-store.entered
-	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 409, runstream.CodeConflict)
-	close(store.release)
-	got := <-first
-	if !strings.HasPrefix(got, "201 ") {
-		t.Fatalf("first request: %s", got)
-	}
-	if again := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"); fmt.Sprint(again.Code, " ", again.Body) != got {
-		t.Errorf("retry after completion = %d %s, want %s", again.Code, again.Body, got)
+	rec := env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k")
+	body := wantError(t, rec, 503, runstream.CodeUnavailable)
+	if !body.Retryable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("key in progress: retryable %v, Retry-After %q; want a retryable answer with Retry-After", body.Retryable, rec.Header().Get("Retry-After"))
 	}
 }
 
-// unknownOutcomeStore commits every PutBatch, then answers as a store
-// whose caller left during the commit: UNAVAILABLE, outcome unknown.
-type unknownOutcomeStore struct{ *memory.RunEventStore }
+// lostAnswerStore commits every idempotent append, then answers as a
+// store whose connection broke before the commit's acknowledgement: the
+// outcome is unknown to the caller.
+type lostAnswerStore struct{ *memory.RunEventStore }
 
-func (s unknownOutcomeStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
-	if _, err := s.RunEventStore.PutBatch(ctx, events); err != nil {
-		return nil, err
+func (s lostAnswerStore) AppendIdempotent(ctx context.Context, a runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
+	if _, err := s.RunEventStore.AppendIdempotent(ctx, a); err != nil {
+		return runevents.IdempotentResult{}, err
 	}
-	return nil, runstream.Errorf(runstream.CodeUnavailable, "the commit may still have happened")
+	return runevents.IdempotentResult{}, runstream.Errorf(runstream.CodeUnavailable, "the commit may have happened")
 }
 
-// A request whose write failed on the server's side keeps its key: a retry
-// with it must not write the batch a second time.
-func TestIngestKeyKeptAfterAnUnknownOutcome(t *testing.T) {
+// A write whose answer was lost committed its response with it: the retry
+// with the key gets that response (the seqs of the rows) and writes
+// nothing.
+func TestIngestRetryAfterALostAnswerReplays(t *testing.T) {
 	t.Parallel()
-	store := unknownOutcomeStore{memory.NewRunEventStore()}
+	store := lostAnswerStore{memory.NewRunEventStore()}
 	env := newThreadEnv(t, func(c *envConfig) {
 		c.RunEvents = store
 		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
 	})
-	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
-	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 409, runstream.CodeConflict)
+	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON, aiJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
+	again := env.do(t, "POST", eventsPath, batch(startJSON, aiJSON), IdempotencyKeyHeader, "k")
+	if again.Code != 201 || again.Header().Get("Idempotency-Replayed") != "true" {
+		t.Fatalf("retry = %d %s; want the first response, replayed", again.Code, again.Body)
+	}
+	var resp struct{ Events []runevents.Record }
+	if err := json.Unmarshal(again.Body.Bytes(), &resp); err != nil || len(resp.Events) != 2 || resp.Events[0].Seq != 1 || resp.Events[1].Seq != 2 {
+		t.Fatalf("replayed body %s (%v); want seqs 1 and 2", again.Body, err)
+	}
 	rows, err := store.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
-	if err != nil || len(rows) != 1 {
+	if err != nil || len(rows) != 2 {
 		t.Errorf("%d rows after the retry (%v); want the batch once", len(rows), err)
 	}
 }
+
+// plainStore hides every capability of a store but runevents.Store.
+type plainStore struct{ runevents.Store }
 
 // flakyThreadReader fails its first fails reads with UNAVAILABLE, as a
 // busy database does.
@@ -335,6 +357,9 @@ func TestIngestConcurrentSameKey(t *testing.T) { forEachThreadBackend(t, testIng
 func testIngestConcurrentSameKey(t *testing.T, b threadBackend) {
 	t.Parallel()
 	env := newThreadEnvOn(t, b)
+	if keysRefused(t, env, b) {
+		return
+	}
 	bodies := make([]string, 50)
 	codes := make([]int, 50)
 	var wg sync.WaitGroup
@@ -353,7 +378,6 @@ func testIngestConcurrentSameKey(t *testing.T, b threadBackend) {
 				t.Errorf("caller %d got another 201 body", i)
 			}
 			created = bodies[i]
-		case 409:
 		default:
 			t.Errorf("caller %d: %d %s", i, code, bodies[i])
 		}
@@ -403,12 +427,17 @@ func sameErrorShape(a, b []byte) bool {
 
 func TestIngestUnavailable(t *testing.T) {
 	t.Parallel()
-	env := newThreadEnv(t, func(c *envConfig) { c.ThreadLog = nil; c.Idempotency = nil })
+	env := newThreadEnv(t, func(c *envConfig) { c.ThreadLog = nil })
 	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON)), 503, runstream.CodeUnavailable)
-	env = newThreadEnv(t, func(c *envConfig) { c.Idempotency = nil })
+	// A store without idempotent appends (jsonl) refuses keyed requests
+	// rather than apply them without the guarantee.
+	env = newThreadEnv(t, func(c *envConfig) {
+		store := plainStore{c.RunEvents}
+		c.ThreadLog = eventlog.NewThreadLog(store, testValidator, c.Hub, eventlog.ThreadLimits{})
+	})
 	wantError(t, env.do(t, "POST", eventsPath, batch(startJSON), IdempotencyKeyHeader, "k"), 503, runstream.CodeUnavailable)
 	if rec := env.do(t, "POST", eventsPath, batch(startJSON)); rec.Code != 201 {
-		t.Errorf("without a key the idempotency store is not needed: %d", rec.Code)
+		t.Errorf("without a key the capability is not needed: %d", rec.Code)
 	}
 }
 

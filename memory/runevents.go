@@ -34,6 +34,9 @@ type RunEventStore struct {
 	mu      sync.RWMutex
 	threads map[string]*thread
 	closed  bool
+	// keys holds the responses of idempotent appends (AppendIdempotent).
+	keys         map[idemKey]*storedKey
+	lastKeySweep time.Time
 }
 
 var (
@@ -73,7 +76,7 @@ func (s *RunEventStore) Durability() string { return "none (process memory)" }
 func (s *RunEventStore) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closed, s.threads = true, nil
+	s.closed, s.threads, s.keys = true, nil, nil
 	return nil
 }
 
@@ -123,6 +126,20 @@ func (s *RunEventStore) PutIfAbsent(_ context.Context, e runevents.NewEvent) (ru
 	if s.closed {
 		return runevents.Record{}, false, errClosed()
 	}
+	old, found, err := s.firstOfTypeLocked(rec)
+	switch {
+	case err != nil:
+		return runevents.Record{}, false, err
+	case found:
+		return old, false, nil
+	}
+	return s.appendLocked(rec).Clone(), true, nil
+}
+
+// firstOfTypeLocked returns a copy of the earliest row of rec's run and
+// type, or CodeConflict when that row belongs to another owner. The caller
+// holds s.mu.
+func (s *RunEventStore) firstOfTypeLocked(rec runevents.Record) (runevents.Record, bool, error) {
 	if t := s.threads[rec.ThreadID]; t != nil && t.runs[rec.RunID] != nil {
 		for _, old := range t.runs[rec.RunID].events {
 			if old.EventType != rec.EventType {
@@ -132,10 +149,10 @@ func (s *RunEventStore) PutIfAbsent(_ context.Context, e runevents.NewEvent) (ru
 				return runevents.Record{}, false, runstream.Errorf(runstream.CodeConflict,
 					"event %s of run %s already exists for another owner", rec.EventType, rec.RunID)
 			}
-			return old.Clone(), false, nil
+			return old.Clone(), true, nil
 		}
 	}
-	return s.appendLocked(rec).Clone(), true, nil
+	return runevents.Record{}, false, nil
 }
 
 // appendLocked assigns rec the thread's next seq and files it. The caller

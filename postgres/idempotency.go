@@ -120,6 +120,7 @@ func errKeyInProgress() error {
 // keyState is what one round of Begin found.
 type keyState struct {
 	reserved  bool // this round inserted the row
+	lookedUp  bool // AppendIdempotent read the row after its insert was refused
 	found     bool // the row exists (reserved, or another's)
 	completed bool // the row holds a response, resp
 	resp      runevents.IdempotentResponse

@@ -63,6 +63,12 @@ type IdempotentResponse struct {
 // IdempotencyStore remembers responses by (owner, key) so that a retried
 // request gets the first response instead of being applied twice. It is
 // safe for concurrent use, across processes for the SQL backends.
+//
+// Begin, the write and Complete are three transactions: a crash between
+// them leaves the key reserved until it expires, with the write's outcome
+// unknown. Appends use IdempotentAppender instead, which commits the key
+// with the rows; a reservation Begin left is reported to it as
+// ErrIdempotencyInProgress.
 type IdempotencyStore interface {
 	// Begin reserves (userID, key) for a request with the given hash. When
 	// the key already has a completed response with the same hash it

@@ -26,7 +26,8 @@ type Harness struct {
 // RunEventStore runs the conformance tests against the stores h opens: the
 // semantics of the runevents package doc, one subtest per rule, grouped by
 // method (Put, Content, PutIfAbsent, ListMessages, ListEvents,
-// ListMessagesByRun, LastVisibleAISeqByRun, Delete, Owner, Concurrency),
+// ListMessagesByRun, LastVisibleAISeqByRun, Delete, Owner, Concurrency,
+// Idempotent: runevents.IdempotentAppender, skipped for stores without it),
 // then Reopen when h.OpenReopenable is set. Subtests of a group run in
 // parallel, each on a store of its own; the heaviest one writes 20,000
 // rows with 100 concurrent Puts.
@@ -49,6 +50,7 @@ func RunEventStore(t *testing.T, h Harness) {
 		{"Delete", deleteTests},
 		{"Owner", ownerTests},
 		{"Concurrency", concurrencyTests},
+		{"Idempotent", idempotentTests},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
@@ -60,6 +62,7 @@ func RunEventStore(t *testing.T, h Harness) {
 		})
 	}
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, h) })
+	t.Run("IdempotentReopen", func(t *testing.T) { testIdempotentReopen(t, h) })
 }
 
 // test is one conformance check on a fresh store.

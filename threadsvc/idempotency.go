@@ -2,9 +2,7 @@ package threadsvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
@@ -19,77 +17,82 @@ type Response struct {
 	Body   []byte
 }
 
-// IdempotentParams names the request Idempotent runs under a key.
+// IdempotentParams is an append made under an idempotency key.
 type IdempotentParams struct {
-	User string
-	Key  string
+	User     string
+	ThreadID string
+	Key      string
 	// Hash identifies the request (its method, target and body): a retry
 	// under the key must have the same.
 	Hash []byte
-	// KeepKey reports whether a failure of do leaves the outcome unknown
-	// (a WriteError failed on the server's side, say), so that the key
-	// stays reserved rather than released.
-	KeepKey func(err error) bool
+	// Events is the batch; with IfAbsent it holds exactly one event, the
+	// singleton write.
+	Events   []runevents.NewEvent
+	IfAbsent bool
+	// Response builds the answer stored with the key from the records as
+	// stored (for IfAbsent, the record created or found and whether it was
+	// created). It runs inside the store's transaction, perhaps more than
+	// once: it must be quick and free of side effects.
+	Response func(recs []runevents.Record, created bool) (Response, error)
 }
 
-// Idempotent runs do once per (user, key): a retry with the same key and
-// hash gets the first response again with replayed true, another request
-// with the same key VALIDATION_FAILED, and a retry while the first is in
-// progress CONFLICT. do runs to its end even if ctx is cancelled, so that
-// its outcome is known, and its value is encoded as JSON. A failure of do
-// for which p.KeepKey is true keeps the key reserved, answering later
-// retries CONFLICT, because the write may have committed: a key never
-// applies a write twice. Any other failure releases the key for a retry.
-// A key that is not 1 to MaxIdempotencyKey printable ASCII characters is
-// VALIDATION_FAILED; a service without an idempotency store answers
-// UNAVAILABLE. Failures to release or complete a key are reported to
-// logf with their level, the request then going on as described.
-func (s *Service) Idempotent(ctx context.Context, p IdempotentParams, do func(ctx context.Context) (int, any, error), logf func(level slog.Level, msg string, err error)) (resp Response, replayed bool, err error) {
-	if !ValidIdempotencyKey(p.Key) {
-		return Response{}, false, runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", "Idempotency-Key", MaxIdempotencyKey).
-			WithDetail("parameter", "Idempotency-Key")
+// Replay returns the response stored under the user's key when the key
+// holds one for a request with hash, or nil. It lets a retry be answered
+// before checks that might now refuse it (a thread since deleted, say);
+// AppendIdempotent still decides. A key used for another request is
+// VALIDATION_FAILED; a key held by a request in progress UNAVAILABLE.
+func (s *Service) Replay(ctx context.Context, user, key string, hash []byte) (*Response, error) {
+	if err := s.checkKey(key); err != nil {
+		return nil, err
 	}
-	if s.idem == nil {
-		return Response{}, false, unavailable("idempotency store")
+	first, err := s.log.LookupIdempotent(ctx, user, key, hash)
+	if err != nil || first == nil {
+		return nil, err
+	}
+	return &Response{Status: first.Status, Body: first.Body}, nil
+}
+
+// AppendIdempotent appends p's batch under p's key unless the thread is
+// another user's. The key, the rows and the response commit in one
+// transaction of the store (runevents.IdempotentAppender), so a retry
+// with the same key and hash gets the first response again (replayed
+// true), whatever crashed in between, and the batch is applied at most
+// once; a key used for another request is VALIDATION_FAILED; a key held by
+// a request in progress UNAVAILABLE (retryable). A failed append leaves no
+// trace of the key. The append runs to its end even if ctx is cancelled,
+// so that its outcome is stored and published.
+func (s *Service) AppendIdempotent(ctx context.Context, p IdempotentParams) (resp Response, replayed bool, err error) {
+	if err := s.checkKey(p.Key); err != nil {
+		return Response{}, false, err
 	}
 	ctx = context.WithoutCancel(ctx)
-	first, err := s.idem.Begin(ctx, p.User, p.Key, p.Hash)
-	if err != nil {
+	if err := s.requireWritable(ctx, p.User, p.ThreadID); err != nil {
 		return Response{}, false, err
 	}
-	if first != nil {
-		return Response{Status: first.Status, Body: first.Body}, true, nil
-	}
-	// The reservation is released when the request is refused, or when do
-	// panics before writing; kept otherwise.
-	release := true
-	defer func() {
-		if release {
-			if err := s.idem.Abort(ctx, p.User, p.Key); err != nil {
-				logf(slog.LevelWarn, "idempotency abort failed", err)
-			}
-		}
-	}()
-	status, v, err := do(ctx)
+	res, err := s.log.AppendIdempotent(ctx, runevents.IdempotentAppend{
+		UserID: p.User, Key: p.Key, RequestHash: p.Hash, Events: p.Events, IfAbsent: p.IfAbsent,
+		Response: func(recs []runevents.Record, created bool) (runevents.IdempotentResponse, error) {
+			r, err := p.Response(recs, created)
+			return runevents.IdempotentResponse{Status: r.Status, Body: r.Body}, err
+		},
+	})
 	if err != nil {
-		if p.KeepKey(err) {
-			release = false
-			logf(slog.LevelWarn, "idempotency key kept reserved: the request failed with an unknown outcome", err)
-		}
-		return Response{}, false, err
+		return Response{}, false, WriteError{err}
 	}
-	release = false
-	out, err := json.Marshal(v)
-	if err != nil {
-		return Response{}, false, runstream.Wrap(err, runstream.CodeInternal, "encode response")
+	return Response{Status: res.Response.Status, Body: res.Response.Body}, res.Replayed, nil
+}
+
+// checkKey refuses an invalid key, and any key on a service without an
+// event log.
+func (s *Service) checkKey(key string) error {
+	if !ValidIdempotencyKey(key) {
+		return runstream.Errorf(runstream.CodeValidationFailed, "%s must be one value of 1 to %d printable ASCII characters", "Idempotency-Key", MaxIdempotencyKey).
+			WithDetail("parameter", "Idempotency-Key")
 	}
-	if err := s.idem.Complete(ctx, p.User, p.Key,
-		runevents.IdempotentResponse{RequestHash: p.Hash, Status: status, Body: out}); err != nil {
-		// The write was applied; a retry would apply it again, so the key
-		// stays reserved (CONFLICT) rather than released.
-		logf(slog.LevelError, "idempotency complete failed", err)
+	if s.log == nil {
+		return unavailable("thread event log")
 	}
-	return Response{Status: status, Body: out}, false, nil
+	return nil
 }
 
 // ValidIdempotencyKey reports whether key is 1 to MaxIdempotencyKey

@@ -23,12 +23,9 @@ type EventStore interface {
 
 var _ EventStore = runevents.Store(nil)
 
-// Config holds the optional parts of a Service.
-type Config struct {
-	// Idempotency remembers the responses of requests made under an
-	// idempotency key. Nil: Idempotent refuses keys with UNAVAILABLE.
-	Idempotency runevents.IdempotencyStore
-}
+// Config holds the optional parts of a Service. Idempotency keys need
+// none: they commit with their events, in the event log's store.
+type Config struct{}
 
 // Service is the thread service. It is safe for concurrent use.
 type Service struct {
@@ -37,7 +34,6 @@ type Service struct {
 	runs    runevents.RunStore
 	log     *eventlog.ThreadLog
 	hub     *live.Hub
-	idem    runevents.IdempotencyStore
 }
 
 // New returns the service over events (read and deleted), threads (a
@@ -46,7 +42,7 @@ type Service struct {
 // events) and hub (live followers). A nil log makes Append and
 // AppendIfAbsent answer UNAVAILABLE, a nil hub OpenStream.
 func New(events EventStore, threads runevents.ThreadReader, runs runevents.RunStore, log *eventlog.ThreadLog, hub *live.Hub, cfg Config) *Service {
-	return &Service{events: events, threads: threads, runs: runs, log: log, hub: hub, idem: cfg.Idempotency}
+	return &Service{events: events, threads: threads, runs: runs, log: log, hub: hub}
 }
 
 func unavailable(what string) error {

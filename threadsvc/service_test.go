@@ -1,10 +1,8 @@
 package threadsvc_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
+	"fmt"
 	"testing"
 
 	"github.com/runstream/runstream"
@@ -27,7 +25,7 @@ func setup(t *testing.T) *threadsvc.Service {
 	hub := live.New(live.Config{})
 	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
 	return threadsvc.New(events, events, memory.NewRunStore(), log, hub,
-		threadsvc.Config{Idempotency: memory.NewIdempotencyStore()})
+		threadsvc.Config{})
 }
 
 func startEvent() runevents.NewEvent {
@@ -58,46 +56,45 @@ func TestThreadIsItsOwners(t *testing.T) {
 	}
 }
 
-// Under a key, a request runs once: a retry gets its response again, a
-// different request under the key is refused, and a write with an unknown
-// outcome keeps the key.
-func TestIdempotent(t *testing.T) {
+// Under a key, a batch is appended once: a retry gets the first response
+// again (the records' seqs) and appends nothing, a different request under
+// the key is refused, and an invalid key is refused before anything.
+func TestAppendIdempotent(t *testing.T) {
 	t.Parallel()
 	svc := setup(t)
 	ctx := t.Context()
-	calls := 0
-	do := func(context.Context) (int, any, error) {
-		calls++
-		return 201, map[string]int{"calls": calls}, nil
-	}
-	keep := func(err error) bool { return threadsvc.IsWriteError(err) }
-	nolog := func(slog.Level, string, error) {}
-	p := threadsvc.IdempotentParams{User: "alice", Key: "k1", Hash: []byte("h1"), KeepKey: keep}
-	first, replayed, err := svc.Idempotent(ctx, p, do, nolog)
-	if err != nil || replayed || first.Status != 201 || string(first.Body) != `{"calls":1}` {
+	builds := 0
+	p := threadsvc.IdempotentParams{User: "alice", ThreadID: "t1", Key: "k1", Hash: []byte("h1"),
+		Events: []runevents.NewEvent{startEvent()},
+		Response: func(recs []runevents.Record, _ bool) (threadsvc.Response, error) {
+			builds++
+			return threadsvc.Response{Status: 201, Body: []byte(fmt.Sprintf(`{"seq":%d}`, recs[0].Seq))}, nil
+		}}
+	first, replayed, err := svc.AppendIdempotent(ctx, p)
+	if err != nil || replayed || first.Status != 201 || string(first.Body) != `{"seq":1}` {
 		t.Fatalf("first = %+v replayed %v, %v", first, replayed, err)
 	}
-	again, replayed, err := svc.Idempotent(ctx, p, do, nolog)
-	if err != nil || !replayed || again.Status != 201 || string(again.Body) != string(first.Body) || calls != 1 {
-		t.Errorf("retry = %+v replayed %v (%d calls), %v; want the first response", again, replayed, calls, err)
+	if got, err := svc.Replay(ctx, "alice", "k1", []byte("h1")); err != nil || got == nil || string(got.Body) != `{"seq":1}` {
+		t.Errorf("Replay = %+v, %v; want the first response", got, err)
+	}
+	again, replayed, err := svc.AppendIdempotent(ctx, p)
+	if err != nil || !replayed || string(again.Body) != string(first.Body) {
+		t.Errorf("retry = %+v replayed %v, %v; want the first response", again, replayed, err)
+	}
+	if recs, err := svc.RunEvents(ctx, "alice", runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Limit: 10}); err != nil || len(recs) != 1 {
+		t.Errorf("%d rows after the retry (%v); want the batch once", len(recs), err)
 	}
 	p.Hash = []byte("h2")
-	if _, _, err := svc.Idempotent(ctx, p, do, nolog); runstream.ErrorCodeOf(err) != runstream.CodeValidationFailed {
+	if _, _, err := svc.AppendIdempotent(ctx, p); runstream.ErrorCodeOf(err) != runstream.CodeValidationFailed {
 		t.Errorf("another request under the key: %v, want VALIDATION_FAILED", err)
 	}
-	unknown := func(context.Context) (int, any, error) {
-		return 0, nil, threadsvc.WriteError{Err: errors.New("the commit may have happened")}
-	}
-	p = threadsvc.IdempotentParams{User: "alice", Key: "k2", Hash: []byte("h"), KeepKey: keep}
-	if _, _, err := svc.Idempotent(ctx, p, unknown, nolog); err == nil {
-		t.Fatal("the failed write succeeded")
-	}
-	if _, _, err := svc.Idempotent(ctx, p, do, nolog); runstream.ErrorCodeOf(err) != runstream.CodeConflict {
-		t.Errorf("retry after an unknown outcome: %v, want CONFLICT", err)
-	}
 	p.Key = "bad\x01key"
-	if _, _, err := svc.Idempotent(ctx, p, do, nolog); runstream.ErrorCodeOf(err) != runstream.CodeValidationFailed {
+	if _, _, err := svc.AppendIdempotent(ctx, p); runstream.ErrorCodeOf(err) != runstream.CodeValidationFailed {
 		t.Errorf("a key with a control character: %v, want VALIDATION_FAILED", err)
+	}
+	p = threadsvc.IdempotentParams{User: "bob", ThreadID: "t1", Key: "k1", Hash: []byte("h1"), Events: p.Events, Response: p.Response}
+	if _, _, err := svc.AppendIdempotent(ctx, p); runstream.ErrorCodeOf(err) != runstream.CodeNotFound {
+		t.Errorf("a key of bob's on alice's thread: %v, want NOT_FOUND", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/runstream/runstream/contracts"
@@ -32,6 +33,7 @@ type app struct {
 	stop      context.CancelFunc
 	// engine executes workflow runs; nil when disabled (--workers 0).
 	engine          *engine.Engine
+	engineStop      sync.Once
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
 	// sqlDatabases are the databases of the sql nodes, closed last.
@@ -80,7 +82,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	}
 	var notify func(runID string)
 	if cfg.workers > 0 {
-		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, Logger: logger, Artifacts: blobs})
+		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: logger, Artifacts: blobs})
 		if err == nil {
 			err = eng.Start(loopCtx)
 		}
@@ -95,7 +97,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	var threads *threadsvc.Service
 	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
 		// Without them the thread endpoints answer UNAVAILABLE.
-		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{Idempotency: backend.idempotency})
+		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{})
 	}
 	a.api = httpapi.New(httpapi.Config{
 		Logger:        logger,
@@ -117,19 +119,31 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 // released, within the shutdown timeout), then the background loops, and
 // closes the store.
 func (a *app) close() error {
-	if a.engine != nil {
-		timeout := a.shutdownTimeout
-		if timeout <= 0 {
-			timeout = 30 * time.Second
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		if err := a.engine.Stop(ctx); err != nil {
-			a.logger.Warn("workflow engine abandoned its runs at shutdown", "error", err)
-		}
-		cancel()
+	timeout := a.shutdownTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	a.stopEngine(ctx)
+	cancel()
 	a.stop()
 	return errors.Join(a.backend.close(), a.sqlDatabases.Close())
+}
+
+// stopEngine stops the engine once: its runners stop at a safe point and
+// release their leases, or are abandoned when ctx ends first (the error
+// then, logged; their leases expire and another instance takes over).
+func (a *app) stopEngine(ctx context.Context) error {
+	if a.engine == nil {
+		return nil
+	}
+	var err error
+	a.engineStop.Do(func() {
+		if err = a.engine.Stop(ctx); err != nil {
+			a.logger.Warn("workflow engine abandoned its runs at shutdown", "error", err)
+		}
+	})
+	return err
 }
 
 // nodeTypes opens the sql nodes' databases and the artifact storage (in

@@ -17,6 +17,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal starts a graceful shutdown; restoring the
+		// default handling lets a second one end the process at once.
+		<-ctx.Done()
+		stop()
+	}()
 	err := (&Main{}).Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

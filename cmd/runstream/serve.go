@@ -33,6 +33,7 @@ type serveConfig struct {
 	shutdownTimeout   time.Duration
 	workers           int
 	workerID          string
+	leaseDuration     time.Duration
 	// maxStreamsPerUser bounds each user's open SSE streams; -1: no limit.
 	maxStreamsPerUser int
 	// dataDir holds the server's files: artifacts under dataDir/artifacts.
@@ -78,6 +79,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
 	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
+	fs.DurationVar(&cfg.leaseDuration, "lease-duration", engine.DefaultLeaseDuration, "how long a workflow run's claim lasts unless renewed (every third of it); another instance takes over a run whose lease expired")
 	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
 	fs.StringVar(&cfg.dataDir, "data-dir", "./runstream-data", "directory of the server's files: workflow artifacts go under DIR/artifacts (a memory: store keeps them in memory)")
 	fs.Func("sql-database", "a database that sql nodes may query, NAME=sqlite:PATH (opened read-only) or NAME=postgres://…; repeat the flag for several", func(s string) error {
@@ -107,6 +109,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if cfg.logFormat != "json" && cfg.logFormat != "text" {
 		return fmt.Errorf("%w: --log-format must be json or text, not %q", errUsage, cfg.logFormat)
 	}
+	if cfg.leaseDuration <= 0 {
+		return fmt.Errorf("%w: --lease-duration must be positive", errUsage)
+	}
 	if cfg.workers < 0 {
 		return fmt.Errorf("%w: --workers must not be negative", errUsage)
 	}
@@ -129,13 +134,18 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	cfg.auth.reloadOnSIGHUP(ctx, logger)
 	logger.Info("store opened", "store", a.backend.name, "location", a.backend.location, "durability", a.backend.durability)
 
+	requestCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
 	srv := &http.Server{
 		Handler:           a.api,
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests do not inherit the signal context: a SIGTERM must let
+		// in-flight requests finish and answer truthfully (Shutdown waits
+		// for them). They are cancelled only when the shutdown times out.
+		BaseContext: func(net.Listener) context.Context { return requestCtx },
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -159,11 +169,18 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.shutdownTimeout)
 	defer cancel()
-	// The SSE streams that took their connection over are not
-	// http.Server's to end: the API ends them alongside.
+	// Stop accepting and wait for in-flight requests (http.Server); end
+	// every SSE stream with its last frames flushed, taken-over ones
+	// included, so followers resume elsewhere (the API); stop the
+	// engine's runners at a safe point, releasing their leases (the
+	// engine; a.close closes the store only after). All three at once,
+	// within the shutdown timeout.
 	streamsDone := make(chan error, 1)
 	go func() { streamsDone <- a.api.Shutdown(shutdownCtx) }()
-	if err := errors.Join(srv.Shutdown(shutdownCtx), <-streamsDone); err != nil {
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- a.stopEngine(shutdownCtx) }()
+	if err := errors.Join(srv.Shutdown(shutdownCtx), <-streamsDone, <-engineDone); err != nil {
+		cancelRequests()
 		srv.Close()
 		return fmt.Errorf("graceful shutdown: %w", err)
 	}

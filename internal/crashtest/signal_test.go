@@ -1,0 +1,99 @@
+package crashtest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startUpload sends a keyed append's head and the first bytes of its body
+// to srv, and returns once the handler is reading the body (100 Continue):
+// the request is in flight. send writes the rest and reads the answer.
+func startUpload(t *testing.T, srv *server) (send func() (*http.Response, error)) {
+	t.Helper()
+	body := `{"events":[{"event_type":"run.start","content":{"chain":null},"metadata":{"caller":"lead_agent"}}]}`
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /api/threads/t1/runs/r1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: k\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	br := bufio.NewReader(conn)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusContinue {
+		t.Fatalf("want 100 Continue: %v", err)
+	}
+	io.WriteString(conn, body[:10])
+	return func() (*http.Response, error) {
+		if _, err := io.WriteString(conn, body[10:]); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(br, nil)
+	}
+}
+
+// SIGTERM drains: the binary stops accepting, answers the request in
+// flight truthfully (201), and exits 0. A second SIGTERM during the drain
+// ends the process at once.
+func TestSignals(t *testing.T) {
+	t.Run("SIGTERM drains", func(t *testing.T) {
+		dir := t.TempDir()
+		srv := startServer(t, dir, freePort(t), backendArgs(t, "sqlite", dir)...)
+		send := startUpload(t, srv)
+		srv.cmd.Process.Signal(syscall.SIGTERM)
+		waitRefused(t, srv)
+		resp, err := send()
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("the append in flight at SIGTERM: %v %v; want 201\n%s", resp, err, srv.log())
+		}
+		select {
+		case <-srv.done:
+			if srv.err != nil {
+				t.Errorf("serve exited with %v after SIGTERM; want 0\n%s", srv.err, srv.log())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve still runs 30 s after SIGTERM")
+		}
+	})
+	t.Run("second signal forces the exit", func(t *testing.T) {
+		dir := t.TempDir()
+		srv := startServer(t, dir, freePort(t), backendArgs(t, "sqlite", dir)...)
+		startUpload(t, srv) // never finished: the drain would wait for it
+		srv.cmd.Process.Signal(syscall.SIGTERM)
+		waitRefused(t, srv)
+		select {
+		case <-srv.done:
+			t.Fatalf("serve exited (%v) with a request in flight; want it to wait for the request", srv.err)
+		default:
+		}
+		srv.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-srv.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("serve still runs 10 s after a second SIGTERM")
+		}
+	})
+}
+
+// waitRefused waits until srv no longer accepts connections: its shutdown
+// began.
+func waitRefused(t *testing.T, srv *server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.base, "http://"))
+		if err != nil {
+			return
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("serve still accepts connections 10 s after SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
