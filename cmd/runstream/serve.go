@@ -122,7 +122,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	cfg.sealKey = m.Getenv(sealKeyEnv)
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
-	if err := cfg.auth.build(cfg.addr, stderr, logger); err != nil {
+	if err := cfg.auth.build(cfg.addr, stdout, logger); err != nil {
 		return err
 	}
 
