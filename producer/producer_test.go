@@ -28,8 +28,8 @@ import (
 )
 
 var (
-	_ journal.Sink      = (*producer.Writer)(nil)
-	_ subagent.Appender = (*producer.Writer)(nil)
+	_ journal.Sink       = (*producer.Writer)(nil)
+	_ subagent.Appender  = (*producer.Writer)(nil)
 	_ workspace.Appender = (*producer.Writer)(nil)
 )
 
@@ -41,7 +41,7 @@ type faults struct {
 	// loseAnswer handles the request (it commits) and answers 502.
 	loseAnswer int
 	// stall handles the request after the client gave up waiting.
-	stall time.Duration
+	stall  time.Duration
 	stalls int
 	// requests counts what reached the server.
 	requests int
