@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"encoding/base64"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -38,3 +39,7 @@ func errInvalid() error {
 func errExpired() error {
 	return runstream.Errorf(runstream.CodeUnauthenticated, "the credential has expired").WithDetail("reason", "expired")
 }
+
+// strictB64 decodes base64url without padding and refuses the encodings
+// that are not canonical, so that a credential has one spelling.
+var strictB64 = base64.RawURLEncoding.Strict()

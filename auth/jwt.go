@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/rsa"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -107,7 +106,7 @@ func (j *JWT) Authenticate(token string) (Identity, error) {
 	if !decodeSegment(parts[0], &header) || header.Crit != nil {
 		return Identity{}, errInvalid()
 	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	sig, err := strictB64.DecodeString(parts[2])
 	if err != nil {
 		return Identity{}, errInvalid()
 	}
@@ -183,7 +182,7 @@ func hasAudience(aud json.RawMessage, want string) bool {
 
 // decodeSegment decodes a base64url JSON object segment into v.
 func decodeSegment(seg string, v any) bool {
-	raw, err := base64.RawURLEncoding.DecodeString(seg)
+	raw, err := strictB64.DecodeString(seg)
 	if err != nil || len(raw) == 0 || raw[0] != '{' {
 		return false
 	}

@@ -29,7 +29,7 @@ type jwtEnv struct {
 	pem    *auth.JWT // the RSA and EC public keys in PEM
 }
 
-func newJWTEnv(t *testing.T) jwtEnv {
+func newJWTEnv(t testing.TB) jwtEnv {
 	t.Helper()
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -107,12 +107,12 @@ func (s *Sessions) Authenticate(value string) (Identity, error) {
 	if !ok {
 		return Identity{}, errInvalid()
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(sig)
+	mac, err := strictB64.DecodeString(sig)
 	if err != nil || !hmac.Equal(mac, s.mac(body)) {
 		return Identity{}, errInvalid()
 	}
 	var p sessionPayload
-	raw, err := base64.RawURLEncoding.DecodeString(body)
+	raw, err := strictB64.DecodeString(body)
 	if err != nil || json.Unmarshal(raw, &p) != nil || p.Sub == "" {
 		return Identity{}, errInvalid()
 	}

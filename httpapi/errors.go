@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 // ErrorStatus returns the HTTP status that answers an error with code, as
@@ -54,7 +55,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
 			slog.String("request_id", body.RequestID),
 			slog.String("code", string(e.Code)),
-			slog.String("error", err.Error()))
+			slog.String("error", redact.Text(err.Error())))
 		if e.Code == runstream.CodeInternal {
 			body.Message = "internal error"
 			body.Details = nil

@@ -8,9 +8,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 // MaxJSONDepth is the deepest nesting of arrays and objects a request body
@@ -157,7 +160,7 @@ func checkValue(dec *json.Decoder, depth int) error {
 			}
 			key := keyTok.(string)
 			if seen[key] {
-				return fmt.Errorf("duplicate key %q", key)
+				return fmt.Errorf("duplicate key %s", redact.Quote(key))
 			}
 			seen[key] = true
 			if err := checkValue(dec, depth+1); err != nil {
@@ -177,12 +180,30 @@ func checkValue(dec *json.Decoder, depth int) error {
 	return nil
 }
 
-// jsonErrorText returns the decoder's message, which names the offset and
-// the offending character, never request data beyond it.
+// jsonErrorText returns the decoder's message without the request's data:
+// a syntax error names the offset and the offending character, a type
+// error the member and the type wanted (not the value), and an unknown
+// member only its short redacted excerpt (redact.Quote).
 func jsonErrorText(err error) string {
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {
 		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
 	}
-	return err.Error()
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		kind, _, _ := strings.Cut(typeErr.Value, " ") // "number 1e999": the kind only
+		if typeErr.Field != "" {
+			return fmt.Sprintf("json: member %s: a JSON %s cannot be a %s", redact.Quote(typeErr.Field), kind, typeErr.Type)
+		}
+		return fmt.Sprintf("json: a JSON %s cannot be a %s", kind, typeErr.Type)
+	}
+	const unknownField = "json: unknown field "
+	if msg := err.Error(); strings.HasPrefix(msg, unknownField) {
+		name, uerr := strconv.Unquote(strings.TrimPrefix(msg, unknownField))
+		if uerr != nil {
+			name = strings.TrimPrefix(msg, unknownField)
+		}
+		return unknownField + redact.Quote(name)
+	}
+	return redact.Text(err.Error())
 }

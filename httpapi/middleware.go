@@ -5,14 +5,18 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 type requestIDKey struct{}
@@ -110,7 +114,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 					panic(p)
 				}
 				s.logger.LogAttrs(r.Context(), slog.LevelError, "panic in handler",
-					slog.String("request_id", id), slog.Any("panic", p))
+					slog.String("request_id", id), slog.String("panic", redact.Text(fmt.Sprint(p))))
 				if rec.status == 0 {
 					s.writeError(rec, r, runstream.Wrap(errors.New("handler panic"), runstream.CodeInternal, "internal error"))
 				}
@@ -131,17 +135,27 @@ type accessEntryKey struct{}
 // one request. It holds no reference to the request or its connection, so
 // a stream that outlives its handler can keep it.
 type accessEntry struct {
-	server                          *Server
-	start                           time.Time
-	id, method, path, route, remote string
+	server                                 *Server
+	start                                  time.Time
+	id, method, path, query, route, remote string
 	// detached is set when a stream took the request over from its handler
 	// (see detachAccess); the stream then calls finish.
 	detached bool
 }
 
-// describe records what the access log says of r.
+// describe records what the access log says of r: its method as the
+// metrics label it (methodLabel), its path and query redacted
+// (logRedact), its route pattern.
 func (e *accessEntry) describe(r *http.Request) {
-	e.method, e.path, e.remote = r.Method, r.URL.Path, r.RemoteAddr
+	e.method, e.remote = methodLabel(r.Method), r.RemoteAddr
+	e.path = logRedact(r.URL.Path)
+	if r.URL.RawQuery != "" {
+		query, err := url.QueryUnescape(r.URL.RawQuery)
+		if err != nil {
+			query = r.URL.RawQuery
+		}
+		e.query = logRedact(query)
+	}
 	e.route = r.Pattern
 	if e.route == "" {
 		e.route = "unmatched"
@@ -162,11 +176,48 @@ func (e *accessEntry) finish(status int, bytes int64) {
 		slog.String("request_id", e.id),
 		slog.String("method", e.method),
 		slog.String("path", e.path),
+		slog.String("query", e.query),
 		slog.String("route", e.route),
 		slog.Int("status", status),
 		slog.Int64("bytes", bytes),
 		slog.Duration("duration", elapsed),
 		slog.String("remote", e.remote))
+}
+
+// methodLabel returns the method as the metrics and the access log name
+// it: one of the methods the API knows, else "other", so that a client
+// cannot invent label values.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
+}
+
+// logRedact returns a request path or query as the access log keeps it:
+// redacted whole (a DSN sent as a thread id, "token=…" in a query), then
+// each piece between '/', '?' and '&' alone and, in a piece "k=v", k and v
+// alone, as bare values (a key sent as one path segment or one value).
+func logRedact(s string) string {
+	s = redact.Text(s)
+	var b strings.Builder
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] != '/' && s[i] != '?' && s[i] != '&' {
+			continue
+		}
+		piece := s[start:i]
+		if k, v, ok := strings.Cut(piece, "="); ok {
+			piece = redact.Text(k) + "=" + redact.Text(v)
+		}
+		b.WriteString(redact.Text(piece))
+		if i < len(s) {
+			b.WriteByte(s[i])
+		}
+		start = i + 1
+	}
+	return b.String()
 }
 
 // detachAccess hands the end of r's accounting to a stream that outlives

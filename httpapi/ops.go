@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
@@ -29,7 +30,7 @@ func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getContract(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	if !slices.Contains(s.cfg.ContractNames, name) {
-		return runstream.Errorf(runstream.CodeNotFound, "no contract named %q", name)
+		return runstream.Errorf(runstream.CodeNotFound, "no contract named %s", redact.Quote(name))
 	}
 	body, err := fs.ReadFile(s.cfg.Contracts, name)
 	if err != nil {

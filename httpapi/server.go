@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/threadsvc"
 	"github.com/runstream/runstream/workflowsvc"
 )
@@ -182,7 +183,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	// Handlers read the query with URL.Query, which skips what it cannot
 	// parse: a malformed query string is refused here, for every route.
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		s.writeError(w, r, runstream.Errorf(runstream.CodeInvalidArgument, "the query string is malformed: %v", err))
+		s.writeError(w, r, runstream.Errorf(runstream.CodeInvalidArgument, "the query string is malformed: %s", redact.Quote(err.Error())))
 		return
 	}
 	h, pattern := s.mux.Handler(r)
@@ -194,10 +195,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", probe.header.Get("Allow"))
-		s.writeError(w, r, runstream.Errorf(runstream.CodeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path))
+		s.writeError(w, r, runstream.Errorf(runstream.CodeMethodNotAllowed, "method %s is not allowed on %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
 		return
 	}
-	s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
 }
 
 // probeWriter records the status and headers the mux's fallback handler

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
 )
@@ -189,7 +190,7 @@ func exactMembers(raw []byte, t reflect.Type) error {
 		for name, value := range members {
 			field, ok := jsonField(t, name)
 			if !ok {
-				return fmt.Errorf("json: unknown field %q", name)
+				return fmt.Errorf("json: unknown field %s", redact.Quote(name))
 			}
 			if err := exactMembers(value, field.Type); err != nil {
 				return err
@@ -258,7 +259,7 @@ func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 // bodyProblem is VALIDATION_FAILED for a request body that is valid JSON
 // of the wrong shape, with the path of the problem.
 func bodyProblem(path string, err error) error {
-	msg := err.Error()
+	msg := jsonErrorText(err)
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		msg = "wrong type: want " + typeErr.Type.String()

@@ -41,7 +41,7 @@ func KnownMiddlewareTags() []string { return append([]string(nil), knownMiddlewa
 // returns s as an EventType. It does not require s to be catalogued.
 func NewEventType(s string) (EventType, error) {
 	if n := utf8.RuneCountInString(s); n < 1 || n > MaxEventTypeLength {
-		return "", fmt.Errorf("event type %q: length %d, want 1 to %d characters", s, n, MaxEventTypeLength)
+		return "", fmt.Errorf("event type: length %d, want 1 to %d characters", n, MaxEventTypeLength)
 	}
 	return EventType(s), nil
 }
@@ -50,7 +50,7 @@ func NewEventType(s string) (EventType, error) {
 // returns s as a Category. It does not require s to be catalogued.
 func NewCategory(s string) (Category, error) {
 	if n := utf8.RuneCountInString(s); n < 1 || n > MaxCategoryLength {
-		return "", fmt.Errorf("category %q: length %d, want 1 to %d characters", s, n, MaxCategoryLength)
+		return "", fmt.Errorf("category: length %d, want 1 to %d characters", n, MaxCategoryLength)
 	}
 	return Category(s), nil
 }
@@ -59,7 +59,7 @@ func NewCategory(s string) (Category, error) {
 // have 1 to 21 characters so that the whole name fits in 32.
 func MiddlewareEventType(tag string) (EventType, error) {
 	if n := utf8.RuneCountInString(tag); n < 1 || n > MaxMiddlewareTagLength {
-		return "", fmt.Errorf("middleware tag %q: length %d, want 1 to %d characters", tag, n, MaxMiddlewareTagLength)
+		return "", fmt.Errorf("middleware tag: length %d, want 1 to %d characters", n, MaxMiddlewareTagLength)
 	}
 	return EventType(MiddlewarePrefix + tag), nil
 }

@@ -19,7 +19,7 @@ func PrepareRun(r ThreadRun, now time.Time) (ThreadRun, error) {
 		return r, err
 	}
 	if !r.Status.Valid() {
-		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status %q", r.Status)
+		return r, runstream.Errorf(runstream.CodeInvalidArgument, "invalid run status: want one of pending, running, success, error, interrupted, timeout")
 	}
 	for _, f := range []struct{ name, value string }{{"owner", r.OwnerID}, {"operation kind", r.OperationKind}, {"model name", r.ModelName}} {
 		if !utf8.ValidString(f.value) || strings.ContainsRune(f.value, 0) {

@@ -2,16 +2,21 @@ package threadsvc
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 )
 
 // maxOperationKind bounds operation_kind and model_name.
 const maxOperationKind = 128
+
+// MaxRunMetadataBytes bounds a run row's metadata (its JSON text).
+const MaxRunMetadataBytes = 256 << 10
 
 // RunParams is a run row to store as a caller sends it (the body of PUT
 // /api/threads/{thread_id}/runs/{run_id}): status (required), created_at,
@@ -66,6 +71,9 @@ func (b RunParams) row() (runevents.ThreadRun, error) {
 		}
 		*ts.into = t
 	}
+	if len(b.Metadata) > MaxRunMetadataBytes {
+		return run, Problem("/metadata", fmt.Sprintf("must have at most %d bytes of JSON", MaxRunMetadataBytes))
+	}
 	if len(b.Metadata) > 0 && string(b.Metadata) != "null" {
 		var meta map[string]json.RawMessage
 		if json.Unmarshal(b.Metadata, &meta) != nil {
@@ -94,7 +102,39 @@ func (b RunParams) row() (runevents.ThreadRun, error) {
 			return run, Problem("/token_usage_by_model", "model names must not be empty and counts not negative")
 		}
 	}
+	return redactRun(run)
+}
+
+// rowRedactor cleans what a run row or feedback keeps, as the event log
+// cleans events.
+var rowRedactor = redact.New(redact.Options{})
+
+// redactRun returns run with the secrets of its text and metadata
+// replaced by the redact package's markers: a run row keeps nothing that
+// an event could not.
+func redactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
+	run.ModelName = redact.Text(run.ModelName)
+	run.OperationKind = redact.Text(run.OperationKind)
+	if len(run.Metadata) > 0 {
+		meta, _, err := rowRedactor.JSON(run.Metadata)
+		if err != nil {
+			return run, Problem("/metadata", "must be an object")
+		}
+		run.Metadata = meta
+	}
 	return run, nil
+}
+
+// redactFeedback returns f with the secrets of its comment and of a
+// rating string replaced by the redact package's markers.
+func redactFeedback(f runevents.Feedback) (runevents.Feedback, error) {
+	f.Comment = redact.Text(f.Comment)
+	rating, _, err := rowRedactor.JSON(f.Rating)
+	if err != nil {
+		return f, runstream.Wrap(err, runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string").WithDetail("field", "rating")
+	}
+	f.Rating = rating
+	return f, nil
 }
 
 func validLabel(s string) bool {

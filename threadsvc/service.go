@@ -177,7 +177,7 @@ func (s *Service) DeleteRunEvents(ctx context.Context, user, threadID, runID str
 // PutRun checks p, then creates its run row or replaces the row's
 // mutable fields (status, model, metadata, usage, updated_at), unless the
 // thread is another user's; created_at and the owner stay from the first
-// write.
+// write. The row's text and metadata are stored redacted.
 func (s *Service) PutRun(ctx context.Context, p RunParams) (runevents.ThreadRun, error) {
 	run, err := p.row()
 	if err != nil {
@@ -204,9 +204,14 @@ func (s *Service) ListRuns(ctx context.Context, user, threadID string) ([]runeve
 
 // PutFeedback stores the user's feedback (f.UserID) on one of their runs,
 // created or replaced (its id is kept). f is checked first
-// (Feedback.Prepare, whose error names the member at fault), then the run.
+// (Feedback.Prepare, whose error names the member at fault), then the run;
+// the secrets of its comment and rating are redacted before it is stored.
 func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runevents.Feedback, error) {
 	if _, err := f.Prepare(); err != nil {
+		return runevents.Feedback{}, err
+	}
+	f, err := redactFeedback(f)
+	if err != nil {
 		return runevents.Feedback{}, err
 	}
 	if _, err := s.runs.GetRun(ctx, f.ThreadID, f.RunID, runevents.OwnedBy(f.UserID)); err != nil {

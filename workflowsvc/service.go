@@ -15,9 +15,13 @@ import (
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/workflow"
 	"golang.org/x/sync/singleflight"
 )
+
+// inputRedactor cleans run inputs as the event log cleans events.
+var inputRedactor = redact.New(redact.Options{})
 
 // MaxDescriptionLength bounds a workflow's description, in characters.
 const MaxDescriptionLength = 2000
@@ -205,7 +209,7 @@ type ListRunsParams struct {
 func (s *Service) ListRuns(ctx context.Context, p ListRunsParams) (Page[workflow.Run], error) {
 	status := workflow.RunStatus(p.Status)
 	if status != "" && !status.Valid() {
-		return Page[workflow.Run]{}, runstream.Errorf(runstream.CodeInvalidArgument, "status %q is not a run status", status).WithDetail("parameter", "status")
+		return Page[workflow.Run]{}, runstream.Errorf(runstream.CodeInvalidArgument, "status %s is not a run status", redact.Quote(string(status))).WithDetail("parameter", "status")
 	}
 	rows, err := s.store.ListRuns(ctx, workflow.ListRunsParams{
 		Owner: runstream.OwnedBy(p.User), WorkflowID: p.WorkflowID, Status: status, BeforeID: p.Before, Limit: p.Limit + 1,
@@ -266,8 +270,8 @@ type StartRunParams struct {
 }
 
 // StartRun starts a run of one of the user's workflows: its input is
-// checked against the inputSchema, and run.created and run.queued are
-// written with the run, which it returns.
+// checked against the inputSchema, then redacted (package redact), and
+// run.created and run.queued are written with the run, which it returns.
 func (s *Service) StartRun(ctx context.Context, p StartRunParams) (workflow.Run, error) {
 	if err := s.writable(); err != nil {
 		return workflow.Run{}, err
@@ -296,6 +300,11 @@ func (s *Service) StartRun(ctx context.Context, p StartRunParams) (workflow.Run,
 	input = compact.Bytes()
 	if err := plan.CheckInput(input); err != nil {
 		return workflow.Run{}, err
+	}
+	// The run keeps its input redacted, as its events do: what is checked
+	// is the caller's input, what is stored, shown and run is the clean one.
+	if input, _, err = inputRedactor.JSON(input); err != nil {
+		return workflow.Run{}, runstream.Errorf(runstream.CodeInvalidArgument, "input must be a JSON value")
 	}
 	run, _, err := s.log.CreateRun(ctx,
 		workflow.Run{ID: engine.NewID("run"), WorkflowID: wf.ID, VersionID: v.ID, OwnerID: p.User, Status: workflow.StatusQueued, Input: input},
@@ -418,7 +427,7 @@ func (s *Service) ResumeRun(ctx context.Context, p ResumeParams) (workflow.Run, 
 // pending token's offer.
 func checkResume(pending workflow.ResumeToken, action string, values json.RawMessage) error {
 	if !slices.Contains(pending.Actions, action) {
-		return runstream.Errorf(runstream.CodeWorkflowResumeActionInvalid, "action %q is not one of the offered actions", action).
+		return runstream.Errorf(runstream.CodeWorkflowResumeActionInvalid, "action %s is not one of the offered actions", redact.Quote(action)).
 			WithDetail("actions", pending.Actions).WithNode(pending.NodeID)
 	}
 	schema, err := engine.CompileSchema(pending.FormSchema)
@@ -452,7 +461,7 @@ func (s *Service) OpenArtifact(ctx context.Context, user, runID, artifactID stri
 	a, err := s.store.GetArtifact(ctx, run.ID, artifactID)
 	if err != nil {
 		if runstream.ErrorCodeOf(err) == runstream.CodeNotFound {
-			return workflow.Artifact{}, nil, runstream.Errorf(runstream.CodeNotFound, "run %s has no artifact %q", run.ID, artifactID)
+			return workflow.Artifact{}, nil, runstream.Errorf(runstream.CodeNotFound, "run %s has no artifact %s", run.ID, redact.Quote(artifactID))
 		}
 		return workflow.Artifact{}, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/seal"
 	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/threadsvc"
 	"github.com/runstream/runstream/workflowsvc"
@@ -52,6 +53,14 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if err != nil {
 		return nil, err
 	}
+	// Everything above the store sees resume tokens plain; the store
+	// keeps them sealed.
+	sealer, err := newSealer(cfg, backend.name, logger)
+	if err != nil {
+		backend.close()
+		return nil, err
+	}
+	backend.workflows = seal.WorkflowStore(backend.workflows, sealer)
 	validator, err := contracts.NewValidator()
 	if err != nil {
 		backend.close()

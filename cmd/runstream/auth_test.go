@@ -97,13 +97,13 @@ func TestServeRefusesPublicAddrWithoutAuth(t *testing.T) {
 func TestServeInsecureNoAuthWarns(t *testing.T) {
 	t.Parallel()
 	p := runServe(t, nil, "--store", "memory:", "--addr", "0.0.0.0:0", "--insecure-no-auth")
-	if !strings.Contains(p.stderr.String(), "WARNING: --auth none") {
-		t.Errorf("no start-up warning on stderr:\n%s", p.stderr)
+	if !strings.Contains(p.stdout.String(), "WARNING: --auth none") || !strings.Contains(p.stderr.String(), "authentication is off") {
+		t.Errorf("no start-up warning on stdout and in the log:\n%s\n%s", p.stdout, p.stderr)
 	}
 	// On loopback the warning is there too.
 	q := runServe(t, nil, "--store", "memory:")
-	if !strings.Contains(q.stderr.String(), "WARNING: --auth none") {
-		t.Errorf("no start-up warning on loopback:\n%s", q.stderr)
+	if !strings.Contains(q.stdout.String(), "WARNING: --auth none") {
+		t.Errorf("no start-up warning on loopback:\n%s", q.stdout)
 	}
 }
 
@@ -171,8 +171,8 @@ func TestServeAuthTokenReloadsOnSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := runServe(t, nil, "--store", "memory:", "--auth", "token", "--api-keys-file", file)
-	if strings.Contains(p.stderr.String(), "WARNING") {
-		t.Errorf("a warning with --auth token:\n%s", p.stderr)
+	if strings.Contains(p.stdout.String(), "WARNING") {
+		t.Errorf("a warning with --auth token:\n%s", p.stdout)
 	}
 	list := p.base + "/api/workflows"
 	if code, _, h := call(t, "GET", list, "", ""); code != 401 || h.Get("WWW-Authenticate") == "" {

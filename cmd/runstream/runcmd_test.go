@@ -169,7 +169,7 @@ func TestRunCommandUsage(t *testing.T) {
 
 // serve wires the server's node configuration: the SQL databases named by
 // --sql-database, artifact files under --data-dir, and the openai key from
-// the environment only.
+// the environment only, sent to the base URLs --openai-base-url lists.
 func TestServeNodeConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -191,7 +191,9 @@ func TestServeNodeConfig(t *testing.T) {
 	t.Cleanup(llm.Close)
 	dataDir := filepath.Join(dir, "data")
 	base, _, _ := startServe(t, map[string]string{"RUNSTREAM_OPENAI_API_KEY": "sk-from-env"},
-		"--store", "sqlite:"+filepath.Join(dir, "rs.db"), "--data-dir", dataDir, "--sql-database", "shop=sqlite:"+shop)
+		"--store", "sqlite:"+filepath.Join(dir, "rs.db"), "--data-dir", dataDir, "--sql-database", "shop=sqlite:"+shop,
+		// The provider is on loopback: open it, and send it the key.
+		"--http-node-allow", "127.0.0.0/8", "--openai-base-url", llm.URL+"/v1")
 	file := filepath.Join(dir, "flow.yaml")
 	os.WriteFile(file, []byte(`name: wiring
 nodes:

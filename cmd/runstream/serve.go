@@ -55,6 +55,9 @@ type serveConfig struct {
 	// RUNSTREAM_SECRET_NAME, then the secrets file's NAME.
 	secrets     engine.ChainSecrets
 	secretsFile string
+	// sealKeyFile and sealKey (RUNSTREAM_SEAL_KEY) give the key that seals
+	// stored resume tokens (see newSealer).
+	sealKeyFile, sealKey string
 	// auth holds the authentication and per-user limit flags.
 	auth authFlags
 }
@@ -99,6 +102,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		return nil
 	})
 	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
+	fs.StringVar(&cfg.sealKeyFile, "seal-key-file", "", "file holding the key (base64 of 32 bytes) that seals resume tokens in the store; the environment's "+sealKeyEnv+" may hold the key itself (default: DATA_DIR/"+sealKeyFileName+", created 0600 when missing; a memory: store uses a key of the process)")
 	cfg.auth.add(fs)
 	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -121,8 +125,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := m.readNodeEnv(&cfg); err != nil {
 		return err
 	}
+	cfg.sealKey = m.Getenv(sealKeyEnv)
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
-	if err := cfg.auth.build(cfg.addr, stderr, logger); err != nil {
+	if err := cfg.auth.build(cfg.addr, stdout, logger); err != nil {
 		return err
 	}
 
