@@ -23,14 +23,13 @@ type envConfig struct {
 	// Workflows and Log make the workflow service; Log nil: read-only.
 	Workflows workflow.Store
 	Log       *eventlog.WorkflowLog
-	// RunEvents, Threads, Runs, Idempotency and ThreadLog make the thread
+	// RunEvents, Threads, Runs and ThreadLog make the thread
 	// service; Threads defaults to RunEvents. With neither RunEvents nor
 	// Runs the server has no thread service.
-	RunEvents   runevents.Store
-	Threads     runevents.ThreadReader
-	Runs        runevents.RunStore
-	Idempotency runevents.IdempotencyStore
-	ThreadLog   *eventlog.ThreadLog
+	RunEvents runevents.Store
+	Threads   runevents.ThreadReader
+	Runs      runevents.RunStore
+	ThreadLog *eventlog.ThreadLog
 }
 
 // newServer returns the server of c.

@@ -58,7 +58,7 @@ func newThreadEnvOn(t *testing.T, b threadBackend, mutate ...func(*envConfig)) *
 	env.log = eventlog.NewThreadLog(env.events, testValidator, env.hub, eventlog.ThreadLimits{})
 	cfg := envConfig{
 		Config: Config{Authenticate: testAuthenticate}, Hub: env.hub, Workflows: memory.NewWorkflowStore(),
-		RunEvents: env.events, Runs: env.runs, Idempotency: env.idem, ThreadLog: env.log,
+		RunEvents: env.events, Runs: env.runs, ThreadLog: env.log,
 	}
 	for _, m := range mutate {
 		m(&cfg)

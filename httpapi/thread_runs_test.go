@@ -206,7 +206,7 @@ func testThreadTokenUsage(t *testing.T, b threadBackend) {
 func TestThreadEndpointsUnavailable(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, func(c *envConfig) {
-		c.RunEvents, c.Runs, c.ThreadLog, c.Idempotency, c.Threads = nil, nil, nil, nil, nil
+		c.RunEvents, c.Runs, c.ThreadLog, c.Threads = nil, nil, nil, nil
 	})
 	for _, route := range threadRouteSamples {
 		rec := env.do(t, route.method, route.path, route.body)

@@ -24,7 +24,7 @@ func newService(t *testing.T) *threadsvc.Service {
 	hub := live.New(live.Config{})
 	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
 	return threadsvc.New(events, events, memory.NewRunStore(), log, hub,
-		threadsvc.Config{Idempotency: memory.NewIdempotencyStore()})
+		threadsvc.Config{})
 }
 
 // TestServiceSinkWholeRun runs every kind of callback through the thread

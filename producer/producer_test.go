@@ -119,7 +119,7 @@ func (s *server) serve(ln net.Listener) {
 		s.t.Fatal(err)
 	}
 	log := eventlog.NewThreadLog(db.RunEvents(), validator, nil, eventlog.ThreadLimits{})
-	svc := threadsvc.New(db.RunEvents(), db.RunEvents(), db.Runs(), log, nil, threadsvc.Config{Idempotency: db.Idempotency()})
+	svc := threadsvc.New(db.RunEvents(), db.RunEvents(), db.Runs(), log, nil, threadsvc.Config{})
 	api := httpapi.New(httpapi.Config{}, nil, svc)
 	s.db, s.http, s.done = db, &http.Server{Handler: s.faults.wrap(api)}, make(chan struct{})
 	go func(h *http.Server, done chan struct{}) {
