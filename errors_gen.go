@@ -20,6 +20,8 @@ const (
 	CodeConflict ErrorCode = "CONFLICT"
 	// CodePayloadTooLarge: The body, one event or the batch exceeds its configured size limit.
 	CodePayloadTooLarge ErrorCode = "PAYLOAD_TOO_LARGE"
+	// CodeRequestTimeout: The request body did not arrive within the server's body deadline; the connection is closed.
+	CodeRequestTimeout ErrorCode = "REQUEST_TIMEOUT"
 	// CodeUnsupportedMediaType: The Content-Type of the body is not accepted by this endpoint.
 	CodeUnsupportedMediaType ErrorCode = "UNSUPPORTED_MEDIA_TYPE"
 	// CodeValidationFailed: The body is well-formed JSON but violates the contract (unknown event type, wrong category, schema mismatch).
@@ -81,6 +83,7 @@ var errorCodeOrder = []ErrorCode{
 	CodeMethodNotAllowed,
 	CodeConflict,
 	CodePayloadTooLarge,
+	CodeRequestTimeout,
 	CodeUnsupportedMediaType,
 	CodeValidationFailed,
 	CodeRateLimited,
@@ -117,6 +120,7 @@ var errorCodes = map[ErrorCode]errorCodeInfo{
 	CodeMethodNotAllowed:            {retryable: false, meaning: "The route exists but does not accept this HTTP method."},
 	CodeConflict:                    {retryable: false, meaning: "The request conflicts with the current state of the resource."},
 	CodePayloadTooLarge:             {retryable: false, meaning: "The body, one event or the batch exceeds its configured size limit."},
+	CodeRequestTimeout:              {retryable: true, meaning: "The request body did not arrive within the server's body deadline; the connection is closed."},
 	CodeUnsupportedMediaType:        {retryable: false, meaning: "The Content-Type of the body is not accepted by this endpoint."},
 	CodeValidationFailed:            {retryable: false, meaning: "The body is well-formed JSON but violates the contract (unknown event type, wrong category, schema mismatch)."},
 	CodeRateLimited:                 {retryable: true, meaning: "Too many requests or concurrent streams for this caller; retry after a pause."},

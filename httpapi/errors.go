@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/redact"
@@ -34,8 +35,8 @@ type errorBody struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := runstream.AsError(err)
 	var maxBytes *http.MaxBytesError
-	if errors.As(err, &maxBytes) {
-		e = runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
+	if errors.As(err, &maxBytes) || errors.Is(err, os.ErrDeadlineExceeded) {
+		e = runstream.AsError(bodyReadError(err))
 	}
 	body := errorBody{
 		Code:      e.Code,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -47,16 +48,26 @@ func readJSONBody(r *http.Request) ([]byte, error) {
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
-		}
-		return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "could not read the request body")
+		return nil, bodyReadError(err)
 	}
 	if err := CheckJSON(body); err != nil {
 		return nil, err
 	}
 	return body, nil
+}
+
+// bodyReadError is the error of a request body that could not be read:
+// PAYLOAD_TOO_LARGE past the body limit, REQUEST_TIMEOUT past the body
+// deadline, else INVALID_ARGUMENT.
+func bodyReadError(err error) error {
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxBytes):
+		return runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return runstream.Wrap(err, runstream.CodeRequestTimeout, "the request body did not arrive within the server's body deadline")
+	}
+	return runstream.Wrap(err, runstream.CodeInvalidArgument, "could not read the request body")
 }
 
 func isJSONSuffix(mt string) bool {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -90,8 +91,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// instrument wraps the router: request id, body limit, panic recovery,
-// metrics and the JSON access log.
+// instrument wraps the router: request id, body limit and deadline,
+// panic recovery, metrics and the JSON access log.
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
@@ -102,8 +103,8 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey{}, id), accessEntryKey{}, entry)
 		r = r.WithContext(ctx)
 		w.Header().Set(RequestIDHeader, id)
-		if r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = s.deadlineBody(w, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 		}
 		rec := &statusRecorder{ResponseWriter: w}
 		s.metrics.inFlight.Inc()
@@ -127,6 +128,37 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// deadlineBody returns body read under the server's body deadline: the
+// connection's read deadline is set to BodyTimeout from now, so a read
+// past it fails with os.ErrDeadlineExceeded (answered 408
+// REQUEST_TIMEOUT, see bodyReadError), and cleared once the body ended,
+// so that it never cuts a handler that outlives it. A ResponseWriter
+// without deadlines (HTTP/2 without them, a test recorder) reads the body
+// as it comes.
+func (s *Server) deadlineBody(w http.ResponseWriter, body io.ReadCloser) io.ReadCloser {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) != nil {
+		return body
+	}
+	return &deadlineReader{ReadCloser: body, rc: rc}
+}
+
+// deadlineReader clears its connection's read deadline at the body's end.
+type deadlineReader struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if err == io.EOF && !d.done {
+		d.done = true
+		d.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 type accessEntryKey struct{}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,6 +21,8 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxBodyBytes = 8 << 20
+	// DefaultBodyTimeout bounds the time to receive a request body.
+	DefaultBodyTimeout = 30 * time.Second
 )
 
 // Config holds the optional parts of a Server.
@@ -43,6 +46,11 @@ type Config struct {
 	Store string
 	// MaxBodyBytes limits every request body. Defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time from a request's headers to the end of
+	// its body: a body still arriving then is answered 408
+	// REQUEST_TIMEOUT and its connection closed. Defaults to
+	// DefaultBodyTimeout.
+	BodyTimeout time.Duration
 	// Version is reported by /healthz.
 	Version string
 	// Authenticate returns the user a request acts for, or an error
@@ -102,6 +110,9 @@ func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
 	}
 	if cfg.Authenticate == nil {
 		cfg.Authenticate = func(*http.Request) (string, error) { return LocalUser, nil }

@@ -14,6 +14,7 @@ var codeStatus = map[runstream.ErrorCode]int{
 	runstream.CodeMethodNotAllowed:            405,
 	runstream.CodeConflict:                    409,
 	runstream.CodePayloadTooLarge:             413,
+	runstream.CodeRequestTimeout:              408,
 	runstream.CodeUnsupportedMediaType:        415,
 	runstream.CodeValidationFailed:            422,
 	runstream.CodeRateLimited:                 429,

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -63,11 +62,7 @@ func readWorkflowBody(r *http.Request) ([]byte, error) {
 	}
 	raw, err := io.ReadAll(r.Body)
 	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", maxBytes.Limit)
-		}
-		return nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "could not read the request body")
+		return nil, bodyReadError(err)
 	}
 	body, err := workflowsvc.DefinitionFromYAML(raw)
 	if err != nil {

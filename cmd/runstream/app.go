@@ -116,6 +116,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Durability:    backend.durability,
 		Store:         backend.name,
 		MaxBodyBytes:  cfg.maxBodyBytes,
+		BodyTimeout:   cfg.bodyTimeout,
 		Version:       version,
 		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser, MaxLifetime: cfg.auth.streamLifetime},
 		Auth:          cfg.auth.api,

@@ -29,6 +29,7 @@ type serveConfig struct {
 	maxBodyBytes      int64
 	maxHeaderBytes    int
 	readHeaderTimeout time.Duration
+	bodyTimeout       time.Duration
 	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
 	workers           int
@@ -78,6 +79,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.Int64Var(&cfg.maxBodyBytes, "max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest accepted request body in bytes")
 	fs.IntVar(&cfg.maxHeaderBytes, "max-header-bytes", 64<<10, "largest accepted request header block in bytes")
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read request headers")
+	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time allowed to receive a request body after its headers; a slower body is answered 408 REQUEST_TIMEOUT and its connection closed")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
 	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
@@ -127,7 +129,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	cfg.sealKey = m.Getenv(sealKeyEnv)
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
-	if err := cfg.auth.build(cfg.addr, stdout, logger); err != nil {
+	if err := cfg.auth.build(cfg.addr, logger); err != nil {
 		return err
 	}
 
@@ -159,6 +161,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "runstream %s listening on %s\n", version, url)
 	fmt.Fprintf(stdout, "store: %s (%s)\n", a.backend.location, a.backend.durability)
+	cfg.auth.printWarning(stdout)
 	logger.Info("listening", "url", url)
 	if m.onListen != nil {
 		m.onListen(ln.Addr().String())

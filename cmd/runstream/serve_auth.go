@@ -72,8 +72,8 @@ func (a *authFlags) add(fs *flag.FlagSet) {
 
 // build checks the flags against addr and loads the key files. In mode
 // none it refuses a non-loopback addr unless --insecure-no-auth, and warns
-// on stdout (beside the "listening on" lines) and in the log either way.
-func (a *authFlags) build(addr string, stdout io.Writer, logger *slog.Logger) error {
+// in the log either way.
+func (a *authFlags) build(addr string, logger *slog.Logger) error {
 	if a.appendRate < 0 || a.appendBurst < 0 {
 		return fmt.Errorf("%w: --append-rate and --append-burst must not be negative", errUsage)
 	}
@@ -91,7 +91,6 @@ func (a *authFlags) build(addr string, stdout io.Writer, logger *slog.Logger) er
 			return fmt.Errorf("%w: --addr %s is not a loopback address and --auth is none: anyone who reaches it would act as the one local user; "+
 				"set --auth token or --auth jwt, or pass --insecure-no-auth to serve without authentication anyway", errUsage, addr)
 		}
-		fmt.Fprintf(stdout, "WARNING: --auth none: every request acts as the one local user %q, with no authentication (see docs/SECURITY.md)\n", httpapi.LocalUser)
 		logger.Warn("authentication is off (--auth none): every request acts as the one local user", "user", httpapi.LocalUser, "addr", addr)
 		return nil
 	case authToken:
@@ -133,6 +132,14 @@ func (a *authFlags) build(addr string, stdout io.Writer, logger *slog.Logger) er
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
+}
+
+// printWarning writes, in mode none, the warning that goes beside the
+// "listening on" lines of stdout.
+func (a *authFlags) printWarning(stdout io.Writer) {
+	if a.mode == authNone {
+		fmt.Fprintf(stdout, "WARNING: --auth none: every request acts as the one local user %q, with no authentication (see docs/SECURITY.md)\n", httpapi.LocalUser)
+	}
 }
 
 // loopback reports whether addr (host:port) listens on loopback only.
