@@ -75,15 +75,23 @@ func isJSONSuffix(mt string) bool {
 }
 
 // CheckJSON verifies that body is one valid UTF-8 JSON value without
-// duplicate object keys and at most MaxJSONDepth deep. Its error is a
-// *runstream.Error with CodeInvalidJSON.
+// duplicate object keys, at most MaxJSONDepth deep, whose numbers are all
+// finite float64 values. Its error is a *runstream.Error with
+// CodeInvalidJSON, or CodeValidationFailed naming the JSON pointer of a
+// number out of range (1e999), never its text.
 func CheckJSON(body []byte) error {
 	if !utf8.Valid(body) {
 		return runstream.Errorf(runstream.CodeInvalidJSON, "request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := checkValue(dec, 0); err != nil {
+	if err := checkValue(dec, nil); err != nil {
+		var rangeErr numberRangeError
+		if errors.As(err, &rangeErr) {
+			const msg = "number out of range: JSON numbers must be finite 64-bit floating-point values"
+			return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", rangeErr.path, msg).
+				WithDetail("problems", []map[string]string{{"path": rangeErr.path, "message": msg}})
+		}
 		return runstream.Wrap(err, runstream.CodeInvalidJSON, "invalid JSON: %s", err.Error())
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -146,7 +154,34 @@ func hex4(b []byte) rune {
 	return r
 }
 
-func checkValue(dec *json.Decoder, depth int) error {
+// numberRangeError is a number that float64 cannot hold, at path (a JSON
+// pointer, redacted and shortened: member names are the caller's).
+type numberRangeError struct{ path string }
+
+func (e numberRangeError) Error() string { return e.path + ": number out of range" }
+
+// maxPathRunes bounds the JSON pointer an error names.
+const maxPathRunes = 256
+
+// jsonPointer returns the JSON pointer of path's members and indexes,
+// redacted, and cut to maxPathRunes runes.
+func jsonPointer(path []string) string {
+	var b strings.Builder
+	for _, p := range path {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+	}
+	s := redact.Text(b.String())
+	if utf8.RuneCountInString(s) > maxPathRunes {
+		s = string([]rune(s)[:maxPathRunes]) + "…"
+	}
+	return s
+}
+
+// checkValue checks the next value of dec, at path (members and indexes
+// from the top).
+func checkValue(dec *json.Decoder, path []string) error {
+	depth := len(path)
 	tok, err := dec.Token()
 	if err != nil {
 		if err == io.EOF {
@@ -156,6 +191,11 @@ func checkValue(dec *json.Decoder, depth int) error {
 	}
 	delim, ok := tok.(json.Delim)
 	if !ok {
+		if n, isNumber := tok.(json.Number); isNumber {
+			if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+				return numberRangeError{path: jsonPointer(path)}
+			}
+		}
 		return nil
 	}
 	if depth+1 > MaxJSONDepth {
@@ -174,13 +214,13 @@ func checkValue(dec *json.Decoder, depth int) error {
 				return fmt.Errorf("duplicate key %s", redact.Quote(key))
 			}
 			seen[key] = true
-			if err := checkValue(dec, depth+1); err != nil {
+			if err := checkValue(dec, append(path, key)); err != nil {
 				return err
 			}
 		}
 	case '[':
-		for dec.More() {
-			if err := checkValue(dec, depth+1); err != nil {
+		for i := 0; dec.More(); i++ {
+			if err := checkValue(dec, append(path, strconv.Itoa(i))); err != nil {
 				return err
 			}
 		}
