@@ -91,9 +91,9 @@ type stream struct {
 	// polling is true while a poll of the stream is in flight; again asks
 	// for one more poll after it.
 	polling, again bool
-	// polledAt is when the stream's last poll started: held events wake
-	// the poll loop at most once per PollInterval after it.
-	polledAt time.Time
+	// gapWokeAt is when held events last woke the poll loop: they wake
+	// it at most once per PollInterval (see wakeForGapLocked).
+	gapWokeAt time.Time
 }
 
 // New returns a hub.
@@ -413,16 +413,19 @@ func (h *Hub) WakeSeq(key string, seq int64) {
 }
 
 // wakeForGapLocked queues a poll of key for the events it holds ahead of
-// a missing seq, unless the stream was polled less than PollInterval ago:
-// then the missing events come from their publisher or from the next
-// periodic poll. A stream whose store lacks a seq for good therefore costs
-// at most one read per PollInterval beyond the periodic one, however often
-// it is published to, and cannot keep the poll loop from the other
-// streams. h.mu must be held.
+// a missing seq, unless held events of the stream did so less than
+// PollInterval ago: then the missing events come from their publisher (as
+// they almost always do: two appends published in the other order) or
+// from the next periodic poll. A stream whose store lacks seqs for good
+// therefore costs at most one read per PollInterval beyond the periodic
+// one, however often it is published to, and cannot keep the poll loop
+// from the other streams. h.mu must be held.
 func (h *Hub) wakeForGapLocked(key string, st *stream) {
-	if !st.polledAt.IsZero() && time.Since(st.polledAt) < h.cfg.PollInterval {
+	now := time.Now()
+	if !st.gapWokeAt.IsZero() && now.Sub(st.gapWokeAt) < h.cfg.PollInterval {
 		return
 	}
+	st.gapWokeAt = now
 	h.wakeLocked(key)
 }
 
@@ -532,7 +535,6 @@ func (h *Hub) poll(ctx context.Context, key string, woken bool) {
 		st.raiseToFrontiers()
 		after, heldBefore := st.lastSeq, st.maxHeld()
 		st.polling = true
-		st.polledAt = time.Now()
 		h.mu.Unlock()
 
 		// One slow query must not stall the polls and wake-ups of every
