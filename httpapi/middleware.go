@@ -228,11 +228,11 @@ func methodLabel(method string) string {
 }
 
 // logRedact returns a request path or query as the access log keeps it:
-// redacted whole (a DSN sent as a thread id, "token=…" in a query), then
-// each piece between '/', '?' and '&' alone and, in a piece "k=v", k and v
-// alone, as bare values (a key sent as one path segment or one value).
+// each piece between '/', '?' and '&' redacted as a bare value (a key
+// sent as one path segment), and within a piece the text after each '=',
+// from the last, as the start of a line ("q=X-Api-Key: …"); then the
+// whole, for what spans pieces (a DSN sent as a thread id).
 func logRedact(s string) string {
-	s = redact.Text(s)
 	var b strings.Builder
 	start := 0
 	for i := 0; i <= len(s); i++ {
@@ -240,8 +240,8 @@ func logRedact(s string) string {
 			continue
 		}
 		piece := s[start:i]
-		if k, v, ok := strings.Cut(piece, "="); ok {
-			piece = redact.Text(k) + "=" + redact.Text(v)
+		for eq := strings.LastIndexByte(piece, '='); eq >= 0; eq = strings.LastIndexByte(piece[:eq], '=') {
+			piece = piece[:eq+1] + redact.Text(piece[eq+1:])
 		}
 		b.WriteString(redact.Text(piece))
 		if i < len(s) {
@@ -249,7 +249,7 @@ func logRedact(s string) string {
 		}
 		start = i + 1
 	}
-	return b.String()
+	return redact.Text(b.String())
 }
 
 // detachAccess hands the end of r's accounting to a stream that outlives
