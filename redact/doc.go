@@ -13,7 +13,10 @@
 // whether anything changed and, when nothing did, return their input
 // itself: JSON returns the same bytes without decoding the document, after
 // one copy and a scan of its strings. Value never modifies its argument;
-// it copies maps and slices along the changed path only.
+// it copies maps and slices along the changed path only. [Text] and
+// [Quote] apply the default rules to text kept or shown outside events: a
+// log line, a run row's label, and the short excerpt of a caller's value
+// that an error message may hold.
 //
 // # Markers
 //
@@ -61,7 +64,8 @@
 // Options.ExtraKeys adds weak names. Options.KeepKeys lists exact keys
 // whose values pass through untouched: the engine redacts run.awaiting_input
 // data with KeepKeys "resumeToken", the one secret that must stay in its
-// event (it is verified by hash and single-use); no other writer keeps it.
+// event (it is verified by hash and single-use, and the store keeps it
+// sealed: package seal); no other writer keeps it.
 // Map keys themselves are not redacted.
 //
 // # Hidden reasoning
