@@ -50,6 +50,37 @@ func LLM(providers ...LLMProvider) NodeType {
 	}}
 }
 
+// LLMAttempt is what one attempt of an llm node did: when it started,
+// its output ({"text", "toolCalls"?}) or its error.
+type LLMAttempt struct {
+	Started time.Time
+	Output  json.RawMessage
+	Err     error
+}
+
+// ObservedLLM returns the llm node type over providers (as LLM does) whose
+// every attempt is reported to observe when it ends, on the node's
+// goroutine, before the node's result is stored; observe must not block
+// for long and cannot change the result. journal/workflowllm observes
+// attempts into the run event stream.
+func ObservedLLM(observe func(ctx context.Context, n *NodeRun, a LLMAttempt), providers ...LLMProvider) NodeType {
+	t := LLM(providers...)
+	compile := t.Compile
+	t.Compile = func(raw json.RawMessage) (NodeFunc, error) {
+		run, err := compile(raw)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, n *NodeRun) (json.RawMessage, error) {
+			a := LLMAttempt{Started: time.Now()}
+			a.Output, a.Err = run(ctx, n)
+			observe(ctx, n, a)
+			return a.Output, a.Err
+		}, nil
+	}
+	return t
+}
+
 // scriptedConfig is the config of an llm node with provider "scripted".
 type scriptedConfig struct {
 	Provider string `json:"provider"`
