@@ -130,7 +130,8 @@ func TestRunRowsAndFeedbackRedacted(t *testing.T) {
 			if len(label) > 128 {
 				label = "x"
 			}
-			body, _ := json.Marshal(map[string]any{"status": "success", "model_name": label, "operation_kind": label, "metadata": json.RawMessage(meta)})
+			body, _ := json.Marshal(map[string]any{"status": "success", "model_name": label, "operation_kind": label, "metadata": json.RawMessage(meta),
+				"token_usage_by_model": map[string]any{s.Text: map[string]int{"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}}})
 			rec := env.do(t, "PUT", "/api/threads/t1/runs/"+run, string(body))
 			if rec.Code != http.StatusOK {
 				t.Fatalf("PUT run (%s) = %d %s", s.Kind, rec.Code, rec.Body)

@@ -109,12 +109,26 @@ func (b RunParams) row() (runevents.ThreadRun, error) {
 // cleans events.
 var rowRedactor = redact.New(redact.Options{})
 
-// redactRun returns run with the secrets of its text and metadata
+// redactRun returns run with the secrets of its text (model name,
+// operation kind, the model names of token_usage_by_model) and metadata
 // replaced by the redact package's markers: a run row keeps nothing that
-// an event could not.
+// an event could not. Models whose names redact alike have their counts
+// added.
 func redactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
 	run.ModelName = redact.Text(run.ModelName)
 	run.OperationKind = redact.Text(run.OperationKind)
+	if len(run.Usage.ByModel) > 0 {
+		byModel := make(map[string]runevents.ModelUsage, len(run.Usage.ByModel))
+		for model, u := range run.Usage.ByModel {
+			model = redact.Text(model)
+			sum := byModel[model]
+			sum.InputTokens += u.InputTokens
+			sum.OutputTokens += u.OutputTokens
+			sum.TotalTokens += u.TotalTokens
+			byModel[model] = sum
+		}
+		run.Usage.ByModel = byModel
+	}
 	if len(run.Metadata) > 0 {
 		meta, _, err := rowRedactor.JSON(run.Metadata)
 		if err != nil {
