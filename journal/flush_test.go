@@ -288,3 +288,30 @@ func TestRunRow(t *testing.T) {
 		t.Errorf("metadata = %s", row.Metadata)
 	}
 }
+
+func TestNoProgressAfterComplete(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		sink := &fakeSink{}
+		progress := journal.RunRowProgress(sink, runevents.ThreadRun{ThreadID: "t1", RunID: "r1"})
+		j2, err := journal.New(sink, journal.Options{ThreadID: "t1", RunID: "r1", ProgressInterval: time.Second, Progress: progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		usageEnd(t, j2, "a", "First", 15)
+		usageEnd(t, j2, "b", "Second", 15) // a delayed report is pending
+		if err := j2.Complete(t.Context(), runevents.ThreadRun{ThreadID: "t1", RunID: "r1"}, runevents.RunSuccess); err != nil {
+			t.Fatal(err)
+		}
+		j2.RecordExternalUsage([]journal.ExternalUsage{{SourceRunID: "late", TotalTokens: 5}})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		last := sink.runs[len(sink.runs)-1]
+		if last.Status != runevents.RunSuccess || last.Usage.TotalTokens != 30 {
+			t.Errorf("last row written = %+v", last)
+		}
+		if len(sink.runs) != 2 {
+			t.Errorf("%d rows written, want the first report and the final row", len(sink.runs))
+		}
+	})
+}

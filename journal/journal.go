@@ -83,6 +83,7 @@ type Journal struct {
 	persisted       map[string]bool // tool message identities recorded
 	memoryDone      bool
 	progressStopped bool
+	completed       bool // Complete was called: no more progress reports
 	human           bool // the run's human input was recorded
 	artifacts       []artifact
 	sum             Summary

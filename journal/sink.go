@@ -108,9 +108,17 @@ func RunRowProgress(sink Sink, base runevents.ThreadRun) func(context.Context, S
 }
 
 // Complete writes the run row with status and the journal's summary
-// through the sink. It does not flush: call Flush first. A run whose model
+// through the sink. It does not flush events: call Flush first. It waits
+// for a progress report in flight, cancels a delayed one, and schedules no
+// more, so no progress report overwrites the final row. A run whose model
 // answered with an error fallback should be completed with status error.
 func (j *Journal) Complete(ctx context.Context, base runevents.ThreadRun, status runevents.RunStatus) error {
+	j.mu.Lock()
+	j.completed = true
+	j.mu.Unlock()
+	if err := j.settleProgress(ctx); err != nil {
+		return fmt.Errorf("journal: complete run: %w", err)
+	}
 	row := j.Summary().RunRow(base)
 	row.ThreadID, row.RunID, row.Status = j.opts.ThreadID, j.opts.RunID, status
 	if err := j.sink.PutRun(ctx, row); err != nil {

@@ -178,7 +178,7 @@ type progressState struct {
 // dirty and schedules one delayed report when the last report is less than
 // the interval old or one is in flight.
 func (j *Journal) scheduleProgressLocked() {
-	if j.opts.Progress == nil {
+	if j.opts.Progress == nil || j.completed {
 		return
 	}
 	p := &j.progress
