@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -118,7 +120,7 @@ func TestServeAuthFlagErrors(t *testing.T) {
 		{"--auth", "jwt", "--jwt-keys-file", filepath.Join(t.TempDir(), "missing")},
 		{"--auth", "jwt", "--jwt-keys-file", keys.file, "--cors-origins", "*"},
 		{"--auth", "jwt", "--jwt-keys-file", keys.file, "--session-key-file", keys.file + ".none"},
-		{"--append-rate", "-1"},
+		{"--append-rate", "-2"},
 	} {
 		m := &Main{Getenv: func(string) string { return "" }}
 		err := m.Run(context.Background(), append([]string{"serve", "--store", "memory:", "--addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard)
@@ -287,5 +289,35 @@ func TestSessionsAcrossInstances(t *testing.T) {
 	}
 	if code, _, _ := call(t, "GET", other.base+"/api/workflows", "", "", "Cookie", cookie); code != 401 {
 		t.Errorf("the session on an instance with another key: %d", code)
+	}
+}
+
+// The append rate is per user: with --auth none every caller is the one
+// local user, so by default there is none; with authentication the
+// default holds, and an explicit value wins in either mode.
+func TestAppendRateDefaults(t *testing.T) {
+	t.Parallel()
+	keys := newJWTKeys(t)
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{
+		{nil, 0},
+		{[]string{"--append-rate", "30"}, 30},
+		{[]string{"--auth", "jwt", "--jwt-keys-file", keys.file}, defaultAppendRate},
+		{[]string{"--auth", "jwt", "--jwt-keys-file", keys.file, "--append-rate", "0"}, 0},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		var a authFlags
+		a.add(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.build("127.0.0.1:0", slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if a.appendRate != c.want {
+			t.Errorf("%v: append rate %g, want %g", c.args, a.appendRate, c.want)
+		}
 	}
 }

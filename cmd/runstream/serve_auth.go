@@ -23,10 +23,15 @@ const (
 	authJWT   = "jwt"
 )
 
-// Defaults of the per-user append rate.
+// Defaults of the per-user append rate with --auth token or jwt. With
+// --auth none every request is the one local user, so a per-user rate
+// would cap the whole instance: there is none by default.
 const (
-	defaultAppendRate  = 50
-	defaultAppendBurst = 100
+	defaultAppendRate  = 200
+	defaultAppendBurst = 400
+	// appendRateByMode is --append-rate's default: defaultAppendRate with
+	// authentication, no limit without.
+	appendRateByMode = -1
 )
 
 // authFlags are serve's authentication and per-user limit flags.
@@ -65,7 +70,7 @@ func (a *authFlags) add(fs *flag.FlagSet) {
 	fs.DurationVar(&a.sessionTTL, "session-ttl", auth.DefaultSessionTTL, "how long a browser session lasts (never past the credential it was made from)")
 	fs.BoolVar(&a.cookieSecure, "cookie-secure", false, "mark the session cookie Secure and expect https Origins: set it when clients reach the server over TLS (a terminating proxy included)")
 	fs.StringVar(&a.corsOrigins, "cors-origins", "", "origins (comma-separated scheme://host[:port]) whose pages may call the API with credentials (default: none, CORS off; * is refused)")
-	fs.Float64Var(&a.appendRate, "append-rate", defaultAppendRate, "thread event appends (requests) per second each user may sustain on this instance, the next answering 429 RATE_LIMITED (0: no limit)")
+	fs.Float64Var(&a.appendRate, "append-rate", appendRateByMode, fmt.Sprintf("thread event appends (requests) per second each user may sustain on this instance, the next answering 429 RATE_LIMITED (0: no limit; default: %d with --auth token or jwt, no limit with --auth none, whose one user is every caller)", defaultAppendRate))
 	fs.IntVar(&a.appendBurst, "append-burst", defaultAppendBurst, "appends a user may make at once, above --append-rate")
 	fs.DurationVar(&a.streamLifetime, "max-stream-lifetime", time.Hour, "longest an SSE stream stays open; the client resumes with Last-Event-ID (a stream also ends when its credential or session expires)")
 }
@@ -74,8 +79,14 @@ func (a *authFlags) add(fs *flag.FlagSet) {
 // none it refuses a non-loopback addr unless --insecure-no-auth, and warns
 // in the log either way.
 func (a *authFlags) build(addr string, logger *slog.Logger) error {
-	if a.appendRate < 0 || a.appendBurst < 0 {
+	if (a.appendRate < 0 && a.appendRate != appendRateByMode) || a.appendBurst < 0 {
 		return fmt.Errorf("%w: --append-rate and --append-burst must not be negative", errUsage)
+	}
+	if a.appendRate == appendRateByMode {
+		a.appendRate = defaultAppendRate
+		if a.mode == authNone {
+			a.appendRate = 0
+		}
 	}
 	if a.sessionTTL <= 0 || a.streamLifetime <= 0 {
 		return fmt.Errorf("%w: --session-ttl and --max-stream-lifetime must be positive", errUsage)
