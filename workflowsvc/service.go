@@ -8,7 +8,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"io"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -298,6 +301,9 @@ func (s *Service) StartRun(ctx context.Context, p StartRunParams) (workflow.Run,
 		return workflow.Run{}, runstream.Errorf(runstream.CodeInvalidArgument, "input must be a JSON value")
 	}
 	input = compact.Bytes()
+	if err := checkNumbers(input); err != nil {
+		return workflow.Run{}, err
+	}
 	if err := plan.CheckInput(input); err != nil {
 		return workflow.Run{}, err
 	}
@@ -318,6 +324,53 @@ func (s *Service) StartRun(ctx context.Context, p StartRunParams) (workflow.Run,
 	s.notify(run.ID)
 	return run, nil
 }
+
+// checkNumbers refuses an input holding a number that float64 cannot hold
+// (1e999), which the engine could not evaluate, with VALIDATION_FAILED
+// naming its JSON pointer under /input (redacted), never its text.
+func checkNumbers(input json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil // valid JSON: json.Compact accepted it
+	}
+	path, bad := numberOutOfRange(v, "/input")
+	if !bad {
+		return nil
+	}
+	path = redact.Text(path)
+	const msg = "number out of range: JSON numbers must be finite 64-bit floating-point values"
+	return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", path, msg).
+		WithDetail("problems", []map[string]string{{"path": path, "message": msg}})
+}
+
+// numberOutOfRange returns the JSON pointer, below path, of the first
+// number of v (in member-name order) that float64 cannot hold.
+func numberOutOfRange(v any, path string) (string, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		if _, err := strconv.ParseFloat(string(x), 64); err != nil {
+			return path, true
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			if p, bad := numberOutOfRange(x[k], path+"/"+pointerEscaper.Replace(k)); bad {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, bad := numberOutOfRange(e, path+"/"+strconv.Itoa(i)); bad {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// pointerEscaper escapes a member name in a JSON pointer (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // maxCancelAttempts bounds how often a cancel reads the run again after
 // the run changed under it (an engine moving it along meanwhile).

@@ -2,6 +2,7 @@ package workflowsvc_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/runstream/runstream"
@@ -89,5 +90,32 @@ func TestReadOnlyServiceWritesNoRun(t *testing.T) {
 	}
 	if _, err := svc.ResumeRun(t.Context(), workflowsvc.ResumeParams{User: "alice", RunID: "run_x", Token: "t"}); runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
 		t.Errorf("ResumeRun without a log: %v, want UNAVAILABLE", err)
+	}
+}
+
+// TestStartRunRefusesNumbersOutOfRange: an input number float64 cannot
+// hold is VALIDATION_FAILED naming its path, before the run exists, for
+// callers without HTTP too (runstream run).
+func TestStartRunRefusesNumbersOutOfRange(t *testing.T) {
+	t.Parallel()
+	svc, _, _ := setup(t)
+	ctx := t.Context()
+	wf, _, err := svc.Publish(ctx, "alice", workflowsvc.Definition{Definition: json.RawMessage(waiter)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for input, path := range map[string]string{
+		`{"x":1e999}`:               "/input/x",
+		`{"a/b":[1,{"c":-1E+400}]}`: "/input/a~1b/1/c",
+		`1e999`:                     "/input",
+	} {
+		_, err := svc.StartRun(ctx, workflowsvc.StartRunParams{User: "alice", WorkflowID: wf.ID, Input: json.RawMessage(input)})
+		e := runstream.AsError(err)
+		if e.Code != runstream.CodeValidationFailed || !strings.HasPrefix(e.Message, path+": number out of range") || strings.Contains(e.Message, "e999") {
+			t.Errorf("StartRun(%s) = %v, want VALIDATION_FAILED naming %s", input, err, path)
+		}
+	}
+	if _, err := svc.StartRun(ctx, workflowsvc.StartRunParams{User: "alice", WorkflowID: wf.ID, Input: json.RawMessage(`{"n":2,"tiny":1e-999}`)}); err != nil {
+		t.Errorf("StartRun with numbers in range: %v", err)
 	}
 }
