@@ -1,14 +1,16 @@
 // Package jsonl is the run-event store kept in JSON Lines files, one file
 // per run. The server keeps thread run events here with
 // "runstream serve --run-events jsonl:DIR"; workflows, thread run rows and
-// idempotency keys stay in the --store. The layout:
+// the idempotency keys of other requests stay in the --store, while the
+// keys of appends live here, with their rows (see Idempotency keys). The
+// layout:
 //
 //	<Dir>/LOCK                                  held by the open store (flock)
 //	<Dir>/threads/<thread_id>/runs/<run_id>.jsonl
 //	<Dir>/threads/<thread_id>/last_seq          written by deletes
 //
 // Every line is one record encoded by runevents.Record.MarshalJSON followed
-// by '\n'. '\n' is the only separator: U+2028, U+2029 and U+0085 inside
+// by '\n', or a key line (below). '\n' is the only separator: U+2028, U+2029 and U+0085 inside
 // strings are ordinary characters. Every row goes to its own run's file,
 // also in a batch that spans runs.
 //
@@ -28,7 +30,8 @@
 // to their last durable size, so a failed batch leaves nothing behind while
 // the process lives. A batch is atomic in the process, not across a crash:
 // a crash in the middle of an unacknowledged batch may leave some of its
-// whole lines on disk.
+// whole lines on disk. A keyed batch is atomic across a crash too (see
+// Idempotency keys).
 //
 // # Recovery
 //
@@ -42,6 +45,42 @@
 // a delete rewrites its file. Files written by older systems are read too:
 // a row is filed under the run_id it carries, whatever file it is in, and a
 // later duplicate of a seq is skipped, so no row is counted twice.
+//
+// # Idempotency keys
+//
+// The store is a runevents.IdempotentAppender. A keyed append writes, in
+// every run file its batch touches and in the same write as the batch's
+// rows there, a key line before those rows:
+//
+//	{"idempotency_key":{"user_id":…,"key":…,"request_hash":<base64>,"status":201,
+//	 "body":<base64>,"created_at":…,"expires_at":…,"first_seq":7,"last_seq":9}}
+//
+// first_seq..last_seq are the seqs of the whole batch; an if-absent append
+// that found its row writes the key line alone, after that row in its
+// file, with first_seq = last_seq = the row's seq. The key line shares the
+// rows' fsync, and readers skip it (older versions of this package count
+// it as a line that is not a record). Keys are per user and expire after
+// IdempotencyTTL (24 hours), as in the SQL stores; an expired key is
+// absent, and a later append under it writes a new key line.
+//
+// Recovery rule: a thread's key is whole when every row first_seq..last_seq
+// is in the thread, or when first_seq is at most the seq in last_seq (the
+// rows were durable before a delete, which may have removed them since);
+// whole keys are indexed. A key line that is not whole was torn by a crash
+// during its unacknowledged batch: every file holding one of its key lines
+// is truncated at that line, which drops the batch's rows that reached the
+// disk and anything written after them, and the thread is recovered
+// again. A torn key line itself is a torn tail. So after a crash the key
+// exists exactly when all its rows do, and a retry either replays the
+// first response or appends the batch once.
+//
+// The key index is built per thread when the thread is recovered: after
+// Open, LookupIdempotent and an append to another thread do not see the
+// key of a thread not yet touched; an append to the key's thread (every
+// retry of the request) always does. Deleting rows rewrites their files
+// without key lines, so deleting every file that holds a key's line
+// forgets the key. Files without key lines (written before keys were
+// stored here) read as before.
 //
 // # Concurrency
 //

@@ -2,6 +2,7 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,10 @@ func (s *RunEventStore) recover(t *thread) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: recover thread %s", t.id)
 	}
-	var found []entry
+	var (
+		found []entry
+		keys  []foundKey
+	)
 	for _, d := range dirents { // sorted by name, so recovery is deterministic
 		path := filepath.Join(t.runsDir(), d.Name())
 		if strings.HasSuffix(d.Name(), ".tmp") { // left by a rewrite that did not finish
@@ -45,42 +49,112 @@ func (s *RunEventStore) recover(t *thread) error {
 			s.log.Warn("jsonl: ignoring unexpected file", "path", path)
 			continue
 		}
-		rows, err := s.recoverFile(t, run, path)
+		rows, ks, err := s.recoverFile(t, run, path)
 		if err != nil {
 			t.closeFilesLocked()
 			return runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: recover thread %s", t.id)
 		}
 		found = append(found, rows...)
+		keys = append(keys, ks...)
 	}
 	// A stable sort keeps the first of duplicate seqs in file name order.
 	slices.SortStableFunc(found, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	deleted := lastSeq // every seq up to it was durable before a delete
 	dups := 0
+	var seqs []int64
 	for i, e := range found {
 		if i > 0 && e.seq == found[i-1].seq {
 			dups++
 			continue
 		}
 		t.add(e)
+		seqs = append(seqs, e.seq)
 		lastSeq = max(lastSeq, e.seq)
 	}
 	if dups > 0 {
 		s.log.Warn("jsonl: skipped rows repeating a seq", "thread", t.id, "rows", dups)
 	}
 	t.lastSeq, t.visible = lastSeq, lastSeq
+
+	// A key line commits its rows: a key whose rows are not all present
+	// was torn by a crash (unless a delete removed them since), and so are
+	// the rows of its batch that made it to disk. They were never
+	// acknowledged: cut every file at the torn batch's key line and
+	// recover again.
+	cuts := map[uint32]int64{}
+	var whole []keyRecord
+	for _, k := range keys {
+		switch {
+		case hasSeqs(seqs, k.rec.FirstSeq, k.rec.LastSeq) || k.rec.FirstSeq <= deleted:
+			whole = append(whole, k.rec)
+		case k.rec.FirstSeq > deleted:
+			if at, ok := cuts[k.file]; !ok || k.off < at {
+				cuts[k.file] = k.off
+			}
+		}
+	}
+	if len(cuts) > 0 {
+		err := s.cutTornKeys(t, cuts)
+		t.closeFilesLocked()
+		if err != nil {
+			return runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: recover thread %s", t.id)
+		}
+		return s.recover(t)
+	}
+	now := s.now()
+	for _, rec := range whole {
+		if now.Before(rec.ExpiresAt) {
+			s.recoveredKey(rec)
+		}
+	}
+	return nil
+}
+
+// foundKey is a whole key line found by recovery at off in file file.
+type foundKey struct {
+	rec  keyRecord
+	file uint32
+	off  int64
+}
+
+// hasSeqs reports whether sorted seqs holds every seq from first to last.
+func hasSeqs(seqs []int64, first, last int64) bool {
+	if first <= 0 || last < first {
+		return false
+	}
+	i, ok := slices.BinarySearch(seqs, first)
+	n := int(last - first + 1)
+	return ok && i+n <= len(seqs) && seqs[i+n-1] == last
+}
+
+// cutTornKeys truncates each file of cuts at its offset, the key line of a
+// torn batch, and fsyncs it. t.mu is held.
+func (s *RunEventStore) cutTornKeys(t *thread, cuts map[uint32]int64) error {
+	for fi, off := range cuts {
+		f := t.files[fi]
+		if err := f.f.Truncate(off); err != nil {
+			return fmt.Errorf("truncate torn keyed batch of %s: %w", f.path, err)
+		}
+		if err := s.io.sync(f.f); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.path, err)
+		}
+		s.log.Warn("jsonl: truncated a keyed batch a crash left incomplete", "path", f.path, "bytes", f.size-off)
+	}
 	return nil
 }
 
 // recoverFile opens a run file, indexes its lines and truncates a torn
 // tail: a final fragment without '\n', or a final line that is not valid
 // JSON. t.mu is held.
-func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, error) {
+func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, []foundKey, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi := uint32(len(t.files))
 	var (
 		rows           []entry
+		keys           []foundKey
 		off            int64 // offset after the last complete line
 		lastOff        int64 // offset of the last complete line
 		lastTorn       bool  // the last complete line is not JSON at all
@@ -103,13 +177,20 @@ func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, erro
 		}
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("read %s: %w", path, err)
+			return nil, nil, fmt.Errorf("read %s: %w", path, err)
 		}
 		body := line[:len(line)-1]
 		lastOff, off = off, off+int64(len(line))
 		lastTorn = false
 		if len(body) == 0 {
 			continue
+		}
+		if bytes.HasPrefix(body, []byte(keyLinePrefix)) {
+			var k keyLine
+			if json.Unmarshal(body, &k) == nil {
+				keys = append(keys, foundKey{rec: k.Key, file: fi, off: lastOff})
+				continue
+			}
 		}
 		e, ok := t.index(body, lastOff, fi)
 		if !ok {
@@ -126,11 +207,11 @@ func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, erro
 	if cut := off + int64(len(fragment)) - keep; cut > 0 {
 		if err := f.Truncate(keep); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("truncate torn tail of %s: %w", path, err)
+			return nil, nil, fmt.Errorf("truncate torn tail of %s: %w", path, err)
 		}
 		if err := s.io.sync(f); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("fsync %s: %w", path, err)
+			return nil, nil, fmt.Errorf("fsync %s: %w", path, err)
 		}
 		s.log.Warn("jsonl: truncated a torn tail", "path", path, "bytes", cut)
 	}
@@ -139,7 +220,7 @@ func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, erro
 	}
 	t.files = append(t.files, &runFile{name: name, path: path, f: f, size: keep, synced: keep})
 	t.fileOf[name] = fi
-	return rows, nil
+	return rows, keys, nil
 }
 
 // index decodes one line of file fi at off and returns its entry, or false

@@ -46,9 +46,13 @@ type RunEventStore struct {
 	life   sync.RWMutex
 	closed bool
 
-	mu      sync.Mutex // guards threads and failed
+	mu      sync.Mutex // guards threads, failed, keys and lastKeySweep
 	threads map[string]*thread
 	failed  error // the first write or fsync error; later writes are refused
+	// keys indexes the idempotency keys of the threads recovered since
+	// Open, and those written since. Lock order: thread.mu, then mu.
+	keys         map[idemKey]*keyEntry
+	lastKeySweep time.Time
 }
 
 var (

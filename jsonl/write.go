@@ -78,7 +78,7 @@ func (s *RunEventStore) PutIfAbsent(_ context.Context, e runevents.NewEvent) (ru
 		return found[0], false, nil
 	}
 	recs := []runevents.Record{rec}
-	err = s.appendLocked(t, recs)
+	err = s.appendLocked(t, recs, nil)
 	last := t.lastSeq
 	t.mu.Unlock()
 	if err == nil {
@@ -102,7 +102,7 @@ func (s *RunEventStore) append(recs []runevents.Record) error {
 		return err
 	}
 	t.mu.Lock()
-	err = s.appendLocked(t, recs)
+	err = s.appendLocked(t, recs, nil)
 	last := t.lastSeq
 	t.mu.Unlock()
 	if err != nil {
@@ -113,8 +113,10 @@ func (s *RunEventStore) append(recs []runevents.Record) error {
 
 // appendLocked assigns recs the thread's next seqs, writes each to its
 // run's file (one write per file) and indexes them; they stay invisible to
-// readers until commit. t.mu is held.
-func (s *RunEventStore) appendLocked(t *thread, recs []runevents.Record) error {
+// readers until commit. A non-nil marker (an idempotency key line,
+// without its '\n') is written first in every file the batch touches, in
+// the same write as the rows that follow it there. t.mu is held.
+func (s *RunEventStore) appendLocked(t *thread, recs []runevents.Record, marker []byte) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
@@ -144,6 +146,9 @@ func (s *RunEventStore) appendLocked(t *thread, recs []runevents.Record) error {
 		}
 		if g == nil {
 			g = &group{file: fi}
+			if marker != nil {
+				g.buf = append(append(g.buf, marker...), '\n')
+			}
 			groups = append(groups, g)
 		}
 		enc, _ := rec.MarshalJSON() // never fails
@@ -221,10 +226,17 @@ func (s *RunEventStore) createFile(dir, path string) (*os.File, error) {
 // writer to get t.syncMu fsyncs every file written so far, for every
 // waiting writer (group commit); the others find their rows durable.
 func (s *RunEventStore) commit(t *thread, upTo int64) error {
+	return s.commitFile(t, upTo, nil, 0)
+}
+
+// commitFile is commit that also waits, when f is not nil, until the first
+// end bytes of f are durable: a key line written without rows has no seq
+// to wait for.
+func (s *RunEventStore) commitFile(t *thread, upTo int64, f *runFile, end int64) error {
 	t.syncMu.Lock()
 	defer t.syncMu.Unlock()
 	t.mu.Lock()
-	if t.visible >= upTo {
+	if t.visible >= upTo && (f == nil || f.synced >= end) {
 		t.mu.Unlock()
 		return nil
 	}

@@ -1,0 +1,347 @@
+package jsonl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
+)
+
+var _ runevents.IdempotentAppender = (*RunEventStore)(nil)
+
+// IdempotencyTTL is how long an idempotency key is remembered, as in the
+// sqlite and postgres stores.
+const IdempotencyTTL = 24 * time.Hour
+
+// keyLinePrefix starts every key line, so that recovery tells it from a
+// row without decoding it.
+const keyLinePrefix = `{"idempotency_key":`
+
+// keyLine is the line that commits an idempotency key with its rows. It is
+// written first in every run file a keyed batch touches, in the same write
+// as the batch's rows there. FirstSeq..LastSeq are the seqs of the rows
+// the line commits: the whole batch's (in every file it touches), or, for
+// an if-absent append that found its row, that row's seq (the line is then
+// written alone, after the row, in the row's file).
+type keyLine struct {
+	Key keyRecord `json:"idempotency_key"`
+}
+
+type keyRecord struct {
+	UserID      string    `json:"user_id"`
+	Key         string    `json:"key"`
+	RequestHash []byte    `json:"request_hash"`
+	Status      int       `json:"status"`
+	Body        []byte    `json:"body"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	FirstSeq    int64     `json:"first_seq"`
+	LastSeq     int64     `json:"last_seq"`
+}
+
+// idemKey names a key: keys are per user.
+type idemKey struct{ user, key string }
+
+// keyEntry is a key in the store's index. ready is closed once the key's
+// line and rows are durable, or once the write failed (then failed is
+// set and the entry is no longer in the index).
+type keyEntry struct {
+	rec    keyRecord
+	ready  chan struct{}
+	failed bool
+}
+
+// closedReady is the ready channel of keys found by recovery.
+var closedReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (e *keyEntry) response() *runevents.IdempotentResponse {
+	return &runevents.IdempotentResponse{
+		RequestHash: bytes.Clone(e.rec.RequestHash),
+		Status:      e.rec.Status,
+		Body:        bytes.Clone(e.rec.Body),
+		CreatedAt:   e.rec.CreatedAt,
+	}
+}
+
+// AppendIdempotent appends a.Events under the key (runevents.IdempotentAppender).
+// The key line and the rows are one write per touched file and share the
+// rows' fsync, so the key exists after a crash exactly when its rows do
+// (recovery drops a batch that is not whole). A concurrent call with the
+// same key waits for the first one's fsync and replays its response.
+//
+// The key index of a thread is built when the thread is recovered, so a
+// key of a thread not touched since Open is unknown to LookupIdempotent
+// and to appends to other threads; an append to the key's own thread
+// (every retry of the request) always finds it.
+func (s *RunEventStore) AppendIdempotent(ctx context.Context, a runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
+	if err := a.Validate(); err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	now := s.now()
+	recs, err := runevents.PrepareBatch(a.Events, now, s.maxTrace)
+	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	leave, err := s.enter()
+	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	defer leave()
+	t, err := s.loadThread(recs[0].ThreadID, true)
+	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	for {
+		res, wait, err := s.appendIdempotent(t, a, recs, now)
+		if wait == nil {
+			return res, err
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return runevents.IdempotentResult{}, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "waiting for a request with the same idempotency key")
+		}
+	}
+}
+
+// appendIdempotent is one attempt of AppendIdempotent. When the key is
+// held by a write not yet durable it returns that write's ready channel:
+// the caller waits on it and tries again.
+func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend, recs []runevents.Record, now time.Time) (runevents.IdempotentResult, <-chan struct{}, error) {
+	t.mu.Lock()
+	s.mu.Lock()
+	e, err := s.lookupLocked(a.UserID, a.Key, a.RequestHash, now)
+	if err != nil || e != nil {
+		s.mu.Unlock()
+		t.mu.Unlock()
+		if err != nil {
+			return runevents.IdempotentResult{}, nil, err
+		}
+		select {
+		case <-e.ready:
+			return runevents.IdempotentResult{Response: *e.response(), Replayed: true}, nil, nil
+		default:
+			return runevents.IdempotentResult{}, e.ready, nil
+		}
+	}
+	s.mu.Unlock()
+	if err := s.writable(); err != nil {
+		t.mu.Unlock()
+		return runevents.IdempotentResult{}, nil, err
+	}
+
+	// The response is built before anything is written, from the seqs the
+	// rows will get (or the row an if-absent append finds), so that a
+	// failing builder leaves nothing.
+	var (
+		out     = recs
+		created = true
+		found   *entry
+	)
+	if a.IfAbsent {
+		old, conflict := t.firstOfTypeLocked(&recs[0])
+		if conflict != nil {
+			t.mu.Unlock()
+			return runevents.IdempotentResult{}, nil, conflict
+		}
+		if old != nil {
+			rows, err := s.readLocked(t, []entry{*old})
+			if err != nil {
+				t.mu.Unlock()
+				return runevents.IdempotentResult{}, nil, err
+			}
+			out, created, found = rows, false, old
+		}
+	}
+	if created {
+		for i := range recs {
+			recs[i].Seq = t.lastSeq + int64(i) + 1
+		}
+	}
+	built := make([]runevents.Record, len(out))
+	for i := range out {
+		built[i] = out[i].Clone()
+	}
+	resp, err := a.Response(built, created)
+	if err != nil {
+		t.mu.Unlock()
+		return runevents.IdempotentResult{}, nil, err
+	}
+	if resp.CreatedAt.IsZero() {
+		resp.CreatedAt = now
+	}
+	rec := keyRecord{
+		UserID:      a.UserID,
+		Key:         a.Key,
+		RequestHash: bytes.Clone(a.RequestHash),
+		Status:      resp.Status,
+		Body:        bytes.Clone(resp.Body),
+		CreatedAt:   resp.CreatedAt.UTC().Truncate(time.Microsecond),
+		ExpiresAt:   now.Add(IdempotencyTTL).UTC().Truncate(time.Microsecond),
+	}
+	if created {
+		rec.FirstSeq, rec.LastSeq = recs[0].Seq, recs[len(recs)-1].Seq
+	} else {
+		rec.FirstSeq, rec.LastSeq = found.seq, found.seq
+	}
+	line, err := json.Marshal(keyLine{Key: rec})
+	if err != nil {
+		t.mu.Unlock()
+		return runevents.IdempotentResult{}, nil, runstream.Wrap(err, runstream.CodeInternal, "jsonl: encode idempotency key")
+	}
+
+	// Reserve the key before writing, so that a call with the same key in
+	// another thread (another request: it fails with a hash mismatch or
+	// waits) cannot slip in between.
+	k := idemKey{a.UserID, a.Key}
+	mine := &keyEntry{rec: rec, ready: make(chan struct{})}
+	s.mu.Lock()
+	if s.keys == nil {
+		s.keys = map[idemKey]*keyEntry{}
+	}
+	s.keys[k] = mine
+	s.mu.Unlock()
+
+	var (
+		upTo int64
+		kf   *runFile
+		end  int64
+	)
+	if created {
+		err = s.appendLocked(t, recs, line)
+		upTo = t.lastSeq
+	} else {
+		upTo = found.seq // the row may still be waiting for its fsync
+		kf, end, err = s.writeKeyLocked(t, t.attrs[found.attr].run, line)
+	}
+	t.mu.Unlock()
+	if err == nil {
+		err = s.commitFile(t, upTo, kf, end)
+	}
+	s.mu.Lock()
+	if err != nil {
+		mine.failed = true
+		if s.keys[k] == mine {
+			delete(s.keys, k)
+		}
+	}
+	close(mine.ready)
+	s.mu.Unlock()
+	if err != nil {
+		return runevents.IdempotentResult{}, nil, err
+	}
+	res := runevents.IdempotentResult{Response: *mine.response()}
+	if created {
+		res.Appended = recs
+	}
+	return res, nil, nil
+}
+
+// LookupIdempotent returns the response stored under the key, or nil when
+// the key is absent or expired (runevents.IdempotentAppender). A key whose
+// append is still waiting for its fsync is waited for.
+func (s *RunEventStore) LookupIdempotent(ctx context.Context, userID, key string, requestHash []byte) (*runevents.IdempotentResponse, error) {
+	if err := runevents.CheckIdempotencyKey(key); err != nil {
+		return nil, err
+	}
+	leave, err := s.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	for {
+		s.mu.Lock()
+		e, err := s.lookupLocked(userID, key, requestHash, s.now())
+		s.mu.Unlock()
+		if err != nil || e == nil {
+			return nil, err
+		}
+		select {
+		case <-e.ready:
+			if !e.failed {
+				return e.response(), nil
+			}
+		case <-ctx.Done():
+			return nil, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "waiting for a request with the same idempotency key")
+		}
+	}
+}
+
+// lookupLocked returns the entry of the key, nil when it is absent or
+// expired, or the error of a hash mismatch. At most once a minute it
+// forgets every expired key. s.mu is held.
+func (s *RunEventStore) lookupLocked(userID, key string, requestHash []byte, now time.Time) (*keyEntry, error) {
+	if now.Sub(s.lastKeySweep) >= time.Minute {
+		s.lastKeySweep = now
+		for k, e := range s.keys {
+			if !now.Before(e.rec.ExpiresAt) {
+				delete(s.keys, k)
+			}
+		}
+	}
+	e := s.keys[idemKey{userID, key}]
+	if e == nil || !now.Before(e.rec.ExpiresAt) {
+		return nil, nil
+	}
+	if !bytes.Equal(e.rec.RequestHash, requestHash) {
+		return nil, runevents.ErrIdempotencyMismatch()
+	}
+	return e, nil
+}
+
+// recoveredKey adds a key line found whole by recovery to the index,
+// unless the index holds a key of the same name that expires later. s.mu
+// is not held.
+func (s *RunEventStore) recoveredKey(rec keyRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := idemKey{rec.UserID, rec.Key}
+	if old := s.keys[k]; old != nil && !old.rec.ExpiresAt.Before(rec.ExpiresAt) {
+		return
+	}
+	if s.keys == nil {
+		s.keys = map[idemKey]*keyEntry{}
+	}
+	s.keys[k] = &keyEntry{rec: rec, ready: closedReady}
+}
+
+// writeKeyLocked appends a key line alone to run's file and returns the
+// file and its size after the line, for commitFile. t.mu is held.
+func (s *RunEventStore) writeKeyLocked(t *thread, run string, line []byte) (*runFile, int64, error) {
+	fi, err := s.fileFor(t, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := t.files[fi]
+	buf := append(line, '\n')
+	if _, err := s.io.writeAt(f.f, buf, f.size); err != nil {
+		if terr := f.f.Truncate(f.size); terr != nil {
+			s.log.Error("jsonl: truncate after failed write", "path", f.path, "err", terr)
+		}
+		s.fail(err)
+		return nil, 0, runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: write idempotency key in thread %s failed; the store refuses further writes", t.id)
+	}
+	f.size += int64(len(buf))
+	return f, f.size, nil
+}
+
+// firstOfTypeLocked returns the row of rec's run with rec's event type,
+// nil when there is none, or a conflict when it is another user's. t.mu
+// is held.
+func (t *thread) firstOfTypeLocked(rec *runevents.Record) (*entry, error) {
+	for _, old := range t.runs[rec.RunID] {
+		a := &t.attrs[old.attr]
+		if a.eventType != rec.EventType {
+			continue
+		}
+		if a.userID != rec.UserID {
+			return nil, runstream.Errorf(runstream.CodeConflict,
+				"event %s of run %s already exists for another owner", rec.EventType, rec.RunID)
+		}
+		return &old, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,254 @@
+package jsonl
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+// idemEvent is an event of thread t1.
+func idemEvent(run string, typ runevents.EventType, cat runevents.Category, content string) runevents.NewEvent {
+	return runevents.NewEvent{ThreadID: "t1", RunID: run, EventType: typ, Category: cat, Content: json.RawMessage(content)}
+}
+
+func idemMessage(run, content string) runevents.NewEvent {
+	return idemEvent(run, runevents.EventLLMHumanInput, runevents.CategoryMessage, content)
+}
+
+// openUnsynced opens the store in dir without fsyncs, so that the
+// thousands of reopens of TestIdempotentTornTail stay quick: the test
+// cuts files itself, it does not need the disk to keep them.
+func openUnsynced(t *testing.T, dir string) *RunEventStore {
+	t.Helper()
+	s := mustOpen(t, dir)
+	s.io.sync = func(*os.File) error { return nil }
+	return s
+}
+
+func hashOf(body string) []byte {
+	h := sha256.Sum256([]byte(body))
+	return h[:]
+}
+
+// seqsBody is the response of the tests' keyed appends: the seqs as JSON,
+// and 200 instead of 201 for an if-absent append that found its row.
+func seqsBody(recs []runevents.Record, created bool) (runevents.IdempotentResponse, error) {
+	status := 201
+	if !created {
+		status = 200
+	}
+	seqs := make([]int64, len(recs))
+	for i, r := range recs {
+		seqs[i] = r.Seq
+	}
+	body, err := json.Marshal(seqs)
+	return runevents.IdempotentResponse{Status: status, Body: body}, err
+}
+
+func keyedAppend(key string, ifAbsent bool, events ...runevents.NewEvent) runevents.IdempotentAppend {
+	for i := range events {
+		events[i].UserID = "alice"
+	}
+	return runevents.IdempotentAppend{UserID: "alice", Key: key, RequestHash: hashOf(key), Events: events, IfAbsent: ifAbsent, Response: seqsBody}
+}
+
+// threadRows returns the thread's rows as "seq run type content" lines.
+func threadRows(t *testing.T, s *RunEventStore, thread string) []string {
+	t.Helper()
+	recs, err := s.ListThreadEvents(t.Context(), runevents.ListThreadEventsParams{ThreadID: thread, Owner: runevents.AnyOwner, Limit: 1000})
+	if err != nil {
+		t.Fatalf("ListThreadEvents(%s): %v", thread, err)
+	}
+	var out []string
+	for _, r := range recs {
+		out = append(out, fmt.Sprintf("%d %s %s %s", r.Seq, r.RunID, r.EventType, r.Content))
+	}
+	return out
+}
+
+// snapshot returns the content of every file below dir but LOCK.
+func snapshot(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "LOCK" {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		b, err := os.ReadFile(path)
+		files[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// restore writes files into a new directory.
+func restore(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, b := range files {
+		path := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestIdempotentTornTail cuts the write of a keyed append at every byte
+// offset, as a crash would, and checks after a reopen that the key exists
+// exactly when all the append's rows do, and that a retry with the key
+// either replays the first response or appends the batch once.
+func TestIdempotentTornTail(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		before func(t *testing.T, s *RunEventStore)
+		append runevents.IdempotentAppend
+	}{
+		{"OneRun", nil, keyedAppend("k1", false, idemMessage("r1", `"a"`), idemMessage("r1", `"b"`))},
+		{"ThreeRuns", nil, keyedAppend("k1", false, idemMessage("r1", `"a"`), idemMessage("r2", `"b"`), idemMessage("r1", `"c"`), idemMessage("r3", `"d"`))},
+		{"IfAbsentFound", func(t *testing.T, s *RunEventStore) {
+			e := idemEvent("r1", runevents.EventRunDelivery, runevents.CategoryOutputs, `"first"`)
+			e.UserID = "alice"
+			if _, _, err := s.PutIfAbsent(t.Context(), e); err != nil {
+				t.Fatal(err)
+			}
+		}, keyedAppend("k1", true, idemEvent("r1", runevents.EventRunDelivery, runevents.CategoryOutputs, `"second"`))},
+		{"IfAbsentCreated", nil, keyedAppend("k1", true, idemEvent("r1", runevents.EventRunDelivery, runevents.CategoryOutputs, `"first"`))},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := openUnsynced(t, dir)
+			// Earlier rows, with a keyed append of their own, that every cut must keep.
+			if _, err := s.PutBatch(t.Context(), []runevents.NewEvent{idemMessage("r1", `"old"`), idemMessage("r2", `"old"`)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.AppendIdempotent(t.Context(), keyedAppend("k0", false, idemMessage("r1", `"k0"`), idemMessage("r3", `"k0"`))); err != nil {
+				t.Fatal(err)
+			}
+			if c.before != nil {
+				c.before(t, s)
+			}
+			oldRows := threadRows(t, s, "t1")
+			before := snapshot(t, dir)
+			first, err := s.AppendIdempotent(t.Context(), c.append)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newRows := threadRows(t, s, "t1")
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			after := snapshot(t, dir)
+
+			// The last write: what it appended to each file, in the order
+			// the store wrote the files (the order of their names does not
+			// matter: every order is tried).
+			var written []string
+			for rel, b := range after {
+				if !bytes.Equal(b, before[rel]) {
+					if !bytes.HasPrefix(b, before[rel]) {
+						t.Fatalf("%s was rewritten, not appended to", rel)
+					}
+					written = append(written, rel)
+				}
+			}
+			slices.Sort(written)
+			if len(written) == 0 {
+				t.Fatal("the keyed append wrote nothing")
+			}
+			// Every check reuses one copy of the directory: only the files
+			// of the last write differ between checks, and only they are
+			// changed by a check (its recovery and its retry).
+			crashed := restore(t, before)
+			check := func(t *testing.T, files map[string][]byte, what string) {
+				for _, rel := range written {
+					if err := os.WriteFile(filepath.Join(crashed, rel), files[rel], 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s := openUnsynced(t, crashed)
+				defer s.Close()
+				rows := threadRows(t, s, "t1") // recovers the thread and its keys
+				got, err := s.LookupIdempotent(t.Context(), "alice", c.append.Key, c.append.RequestHash)
+				if err != nil {
+					t.Fatalf("%s: LookupIdempotent: %v", what, err)
+				}
+				switch {
+				case got != nil && !slices.Equal(rows, newRows):
+					t.Fatalf("%s: the key survived without its rows:\n%s\nwant\n%s", what, strings.Join(rows, "\n"), strings.Join(newRows, "\n"))
+				case got == nil && !slices.Equal(rows, oldRows):
+					t.Fatalf("%s: rows survived without their key:\n%s\nwant\n%s", what, strings.Join(rows, "\n"), strings.Join(oldRows, "\n"))
+				case got != nil && (got.Status != first.Response.Status || !bytes.Equal(got.Body, first.Response.Body)):
+					t.Fatalf("%s: key holds %d %s, want %d %s", what, got.Status, got.Body, first.Response.Status, first.Response.Body)
+				}
+				retry, err := s.AppendIdempotent(t.Context(), c.append)
+				if err != nil {
+					t.Fatalf("%s: retry: %v", what, err)
+				}
+				if retry.Replayed != (got != nil) || retry.Response.Status != first.Response.Status || !bytes.Equal(retry.Response.Body, first.Response.Body) {
+					t.Fatalf("%s: retry = replayed %v, %d %s; want replayed %v, %d %s", what,
+						retry.Replayed, retry.Response.Status, retry.Response.Body, got != nil, first.Response.Status, first.Response.Body)
+				}
+				if rows := threadRows(t, s, "t1"); !slices.Equal(rows, newRows) {
+					t.Fatalf("%s: rows after the retry:\n%s\nwant\n%s", what, strings.Join(rows, "\n"), strings.Join(newRows, "\n"))
+				}
+			}
+			cut := func(lens map[string]int) map[string][]byte {
+				files := map[string][]byte{}
+				for _, rel := range written {
+					files[rel] = after[rel]
+				}
+				for rel, n := range lens {
+					files[rel] = after[rel][:len(before[rel])+n]
+				}
+				return files
+			}
+			added := func(rel string) int { return len(after[rel]) - len(before[rel]) }
+			// A crash during the writes, in either order of the files: the
+			// files written before are whole, the one being written is
+			// cut, the ones after are untouched.
+			reversed := slices.Clone(written)
+			slices.Reverse(reversed)
+			for _, order := range [][]string{written, reversed} {
+				for i, rel := range order {
+					for n := range added(rel) + 1 {
+						lens := map[string]int{rel: n}
+						for _, later := range order[i+1:] {
+							lens[later] = 0
+						}
+						check(t, cut(lens), fmt.Sprintf("order %v, %s cut at %d", order, rel, n))
+					}
+				}
+			}
+			// A power loss may keep any prefix of each file: every pair of
+			// cuts, at a coarser step.
+			if len(written) >= 2 {
+				a, b := written[0], written[1]
+				for i := 0; i <= added(a); i += 13 {
+					for j := 0; j <= added(b); j += 17 {
+						check(t, cut(map[string]int{a: i, b: j}), fmt.Sprintf("%s cut at %d, %s at %d", a, i, b, j))
+					}
+				}
+			}
+		})
+	}
+}
