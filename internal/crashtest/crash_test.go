@@ -49,9 +49,10 @@ const (
 // exactly 1..N; every batch is stored once (no retry applied twice); no
 // producer is left stuck; each follower's transcript (SSE, resumed with
 // Last-Event-ID across the crash) is the thread's rows, without gap or
-// duplicate.
+// duplicate. Backends: sqlite, postgres, and jsonl (serve with
+// --run-events jsonl:DIR, the keys committed with the rows in the files).
 func TestCrashThreadIngest(t *testing.T) {
-	for _, backend := range []string{"sqlite", "postgres"} {
+	for _, backend := range []string{"sqlite", "postgres", "jsonl"} {
 		t.Run(backend, func(t *testing.T) {
 			for i := range iterations(t) {
 				t.Run(fmt.Sprintf("iteration-%d", i+1), func(t *testing.T) { crashThreadIngest(t, backend) })

@@ -125,14 +125,17 @@ func (s *server) log() string {
 }
 
 // backendArgs returns the serve flags of a fresh store of the backend:
-// a SQLite file in dir, or a PostgreSQL schema of its own (dropped at the
-// test's end). The PostgreSQL backend skips without
-// RUNSTREAM_TEST_POSTGRES_URL.
+// a SQLite file in dir, a PostgreSQL schema of its own (dropped at the
+// test's end), or, for "jsonl", thread run events (and their idempotency
+// keys) in JSON Lines files under dir/events with the rest in a SQLite
+// file. The PostgreSQL backend skips without RUNSTREAM_TEST_POSTGRES_URL.
 func backendArgs(t *testing.T, backend, dir string) []string {
 	t.Helper()
 	switch backend {
 	case "sqlite":
 		return []string{"--store", "sqlite:" + filepath.Join(dir, "runstream.db")}
+	case "jsonl":
+		return []string{"--store", "sqlite:" + filepath.Join(dir, "runstream.db"), "--run-events", "jsonl:" + filepath.Join(dir, "events")}
 	case "postgres":
 		url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
 		if url == "" {
