@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/internal/apitest"
+	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/streams"
 )
 
 // threadStreamConn is an open thread stream.
@@ -355,5 +358,61 @@ func TestThreadFollowersAtTheHeadReadNoStore(t *testing.T) {
 	}
 	if n := reader.pages.Load() - opened; n != 0 {
 		t.Errorf("30 live rows made %d page reads of the store, want 0", n)
+	}
+}
+
+// TestThreadViewsUnderConcurrentAppendsAndCuts: with appends that publish
+// out of order and followers whose subscriptions hold 8 events (so they
+// fall behind and are cut), every view still gets exactly its rows, once
+// and in order.
+func TestThreadViewsUnderConcurrentAppendsAndCuts(t *testing.T) {
+	t.Parallel()
+	store := memory.NewRunEventStore()
+	hub := live.New(live.Config{BufferEvents: 8, Poll: streams.StreamPoller(nil, store), PollInterval: 20 * time.Millisecond})
+	go hub.Run(t.Context()) // until the test ends
+	log := eventlog.NewThreadLog(store, testValidator, hub, eventlog.ThreadLimits{})
+	env := newThreadEnv(t, func(c *envConfig) { c.RunEvents, c.Hub, c.ThreadLog = store, hub, log })
+	env.log = log
+	srv := apitest.Serve(t, env.api, env.api)
+	env.appendAs(t, "alice", validStart("r0"))
+
+	views := []string{"", "?run_id=r1", "?category=message", "?run_id=r0&category=trace"}
+	conns := map[string]*threadStreamConn{}
+	for _, q := range views {
+		conns[q] = env.openStream(t, srv, q)
+	}
+	const appenders, each = 8, 40
+	done := make(chan struct{})
+	for a := range appenders {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range each {
+				e := validStart(fmt.Sprintf("r%d", (a+i)%2))
+				if i%3 == 0 {
+					e = validAI(fmt.Sprintf("r%d", (a+i)%2))
+				}
+				env.appendAs(t, "alice", e)
+			}
+		}()
+	}
+	for range appenders {
+		<-done
+	}
+	rows, err := store.ListThreadEvents(t.Context(), runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range views {
+		var want []int64
+		for _, rec := range rows {
+			if (q == "") || (q == "?run_id=r1" && rec.RunID == "r1") ||
+				(q == "?category=message" && rec.Category == runevents.CategoryMessage) ||
+				(q == "?run_id=r0&category=trace" && rec.RunID == "r0" && rec.Category == runevents.CategoryTrace) {
+				want = append(want, rec.Seq)
+			}
+		}
+		if got := conns[q].seqs(t, len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("view %q got %v, want %v", q, got, want)
+		}
 	}
 }
