@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/journal/workflowllm"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/seal"
 	"github.com/runstream/runstream/streams"
@@ -82,9 +83,14 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if backend.runEvents != nil {
 		threadLog = eventlog.NewThreadLog(backend.runEvents, validator, hub, eventlog.ThreadLimits{})
 	}
+	var threads *threadsvc.Service
+	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
+		// Without them the thread endpoints answer UNAVAILABLE.
+		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{})
+	}
 	// One registry of node types for publishing and for running, and one
 	// artifact storage for the engine that writes and the API that reads.
-	registry, blobs, err := a.nodeTypes(cfg, backend.name)
+	registry, blobs, err := a.nodeTypes(cfg, backend, threads)
 	if err != nil {
 		a.close()
 		return nil, err
@@ -103,11 +109,6 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
 	}
 	a.workflows = workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
-	var threads *threadsvc.Service
-	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
-		// Without them the thread endpoints answer UNAVAILABLE.
-		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{})
-	}
 	a.api = httpapi.New(httpapi.Config{
 		Logger:        logger,
 		Contracts:     contracts.FS(),
@@ -159,9 +160,11 @@ func (a *app) stopEngine(ctx context.Context) error {
 // nodeTypes opens the sql nodes' databases and the artifact storage (in
 // memory for a memory store or without a data directory, else files
 // under DATA_DIR/artifacts) and returns the registry of every node type.
-func (a *app) nodeTypes(cfg serveConfig, storeName string) (*engine.Registry, engine.ArtifactBlobs, error) {
+// With threads, llm nodes journal each attempt into the workflow run's
+// thread (journal/workflowllm).
+func (a *app) nodeTypes(cfg serveConfig, backend *backend, threads *threadsvc.Service) (*engine.Registry, engine.ArtifactBlobs, error) {
 	var blobs engine.ArtifactBlobs = engine.NewMemoryBlobs()
-	if storeName != "memory" && cfg.dataDir != "" {
+	if backend.name != "memory" && cfg.dataDir != "" {
 		files, err := engine.NewFileBlobs(filepath.Join(cfg.dataDir, "artifacts"))
 		if err != nil {
 			return nil, nil, err
@@ -176,7 +179,11 @@ func (a *app) nodeTypes(cfg serveConfig, storeName string) (*engine.Registry, en
 	if names := dbs.Names(); len(names) > 0 {
 		a.logger.Info("sql databases", "names", names)
 	}
-	registry, err := nodeset.Registry(nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey, OpenAIKeyBaseURLs: cfg.openAIKeyBases, HTTP: engine.HTTPOptions{Allow: cfg.httpAllow, Secrets: cfg.secrets}})
+	nodes := nodeset.Config{SQL: dbs, OpenAIAPIKey: cfg.openAIAPIKey, OpenAIKeyBaseURLs: cfg.openAIKeyBases, HTTP: engine.HTTPOptions{Allow: cfg.httpAllow, Secrets: cfg.secrets}}
+	if threads != nil {
+		nodes.LLMObserver = workflowllm.Observer(workflowllm.Config{Threads: threads, Runs: backend.workflows, Logger: a.logger})
+	}
+	registry, err := nodeset.Registry(nodes)
 	if err != nil {
 		return nil, nil, err
 	}

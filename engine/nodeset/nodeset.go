@@ -4,6 +4,7 @@
 package nodeset
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/runstream/runstream/engine"
@@ -24,6 +25,9 @@ type Config struct {
 	// OpenAIKeyBaseURLs are the endpoints the key is sent to (see
 	// openaillm.Options.KeyBaseURLs). Defaults to openaillm.DefaultBaseURL.
 	OpenAIKeyBaseURLs []string
+	// LLMObserver, when set, is told of every llm node attempt when it
+	// ends (journal/workflowllm journals them into the run's thread).
+	LLMObserver func(context.Context, *engine.NodeRun, engine.LLMAttempt)
 	// OpenAIClient sends the openai provider's requests. Defaults to
 	// engine.GuardedClient(HTTP.Allow): the base URL is the definition's,
 	// so it is held to the http node's address policy.
@@ -43,7 +47,7 @@ func Types(cfg Config) []engine.NodeType {
 		cfg.OpenAIClient = engine.GuardedClient(cfg.HTTP.Allow)
 	}
 	return []engine.NodeType{
-		engine.LLM(
+		llm(cfg.LLMObserver,
 			engine.ScriptedProvider(tools...),
 			openaillm.Provider(openaillm.Options{APIKey: cfg.OpenAIAPIKey, KeyBaseURLs: cfg.OpenAIKeyBaseURLs, HTTPClient: cfg.OpenAIClient, Tools: tools}),
 		),
@@ -53,6 +57,15 @@ func Types(cfg Config) []engine.NodeType {
 		engine.HTTP(cfg.HTTP),
 		sqlnode.NodeType(cfg.SQL),
 	}
+}
+
+// llm returns the llm node type over providers, observed when observe is
+// set.
+func llm(observe func(context.Context, *engine.NodeRun, engine.LLMAttempt), providers ...engine.LLMProvider) engine.NodeType {
+	if observe == nil {
+		return engine.LLM(providers...)
+	}
+	return engine.ObservedLLM(observe, providers...)
 }
 
 // Registry returns a registry of Types(cfg).
