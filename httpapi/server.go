@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/threadsvc"
+	"github.com/runstream/runstream/web"
 	"github.com/runstream/runstream/workflowsvc"
 )
 
@@ -209,8 +211,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, runstream.Errorf(runstream.CodeMethodNotAllowed, "method %s is not allowed on %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
 		return
 	}
+	// The web UI answers the GETs of every other path outside /api/: its
+	// pages and assets, and index.html for its client-side routes. It is
+	// not part of the API, so it is neither registered nor documented.
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
+		webUI.ServeHTTP(w, r)
+		return
+	}
 	s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
 }
+
+// webUI serves the browser UI (package web).
+var webUI = web.Handler()
 
 // probeWriter records the status and headers the mux's fallback handler
 // answers with, and drops its body: route tells a wrong method (405, with
