@@ -74,12 +74,13 @@
 // exists exactly when all its rows do, and a retry either replays the
 // first response or appends the batch once.
 //
-// The key index is built per thread when the thread is recovered: after
-// Open, LookupIdempotent and an append to another thread do not see the
-// key of a thread not yet touched; an append to the key's thread (every
-// retry of the request) always does. Deleting rows rewrites their files
-// without key lines, so deleting every file that holds a key's line
-// forgets the key. Files without key lines (written before keys were
+// The key index is built per thread when the thread is recovered. To find
+// the keys of threads not yet recovered, the first keyed call after Open
+// (AppendIdempotent or LookupIdempotent) reads the run files modified in
+// the last IdempotencyTTL for key lines, once: O(their bytes); each keyed
+// call then recovers the threads that held its key. Deleting rows rewrites
+// their files without key lines, so deleting every file that holds a key's
+// line forgets the key. Files without key lines (written before keys were
 // stored here) read as before.
 //
 // # Concurrency

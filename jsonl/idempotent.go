@@ -1,9 +1,17 @@
 package jsonl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -72,10 +80,10 @@ func (e *keyEntry) response() *runevents.IdempotentResponse {
 // (recovery drops a batch that is not whole). A concurrent call with the
 // same key waits for the first one's fsync and replays its response.
 //
-// The key index of a thread is built when the thread is recovered, so a
-// key of a thread not touched since Open is unknown to LookupIdempotent
-// and to appends to other threads; an append to the key's own thread
-// (every retry of the request) always finds it.
+// The key index of a thread is built when the thread is recovered. The
+// first keyed call after Open scans the run files modified in the last
+// IdempotencyTTL for key lines, and every keyed call recovers the threads
+// where its key was found, so that a key is seen from any thread.
 func (s *RunEventStore) AppendIdempotent(ctx context.Context, a runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
 	if err := a.Validate(); err != nil {
 		return runevents.IdempotentResult{}, err
@@ -92,6 +100,9 @@ func (s *RunEventStore) AppendIdempotent(ctx context.Context, a runevents.Idempo
 	defer leave()
 	t, err := s.loadThread(recs[0].ThreadID, true)
 	if err != nil {
+		return runevents.IdempotentResult{}, err
+	}
+	if err := s.loadKeyThreads(idemKey{a.UserID, a.Key}); err != nil {
 		return runevents.IdempotentResult{}, err
 	}
 	for {
@@ -252,6 +263,9 @@ func (s *RunEventStore) LookupIdempotent(ctx context.Context, userID, key string
 		return nil, err
 	}
 	defer leave()
+	if err := s.loadKeyThreads(idemKey{userID, key}); err != nil {
+		return nil, err
+	}
 	for {
 		s.mu.Lock()
 		e, err := s.lookupLocked(userID, key, requestHash, s.now())
@@ -344,4 +358,126 @@ func (t *thread) firstOfTypeLocked(rec *runevents.Record) (*entry, error) {
 		return &old, nil
 	}
 	return nil, nil
+}
+
+// loadKeyThreads recovers the threads whose files held key k at Open, so
+// that their key lines are in the index: the threads a keyed call must see
+// besides its own. The first call scans the directory (scanKeys).
+func (s *RunEventStore) loadKeyThreads(k idemKey) error {
+	s.hintMu.Lock()
+	if !s.scanned {
+		hints, err := s.scanKeys()
+		if err != nil {
+			s.hintMu.Unlock()
+			return runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: find idempotency keys in %s", s.dir)
+		}
+		s.hints, s.scanned = hints, true
+	}
+	ids := s.hints[k]
+	s.hintMu.Unlock()
+	for _, id := range ids {
+		if _, err := s.loadThread(id, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanKeys returns the threads of every key line that has not expired, in
+// the run files modified less than IdempotencyTTL ago (an older file
+// cannot hold one). It reads only: whether a key line is whole is decided
+// by the recovery of its thread. Its cost is one read of those files.
+func (s *RunEventStore) scanKeys() (map[idemKey][]string, error) {
+	now := s.now()
+	hints := map[idemKey][]string{}
+	threads, err := os.ReadDir(filepath.Join(s.dir, "threads"))
+	if errors.Is(err, os.ErrNotExist) {
+		return hints, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, td := range threads {
+		id := td.Name()
+		if !td.IsDir() || runevents.ValidateID("thread_id", id) != nil {
+			continue
+		}
+		runs := filepath.Join(s.dir, "threads", id, "runs")
+		files, err := os.ReadDir(runs)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, fd := range files {
+			if fd.IsDir() || !strings.HasSuffix(fd.Name(), ".jsonl") {
+				continue
+			}
+			info, err := fd.Info()
+			if errors.Is(err, os.ErrNotExist) {
+				continue // removed meanwhile by a delete
+			}
+			if err != nil {
+				return nil, err
+			}
+			if now.Sub(info.ModTime()) >= IdempotencyTTL {
+				continue
+			}
+			keys, err := keyLinesOf(filepath.Join(runs, fd.Name()), now)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				if !slices.Contains(hints[k], id) {
+					hints[k] = append(hints[k], id)
+				}
+			}
+		}
+	}
+	return hints, nil
+}
+
+// keyLinesOf returns the keys of the unexpired key lines of a file.
+func keyLinesOf(path string, now time.Time) ([]idemKey, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var keys []idemKey
+	prefix := []byte(keyLinePrefix)
+	r := bufio.NewReaderSize(f, 1<<16)
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) { // a long line: kept whole only if a key line's
+			var long []byte
+			isKey := bytes.HasPrefix(line, prefix)
+			for {
+				if isKey {
+					long = append(long, line...)
+				}
+				if !errors.Is(err, bufio.ErrBufferFull) {
+					break
+				}
+				line, err = r.ReadSlice('\n')
+			}
+			line = long
+		}
+		if bytes.HasPrefix(line, prefix) {
+			var k keyLine
+			if json.Unmarshal(line, &k) == nil && now.Before(k.Key.ExpiresAt) {
+				keys = append(keys, idemKey{k.Key.UserID, k.Key.Key})
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return keys, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -187,11 +188,13 @@ func TestIdempotentTornTail(t *testing.T) {
 				}
 				s := openUnsynced(t, crashed)
 				defer s.Close()
-				rows := threadRows(t, s, "t1") // recovers the thread and its keys
+				// The lookup comes first: it must find the key of a thread
+				// not yet recovered.
 				got, err := s.LookupIdempotent(t.Context(), "alice", c.append.Key, c.append.RequestHash)
 				if err != nil {
 					t.Fatalf("%s: LookupIdempotent: %v", what, err)
 				}
+				rows := threadRows(t, s, "t1")
 				switch {
 				case got != nil && !slices.Equal(rows, newRows):
 					t.Fatalf("%s: the key survived without its rows:\n%s\nwant\n%s", what, strings.Join(rows, "\n"), strings.Join(newRows, "\n"))
@@ -250,5 +253,54 @@ func TestIdempotentTornTail(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIdempotentKeysFoundAfterReopen checks that after a reopen a key is
+// found before its thread is touched: by LookupIdempotent, and by an
+// append to another thread, which is refused as another request. One key
+// line is longer than the read buffer.
+func TestIdempotentKeysFoundAfterReopen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openUnsynced(t, dir)
+	big := `"` + strings.Repeat("x", 100<<10) + `"`
+	first := map[string]runevents.IdempotentResult{}
+	for key, a := range map[string]runevents.IdempotentAppend{
+		"k1": keyedAppend("k1", false, idemMessage("r1", `"a"`)),
+		"k2": keyedAppend("k2", false, runevents.NewEvent{ThreadID: "t2", RunID: "r1", EventType: runevents.EventLLMHumanInput, Category: runevents.CategoryMessage, Content: json.RawMessage(big)}),
+	} {
+		a.Response = func(recs []runevents.Record, created bool) (runevents.IdempotentResponse, error) {
+			body, err := json.Marshal(recs) // the records, content included
+			return runevents.IdempotentResponse{Status: 201, Body: body}, err
+		}
+		res, err := s.AppendIdempotent(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[key] = res
+	}
+	if len(first["k2"].Response.Body) < 100<<10 {
+		t.Fatalf("k2's response has %d bytes; want a key line longer than the 64 KiB read buffer", len(first["k2"].Response.Body))
+	}
+	s.Close()
+
+	s = openUnsynced(t, dir)
+	for _, key := range []string{"k1", "k2"} {
+		got, err := s.LookupIdempotent(t.Context(), "alice", key, hashOf(key))
+		if err != nil || got == nil || !bytes.Equal(got.Body, first[key].Response.Body) {
+			t.Fatalf("LookupIdempotent(%s) after reopen = %v, %v; want the first response", key, got, err)
+		}
+	}
+	s.Close()
+
+	s = openUnsynced(t, dir)
+	other := keyedAppend("k1", false, runevents.NewEvent{ThreadID: "t3", RunID: "r1", EventType: runevents.EventLLMHumanInput, Category: runevents.CategoryMessage, Content: json.RawMessage(`"b"`)})
+	other.RequestHash = hashOf("another request")
+	if _, err := s.AppendIdempotent(t.Context(), other); runstream.ErrorCodeOf(err) != runstream.CodeValidationFailed {
+		t.Fatalf("append to t3 under t1's key with another request: %v; want VALIDATION_FAILED", err)
+	}
+	if rows := threadRows(t, s, "t3"); len(rows) != 0 {
+		t.Fatalf("the refused append stored %v", rows)
 	}
 }

@@ -53,6 +53,12 @@ type RunEventStore struct {
 	// Open, and those written since. Lock order: thread.mu, then mu.
 	keys         map[idemKey]*keyEntry
 	lastKeySweep time.Time
+
+	// hintMu guards hints, the threads whose files held each unexpired key
+	// at Open, found by one scan on the first keyed call (scanned).
+	hintMu  sync.Mutex
+	scanned bool
+	hints   map[idemKey][]string
 }
 
 var (
