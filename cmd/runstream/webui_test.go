@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// uiPage is a headless Chromium tab on a serve process's web UI. It
+// collects the console's errors and exceptions; the test fails on any that
+// allow does not excuse.
+type uiPage struct {
+	t     *testing.T
+	ctx   context.Context
+	base  string
+	shots string
+
+	mu    sync.Mutex
+	errs  []string
+	allow func(chromedp.ConsoleMessage) bool
+}
+
+// screenshotDir is where the UI tests save their screenshots:
+// $RUNSTREAM_SCREENSHOTS when set, else the test's artifact directory.
+func screenshotDir(t *testing.T) string {
+	if dir := os.Getenv("RUNSTREAM_SCREENSHOTS"); dir != "" {
+		dir = filepath.Join(dir, t.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.ArtifactDir()
+}
+
+func openUI(t *testing.T, base string) *uiPage {
+	t.Helper()
+	exe := chromiumPath(t)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))...)
+	browser, cancelBrowser := chromedp.NewContext(allocCtx)
+	p := &uiPage{t: t, ctx: browser, base: base, shots: screenshotDir(t), allow: func(chromedp.ConsoleMessage) bool { return false }}
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, e := range p.errs {
+			t.Errorf("console: %s", e)
+		}
+	})
+	// The first call starts the browser, whose life is that call's
+	// context: no timeout on it.
+	if err := chromedp.Do(browser, chromedp.Navigate("about:blank"), chromedp.WaitReady("body")); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	messages := chromedp.Console(browser)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
+				continue
+			}
+			p.mu.Lock()
+			if !p.allow(m) {
+				p.errs = append(p.errs, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// open loads a page of the UI and waits for its module to render.
+func (p *uiPage) open(path string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.base+path), chromedp.WaitReady("body")); err != nil {
+		p.t.Fatalf("open %s: %v", path, err)
+	}
+	p.wait("the page "+path+" to render", `!document.querySelector("main").textContent.includes("Loading…")`)
+}
+
+func (p *uiPage) eval(expr string, v any) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr, chromedp.EvalAwaitPromise))
+	if err == nil && v != nil {
+		err = json.Unmarshal(raw, v)
+	}
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+}
+
+// wait polls expr until it is truthy.
+func (p *uiPage) wait(what, expr string) {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var ok bool
+		p.eval(`!!(`+expr+`)`, &ok)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var text string
+			p.eval(`document.querySelector("main").innerText.slice(0, 2000)`, &text)
+			p.t.Fatalf("timed out waiting for %s (%s); the page shows:\n%s", what, expr, text)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// click clicks the element of a CSS selector.
+func (p *uiPage) click(sel string) {
+	p.t.Helper()
+	p.wait(sel, `document.querySelector(`+strconv.Quote(sel)+`)`)
+	p.eval(`document.querySelector(`+strconv.Quote(sel)+`).click(), true`, nil)
+}
+
+// set sets the value of a form field as typing would.
+func (p *uiPage) set(sel, value string) {
+	p.t.Helper()
+	p.wait(sel, `document.querySelector(`+strconv.Quote(sel)+`)`)
+	p.eval(`(() => { const el = document.querySelector(`+strconv.Quote(sel)+`); el.value = `+strconv.Quote(value)+`; el.dispatchEvent(new Event("input", {bubbles: true})); el.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`, nil)
+}
+
+func (p *uiPage) text(sel string) string {
+	p.t.Helper()
+	var s string
+	p.eval(`(document.querySelector(`+strconv.Quote(sel)+`) || {}).textContent || ""`, &s)
+	return s
+}
+
+// shot saves a screenshot of the whole page as name.png.
+func (p *uiPage) shot(name string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(p.shots, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot %s", path)
+}
+
+// apiCall calls the API of base with a JSON body and decodes the answer.
+func apiCall(t *testing.T, method, url, ctype, body string, want int, v any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, b, want)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+	}
+}
+
+// uiApproval is the approval example with an artifact on its decision
+// and a slower draft, so that the page sees many deltas.
+const uiApproval = `name: ui-approval
+description: Draft, approve, record the decision as an artifact.
+inputSchema:
+  type: object
+  required: [customer, topic]
+  properties:
+    customer: {type: string, minLength: 1}
+    topic: {type: string, enum: [a broken kettle, a late parcel]}
+    urgent: {type: boolean}
+    copies: {type: integer, minimum: 1}
+    tags: {type: array, items: {type: string}}
+    contact:
+      type: object
+      properties:
+        email: {type: string}
+nodes:
+  - id: draft
+    type: llm
+    config:
+      provider: scripted
+      tokensPerSecond: 30
+      text: >-
+        Dear {{ input.customer }}, thank you for writing to us about
+        {{ input.topic }}. We will ship a replacement today.
+  - id: approval
+    type: human_input
+    needs: [draft]
+    config:
+      actions: [approve, reject]
+      formSchema:
+        type: object
+        properties:
+          note: {type: string, maxLength: 200}
+        additionalProperties: false
+  - id: decision
+    type: transform
+    needs: [draft, approval]
+    artifact: {name: decision.json, mimeType: application/json}
+    config:
+      expression: >-
+        {"approved": nodes.approval.output.action == "approve",
+         "note": nodes.approval.output.values.note ?? "",
+         "reply": nodes.draft.output.text}
+output: decision
+`
+
+const uiDraft = "Dear Ada, thank you for writing to us about a late parcel. We will ship a replacement today."
+
+// From the browser: publish a workflow (after a definition error shown at
+// its node), run it from the generated form, watch the draft stream in,
+// approve it in the resume form, and download the run's artifact.
+func TestWebUIPublishRunApprove(t *testing.T) {
+	p := runServe(t, nil, "--store", "memory:")
+	ui := openUI(t, p.base)
+
+	ui.open("/")
+	ui.wait("the examples", `document.querySelectorAll(".cards .card").length === 4`)
+	ui.shot("home")
+
+	// The refused definition is the one error the browser logs.
+	ui.mu.Lock()
+	ui.allow = func(m chromedp.ConsoleMessage) bool {
+		return m.Source == "network" && strings.Contains(m.Text, "status of 422") && strings.HasSuffix(m.URL, "/api/workflows")
+	}
+	ui.mu.Unlock()
+	ui.open("/workflows")
+	ui.set("#definition", strings.Replace(uiApproval, "needs: [draft, approval]", "needs: [draft, nowhere]", 1))
+	ui.click(`form button[type=submit]`)
+	ui.wait("the definition error at its node", `document.querySelector("#def-error-node")`)
+	if got := ui.text("#def-error-node"); !strings.Contains(got, "decision") || !strings.Contains(got, "line ") {
+		t.Errorf("the error names %q, want the node decision and its line", got)
+	}
+	ui.shot("workflows-definition-error")
+	ui.set("#definition", uiApproval)
+	ui.click(`form button[type=submit]`)
+	ui.wait("the published workflow", `location.pathname.startsWith("/workflows/wf") || document.querySelector("h1").textContent === "ui-approval"`)
+	ui.click(`main > p > button.primary`)
+	ui.wait("the run form", `document.querySelector("#run-form")`)
+	ui.shot("workflow-run-form")
+	var fields []string
+	ui.eval(`[...document.querySelectorAll("#run-form [name]")].map(e => e.name + ":" + (e.type || e.tagName))`, &fields)
+	if got := strings.Join(fields, " "); got != "contact.email:text copies:number customer:text tags:textarea topic:select-one urgent:checkbox" {
+		t.Errorf("the run form has fields %s", got)
+	}
+	ui.set(`#run-form [name=customer]`, "Ada")
+	ui.eval(`(() => { const s = document.querySelector('#run-form [name=topic]'); s.value = [...s.options].find(o => o.text === "a late parcel").value; return true; })()`, nil)
+	ui.set(`#run-form [name=tags]`, "kettle\nparcel")
+	ui.click(`#run-form button[type=submit]`)
+	ui.wait("the run page", `location.pathname.startsWith("/runs/")`)
+
+	// The draft streams in: several deltas, the text growing.
+	ui.wait("the first delta", `document.querySelector('pre.out[data-node="draft"]')`)
+	first := ui.text(`pre.out[data-node="draft"]`)
+	ui.shot("run-streaming")
+	ui.wait("the approval form", `document.querySelector("#resume-form")`)
+	var deltas int
+	ui.eval(`window.runstreamRun.events.filter(e => e.event === "node.output.delta").length`, &deltas)
+	if deltas < 2 || len(first) >= len(uiDraft) {
+		t.Errorf("%d deltas, first seen text %q: want the text to arrive in pieces", deltas, first)
+	}
+	if got := ui.text(`pre.out[data-node="draft"]`); got != uiDraft {
+		t.Errorf("draft = %q, want %q", got, uiDraft)
+	}
+	var state string
+	ui.eval(`document.querySelector('#dag [data-node="approval"]').dataset.state`, &state)
+	if state != "awaiting_input" {
+		t.Errorf("the DAG shows approval %s, want awaiting_input", state)
+	}
+	ui.shot("run-awaiting-input")
+	ui.set(`#resume-form [name=note]`, "fine by me")
+	ui.click(`#resume-form button[data-action=approve]`)
+	ui.wait("the run to complete", `document.querySelector("#run-status").textContent === "completed"`)
+	ui.wait("the artifact link", `document.querySelector('a[download="decision.json"]')`)
+	var artifact struct {
+		Status int
+		Body   string
+	}
+	ui.eval(`fetch(document.querySelector('a[download="decision.json"]').href).then(async r => ({status: r.status, body: await r.text()}))`, &artifact)
+	if artifact.Status != 200 || !strings.Contains(artifact.Body, `"note":"fine by me"`) || !strings.Contains(artifact.Body, `"approved":true`) {
+		t.Errorf("artifact download: %d %s", artifact.Status, artifact.Body)
+	}
+	var states []string
+	ui.eval(`[...document.querySelectorAll("#dag [data-node]")].map(g => g.dataset.node + "=" + g.dataset.state)`, &states)
+	if got := strings.Join(states, " "); got != "draft=completed approval=completed decision=completed" {
+		t.Errorf("DAG states %s", got)
+	}
+	ui.shot("run-completed")
+	ui.click("#t-log")
+	ui.wait("the event log", `!document.querySelector("#tab-log").hidden && document.querySelectorAll("#event-log tbody tr").length > 5`)
+	ui.shot("run-event-log")
+
+	ui.open("/runs")
+	ui.wait("the runs table", `document.querySelector("main table .badge.s-completed")`)
+	ui.shot("runs")
+}
+
+// A long run started with one click on the first page is cancelled from
+// its page while its progress bars move.
+func TestWebUICancelLongRun(t *testing.T) {
+	p := runServe(t, nil, "--store", "memory:")
+	ui := openUI(t, p.base)
+	ui.open("/")
+	ui.click(`button[aria-label="Run example long"]`)
+	ui.wait("the run page", `location.pathname.startsWith("/runs/")`)
+	ui.wait("a progress bar", `document.querySelector('#node-crunch [role=progressbar]')`)
+	ui.shot("run-long-progress")
+	ui.click("#cancel")
+	ui.wait("the cancelled run", `document.querySelector("#run-status").textContent === "cancelled"`)
+	var state string
+	ui.eval(`document.querySelector('#dag [data-node="crunch"]').dataset.state`, &state)
+	if state != "cancelled" {
+		t.Errorf("crunch is %s, want cancelled", state)
+	}
+	ui.shot("run-long-cancelled")
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The server stops while a run's page follows it and starts again on the
+// same address: the page shows that it reconnects, resumes with
+// Last-Event-ID and has every event, and the draft text, exactly once.
+func TestWebUIResumesAfterRestart(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "rs.db")
+	addr := freeAddr(t)
+	p := runServe(t, nil, "--store", db, "--addr", addr)
+	var wf struct{ WorkflowID string }
+	apiCall(t, "POST", p.base+"/api/workflows", "application/yaml", uiApproval, 201, &wf)
+	var run struct{ RunID string }
+	apiCall(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", "application/json", `{"input":{"customer":"Ada","topic":"a late parcel"}}`, 201, &run)
+
+	ui := openUI(t, p.base)
+	// While the server is away, the browser logs its refused connections.
+	ui.mu.Lock()
+	ui.allow = func(m chromedp.ConsoleMessage) bool {
+		return m.Source == "network" && strings.Contains(m.Text, "ERR_CONNECTION_REFUSED")
+	}
+	ui.mu.Unlock()
+	ui.open("/runs/" + run.RunID)
+	ui.wait("some of the draft", `document.querySelector('pre.out[data-node="draft"]')`)
+	if err := p.stop(); err != nil {
+		t.Fatalf("stop serve: %v", err)
+	}
+	ui.wait("the reconnecting state", `document.querySelector("#reconnecting")`)
+	ui.shot("run-reconnecting")
+	time.Sleep(500 * time.Millisecond)
+	runServe(t, nil, "--store", db, "--addr", addr)
+	ui.wait("the stream back", `!document.querySelector("#reconnecting")`)
+	ui.wait("the approval form", `document.querySelector("#resume-form")`)
+	var seqs []int
+	ui.eval(`window.runstreamRun.events.map(e => e.seq)`, &seqs)
+	for i, s := range seqs {
+		if s != i+1 {
+			t.Fatalf("the page applied seqs %v, want 1, 2, 3… each once", seqs)
+		}
+	}
+	var drafts []string
+	ui.eval(`[...document.querySelectorAll('pre.out[data-node="draft"]')].map(e => e.textContent)`, &drafts)
+	// A draft interrupted by the stop starts again in a new attempt, whose
+	// deltas the log holds too: the page shows what the log holds, once.
+	var events struct {
+		Events []struct {
+			Event string
+			Data  struct{ Delta string }
+		}
+	}
+	apiCall(t, "GET", "http://"+addr+"/api/workflows/runs/"+run.RunID+"/events?limit=1000", "", "", 200, &events)
+	var logged bytes.Buffer
+	for _, e := range events.Events {
+		if e.Event == "node.output.delta" {
+			logged.WriteString(e.Data.Delta)
+		}
+	}
+	if len(drafts) != 1 || drafts[0] != logged.String() || !strings.HasSuffix(drafts[0], uiDraft) {
+		t.Errorf("the page shows %q, want the logged text %q once", drafts, logged.String())
+	}
+	ui.shot("run-resumed-after-restart")
+	ui.click(`#resume-form button[data-action=reject]`)
+	ui.wait("the run to complete", `document.querySelector("#run-status").textContent === "completed"`)
+}
