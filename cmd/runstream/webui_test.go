@@ -424,3 +424,133 @@ func TestWebUIResumesAfterRestart(t *testing.T) {
 	ui.click(`#resume-form button[data-action=reject]`)
 	ui.wait("the run to complete", `document.querySelector("#run-status").textContent === "completed"`)
 }
+
+// seedThread writes a thread through the ingest API: 45 messages, two
+// subagents, a workspace change set and the run's token usage.
+func seedThread(t *testing.T, base, thread, run string) {
+	t.Helper()
+	tbase := base + "/api/threads/" + thread + "/runs/" + run
+	apiCall(t, "PUT", tbase, "application/json", `{"status":"running","model_name":"gpt-test","total_input_tokens":1200,"total_output_tokens":300,"total_tokens":1500,"llm_call_count":3,"lead_agent_tokens":900,"subagent_tokens":500,"middleware_tokens":100,"token_usage_by_model":{"gpt-test":{"input_tokens":1000,"output_tokens":250,"total_tokens":1250},"small-model":{"input_tokens":200,"output_tokens":50,"total_tokens":250}}}`, 200, nil)
+	post := func(events ...string) {
+		t.Helper()
+		apiCall(t, "POST", tbase+"/events", "application/json", `{"events":[`+strings.Join(events, ",")+`]}`, 201, nil)
+	}
+	var msgs []string
+	for i := 1; i <= 45; i++ {
+		if i%2 == 1 {
+			msgs = append(msgs, fmt.Sprintf(`{"event_type":"llm.human.input","content":{"type":"human","content":"message %d from the human"},"metadata":{"caller":"lead_agent"}}`, i))
+		} else {
+			msgs = append(msgs, fmt.Sprintf(`{"event_type":"llm.ai.response","content":{"type":"ai","content":"message %d from the **AI**","tool_calls":[{"id":"call_%d","name":"search","args":{"q":"kettles"}}]},"metadata":{"caller":"lead_agent","usage":{"total_tokens":10},"latency_ms":5,"llm_call_index":%d}}`, i, i, i))
+		}
+	}
+	post(msgs...)
+	post(
+		`{"event_type":"subagent.start","content":{"task_id":"task_a","description":"Find the manual"},"metadata":{"task_id":"task_a"}}`,
+		`{"event_type":"subagent.start","content":{"task_id":"task_b","description":"Compare prices"},"metadata":{"task_id":"task_b"}}`,
+		`{"event_type":"subagent.step","content":{"task_id":"task_a","message_index":0,"kind":"ai","text":"a looks for the manual","truncated":false,"tool_calls":[]},"metadata":{"task_id":"task_a","message_index":0}}`,
+		`{"event_type":"subagent.step","content":{"task_id":"task_b","message_index":0,"kind":"ai","text":"b compares shop one","truncated":false,"tool_calls":[{"name":"shop","args":{"n":2}}]},"metadata":{"task_id":"task_b","message_index":0}}`,
+		`{"event_type":"subagent.step","content":{"task_id":"task_b","message_index":1,"kind":"tool","text":"b compares shop two","truncated":false,"tool_name":"shop"},"metadata":{"task_id":"task_b","message_index":1}}`,
+		`{"event_type":"subagent.step","content":{"task_id":"task_a","message_index":1,"kind":"ai","text":"a found it","truncated":false,"tool_calls":[]},"metadata":{"task_id":"task_a","message_index":1}}`,
+		`{"event_type":"subagent.end","content":{"task_id":"task_a","status":"completed"},"metadata":{"task_id":"task_a"}}`,
+		`{"event_type":"workspace_changes","content":"2 files changed","metadata":{"workspace_changes":{"version":1,"summary":{"created":1,"modified":1,"deleted":0,"symlink_created":0,"additions":3,"deletions":1,"truncated":false},"limits":{"max_files":200,"max_scanned_files":5000,"max_file_bytes_for_diff":262144,"max_total_diff_bytes":1048576},"files":[`+
+			wsFile("report.md", "created", "null", "24", 2, 0, `@@ -0,0 +1,2 @@\n+# Report\n+kettles are fine`)+`,`+
+			wsFile("src/main.go", "modified", "300", "300", 1, 1, `@@ -1,3 +1,3 @@\n package main\n-var x = 1\n+var x = 2\n`)+`]}}}`,
+	)
+}
+
+// wsFile is one file of a workspace_changes record.
+func wsFile(path, status, before, after string, adds, dels int, diff string) string {
+	return fmt.Sprintf(`{"path":%q,"root":"workspace","status":%q,"binary":false,"sensitive":false,"size_before":%s,"size_after":%s,"sha256_before":null,"sha256_after":null,"diff":"%s","diff_truncated":false,"diff_unavailable_reason":null,"additions":%d,"deletions":%d,"symlink":false,"symlink_target_before":null,"symlink_target_after":null}`,
+		path, status, before, after, diff, adds, dels)
+}
+
+// A thread seeded through the ingest API: page back to its first message,
+// open a subagent, filter the run events by task, read a workspace diff
+// and the token usage, and see a new message arrive live, once.
+func TestWebUIThread(t *testing.T) {
+	p := runServe(t, nil, "--store", "memory:")
+	seedThread(t, p.base, "th_ui", "tr_1")
+	ui := openUI(t, p.base)
+	ui.open("/threads/th_ui")
+	ui.wait("the latest messages", `document.querySelectorAll("#messages .msg").length === 20`)
+	ui.wait("the workspace", `document.querySelector('#workspace [data-path="src/main.go"]')`)
+	ui.shot("thread")
+	for i := 0; i < 5; i++ {
+		var hidden bool
+		ui.eval(`document.querySelector("#load-older").hidden`, &hidden)
+		if hidden {
+			break
+		}
+		var n int
+		ui.eval(`document.querySelectorAll("#messages .msg").length`, &n)
+		ui.click("#load-older")
+		ui.wait("older messages", `document.querySelectorAll("#messages .msg").length > `+strconv.Itoa(n)+` || document.querySelector("#load-older").hidden`)
+	}
+	var texts []string
+	ui.eval(`[...document.querySelectorAll("#messages .msg .text")].map(e => e.textContent)`, &texts)
+	if len(texts) != 45 || texts[0] != "message 1 from the human" || texts[44] != "message 45 from the human" || texts[1] != "message 2 from the **AI**" {
+		t.Fatalf("%d messages, first %q: want 45 from message 1", len(texts), texts[:min(2, len(texts))])
+	}
+	var folded int
+	ui.eval(`document.querySelectorAll("#messages .msg.ai details").length`, &folded)
+	if folded != 22 {
+		t.Errorf("%d folded tool calls, want 22", folded)
+	}
+
+	// Subagents: a card per task, its steps loaded when opened.
+	ui.wait("two subagent cards", `document.querySelectorAll("#subagents [data-task]").length === 2`)
+	ui.eval(`document.querySelector('#subagents [data-task="task_b"]').open = true`, nil)
+	ui.wait("task_b's steps", `document.querySelectorAll('#subagents [data-task="task_b"] li').length === 2`)
+	// The run events filtered to task_b's steps.
+	ui.set("#ev-types", "subagent.step")
+	ui.set("#ev-task", "task_b")
+	ui.click(`#ev-filter button[type=submit]`)
+	ui.wait("the filtered events", `document.querySelectorAll("#run-events tbody tr").length === 2`)
+	var rows []string
+	ui.eval(`[...document.querySelectorAll("#run-events tbody tr")].map(r => r.cells[1].textContent + "/" + r.cells[3].textContent)`, &rows)
+	if got := strings.Join(rows, " "); got != "subagent.step/task_b subagent.step/task_b" {
+		t.Errorf("filtered rows %s", got)
+	}
+	// The workspace diff, coloured.
+	ui.eval(`document.querySelector('#workspace [data-path="src/main.go"]').open = true`, nil)
+	var diff struct{ Add, Del, Hunk int }
+	ui.eval(`(() => { const d = document.querySelector('#workspace [data-path="src/main.go"] .diff'); return {add: d.querySelectorAll(".add").length, del: d.querySelectorAll(".del").length, hunk: d.querySelectorAll(".hunk").length}; })()`, &diff)
+	if diff != (struct{ Add, Del, Hunk int }{1, 1, 1}) {
+		t.Errorf("diff lines %+v", diff)
+	}
+	var bars []string
+	ui.eval(`[...document.querySelectorAll("#usage .bars th")].map(e => e.textContent)`, &bars)
+	if got := strings.Join(bars, " "); got != "gpt-test small-model lead_agent subagent middleware" {
+		t.Errorf("usage bars %s", got)
+	}
+	ui.shot("thread-reviewed")
+
+	// Live: a new message appears once.
+	apiCall(t, "POST", p.base+"/api/threads/th_ui/runs/tr_1/events", "application/json", `{"events":[{"event_type":"llm.human.input","content":{"type":"human","content":"a live message"},"metadata":{"caller":"lead_agent"}}]}`, 201, nil)
+	ui.wait("the live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "a live message")`)
+	time.Sleep(500 * time.Millisecond)
+	var n int
+	ui.eval(`[...document.querySelectorAll("#messages .msg .text")].filter(e => e.textContent === "a live message").length + document.querySelectorAll("#messages .msg").length * 1000`, &n)
+	if n != 46*1000+1 {
+		t.Errorf("after the live message: %d messages, %d live copies; want 46 and 1", n/1000, n%1000)
+	}
+
+	// At 360 px the page has no horizontal scrolling.
+	ctx, cancel := context.WithTimeout(ui.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 800)); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/threads/th_ui", "/", "/runs", "/workflows"} {
+		ui.open(path)
+		time.Sleep(300 * time.Millisecond)
+		var width int
+		ui.eval(`document.documentElement.scrollWidth`, &width)
+		if width > 360 {
+			t.Errorf("%s is %d px wide at a 360 px viewport", path, width)
+		}
+	}
+	ui.open("/threads/th_ui")
+	ui.wait("the workspace", `document.querySelector('#workspace [data-path="src/main.go"]')`)
+	ui.shot("thread-360px")
+}

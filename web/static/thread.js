@@ -113,7 +113,8 @@ export async function threadPage(main, threadId) {
         steps.dataset.loaded = "1";
         try {
           const rs = await api(runPath() + "/events?event_types=subagent.step&task_id=" + encodeURIComponent(t.id) + "&limit=200");
-          clear(steps, rs.length ? h("ol", {}, rs.map((s) => h("li", {}, h("span", {class: "muted"}, (s.content?.kind || "") + " "), text(s.content?.text)))) : h("p", {class: "muted"}, "No steps."));
+          clear(steps, rs.length ? h("ol", {}, rs.map((s) => h("li", {}, h("span", {class: "muted"}, (s.content?.kind || "") + (s.content?.tool_name ? " " + s.content.tool_name : "") + " "), text(s.content?.text),
+            (s.content?.tool_calls || []).map((tc) => h("details", {}, h("summary", {}, "Tool call " + (tc.name || "?")), h("pre", {}, json(tc.args))))))) : h("p", {class: "muted"}, "No steps."));
         } catch (err) { clear(steps, errorBox(err)); }
       }}, h("summary", {}, h("strong", {}, t.id), " ", badge(t.status === "running" ? "running" : t.status), h("div", {class: "muted"}, t.description)), steps);
       return d;
@@ -144,12 +145,22 @@ export async function threadPage(main, threadId) {
     clear(ws, h("p", {class: "muted"}, ["created", "modified", "deleted", "additions", "deletions"].filter((k) => sum[k] != null).map((k) => k + " " + sum[k]).join(" · ")),
       (w.files || []).map((f) => typeof f !== "object" || !f ? null : h("details", {class: "card", style: "margin:6px 0", "data-path": f.path},
         h("summary", {}, h("code", {}, f.path || "?"), " ", badge(f.status === "created" ? "completed" : f.status === "deleted" ? "failed" : "running"), " " + (f.status || ""),
-          f.size != null || f.size_bytes != null ? " · " + fmtBytes(f.size ?? f.size_bytes) : "", f.additions != null ? " · +" + f.additions + " −" + (f.deletions ?? 0) : ""),
+          " · " + size(f), f.additions != null ? " · +" + f.additions + " −" + (f.deletions ?? 0) : "",
+          f.binary ? " · binary" : "", f.sensitive ? " · sensitive" : "", f.symlink ? " · symlink → " + (f.symlink_target_after ?? "") : ""),
+        f.diff_unavailable_reason ? h("p", {class: "muted"}, "No diff: " + f.diff_unavailable_reason) : null,
+        f.diff_truncated ? h("p", {class: "muted"}, "The diff is truncated.") : null,
         f.diff ? h("pre", {class: "diff"}, String(f.diff).split("\n").map((l) => h("span", {class: l.startsWith("@@") ? "hunk" : l.startsWith("+") ? "add" : l.startsWith("-") ? "del" : null}, l || " "))) : h("p", {class: "muted"}, "No diff."))));
   }
 
+  function size(f) {
+    if (f.size_before == null && f.size_after == null) return fmtBytes(f.size);
+    if (f.size_before == null) return fmtBytes(f.size_after);
+    if (f.size_after == null) return fmtBytes(f.size_before) + " → deleted";
+    return fmtBytes(f.size_before) + " → " + fmtBytes(f.size_after);
+  }
+
   async function loadUsage() {
-    const u = await api(tbase + "/token-usage");
+    const u = await api(tbase + "/token-usage?include_active=true");
     const bars = (title, entries) => {
       const max = Math.max(1, ...entries.map(([, v]) => v));
       return h("div", {}, h("h3", {}, title), h("table", {class: "bars"}, h("tbody", {}, entries.map(([k, v]) => h("tr", {},
@@ -157,7 +168,7 @@ export async function threadPage(main, threadId) {
     };
     clear(usage, h("p", {}, u.total_tokens + " tokens (" + u.total_input_tokens + " in, " + u.total_output_tokens + " out) over " + u.total_runs + " runs"),
       bars("By model", Object.entries(u.by_model || {}).map(([k, v]) => [k, v.tokens])),
-      bars("By caller", Object.entries(u.by_caller || {})));
+      bars("By caller", ["lead_agent", "subagent", "middleware"].map((k) => [k, (u.by_caller || {})[k] || 0])));
   }
 
   const refreshRun = async () => {
