@@ -324,3 +324,19 @@ func grepLines(text string, prefixes ...string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A refused Origin is named by a short redacted excerpt, never echoed
+// whole: a header is the caller's value like any other.
+func TestRefusedOriginIsNotEchoed(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t, func(c *envConfig) { c.Auth.CORSOrigins = []string{"https://app.example"} })
+	origin := "https://evil.example/?password=hunter2-origin-secret&" + strings.Repeat("x", 100)
+	rec := e.do(t, "OPTIONS", "/api/threads/t1/runs/r1/events", "", "Origin", origin, "Access-Control-Request-Method", "POST")
+	wantError(t, rec, 403, runstream.CodePermissionDenied)
+	rec2 := e.do(t, "POST", "/api/auth/session", "", "Authorization", "Bearer "+e.aliceKey, "Origin", origin)
+	for _, body := range []string{rec.Body.String(), rec2.Body.String()} {
+		if strings.Contains(body, "hunter2-origin-secret") || strings.Contains(body, strings.Repeat("x", 40)) {
+			t.Errorf("the refused origin is echoed: %s", body)
+		}
+	}
+}

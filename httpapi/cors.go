@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 // ParseCORSOrigins parses a comma-separated list of origins
@@ -74,7 +75,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			return
 		}
 		if !allowed {
-			s.writeError(w, r, runstream.Errorf(runstream.CodePermissionDenied, "origin %q is not allowed to call this API", origin))
+			s.writeError(w, r, runstream.Errorf(runstream.CodePermissionDenied, "origin %s is not allowed to call this API", redact.Quote(origin)))
 			return
 		}
 		h := w.Header()

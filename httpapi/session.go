@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 // The session routes let a browser follow streams: EventSource sends no
@@ -73,7 +74,7 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) checkSessionOrigin(r *http.Request) error {
 	if o := r.Header.Get("Origin"); o != "" && !s.allowedOrigin(r, o) {
 		s.authOutcomes.WithLabelValues("bad_origin").Inc()
-		return runstream.Errorf(runstream.CodePermissionDenied, "origin %q may not manage sessions here", o)
+		return runstream.Errorf(runstream.CodePermissionDenied, "origin %s may not manage sessions here", redact.Quote(o))
 	}
 	return nil
 }
