@@ -96,9 +96,13 @@ func (s *RunEventStore) delete(threadID string, gone func(*attrs) bool) (int, er
 
 // dropLocked rewrites each touched file without the gone rows (removing it
 // when nothing is left), fsyncs the runs directory, and then updates the
-// index. t.mu is held.
+// index. A file keeps the key lines that still commit one of its rows
+// (unexpired, with a kept row of the file in their seqs); the others go,
+// and their keys with them. t.mu is held.
 func (s *RunEventStore) dropLocked(t *thread, gone func(*attrs) bool, touched map[uint32]bool) error {
 	moved := map[uint32]map[int64]int64{} // file -> old offset -> new offset
+	now := s.now()
+	var keptKeys, droppedKeys []*keyEntry
 	for fi := range touched {
 		f := t.files[fi]
 		var kept []entry
@@ -109,6 +113,22 @@ func (s *RunEventStore) dropLocked(t *thread, gone func(*attrs) bool, touched ma
 				}
 			}
 		}
+		var lines []entry // the key lines kept, as entries
+		for _, k := range t.keys {
+			if k.at.f != f {
+				continue
+			}
+			live := now.Before(k.rec.ExpiresAt) && slices.ContainsFunc(kept, func(e entry) bool {
+				return e.seq >= k.rec.FirstSeq && e.seq <= k.rec.LastSeq
+			})
+			if !live {
+				droppedKeys = append(droppedKeys, k)
+				continue
+			}
+			keptKeys = append(keptKeys, k)
+			lines = append(lines, entry{off: k.at.off, size: uint32(k.at.size), file: fi})
+		}
+		kept = append(kept, lines...)
 		if len(kept) == 0 {
 			if err := f.f.Close(); err != nil {
 				return fmt.Errorf("close %s: %w", f.path, err)
@@ -130,6 +150,12 @@ func (s *RunEventStore) dropLocked(t *thread, gone func(*attrs) bool, touched ma
 	if err := s.syncDir(t.runsDir()); err != nil {
 		return err
 	}
+	for _, k := range keptKeys {
+		if m := moved[t.fileOf[k.at.f.name]]; m != nil {
+			k.at.off = m[k.at.off]
+		}
+	}
+	s.forgetKeysLocked(t, droppedKeys)
 	keep := func(rows []entry) []entry {
 		rows = slices.DeleteFunc(rows, func(e entry) bool { return gone(&t.attrs[e.attr]) })
 		for i := range rows {

@@ -78,10 +78,13 @@
 // the keys of threads not yet recovered, the first keyed call after Open
 // (AppendIdempotent or LookupIdempotent) reads the run files modified in
 // the last IdempotencyTTL for key lines, once: O(their bytes); each keyed
-// call then recovers the threads that held its key. Deleting rows rewrites
-// their files without key lines, so deleting every file that holds a key's
-// line forgets the key. Files without key lines (written before keys were
-// stored here) read as before.
+// call then recovers the threads that held its key. The index keeps the
+// key's hash and the line's place, not the response, which is read from
+// the line on a replay. A delete keeps, in each file it rewrites, the
+// unexpired key lines that still commit one of the file's remaining rows:
+// a key whose rows are all deleted is forgotten, and a retry under it
+// appends again. Files without key lines (written before keys were stored
+// here) read as before.
 //
 // # Concurrency
 //
@@ -93,7 +96,9 @@
 // # Costs and limits
 //
 // Each touched thread keeps an index in memory: about 32 bytes per row plus
-// 32 per message row, and one open file per run file. Recovering a thread
+// 32 per message row, one open file per run file, and about 200 bytes per
+// idempotency key (with the key itself) until it expires. A keyed append
+// writes its response once more, in its key line, per file it touches. Recovering a thread
 // parses all its lines once, O(bytes). Then a write costs O(batch) plus a
 // shared fsync per touched file; ListMessages, ListMessagesByRun and
 // ListEvents find their window by binary search and read only the returned

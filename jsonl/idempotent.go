@@ -55,22 +55,80 @@ type idemKey struct{ user, key string }
 
 // keyEntry is a key in the store's index. ready is closed once the key's
 // line and rows are durable, or once the write failed (then failed is
-// set and the entry is no longer in the index).
+// set and the entry is no longer in the index). The response body stays
+// on disk, in the key line at locates: rec.Body is nil.
 type keyEntry struct {
 	rec    keyRecord
+	t      *thread // the thread whose files hold the key line
+	at     keyLoc  // guarded by t.mu: a delete's rewrite moves the line
 	ready  chan struct{}
 	failed bool
+}
+
+// keyLoc locates a key line (without its '\n') in f.
+type keyLoc struct {
+	f    *runFile
+	off  int64
+	size int64
 }
 
 // closedReady is the ready channel of keys found by recovery.
 var closedReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (e *keyEntry) response() *runevents.IdempotentResponse {
+// response returns the response stored under e, reading its body from
+// the key line.
+func (e *keyEntry) response() (*runevents.IdempotentResponse, error) {
+	e.t.mu.RLock()
+	defer e.t.mu.RUnlock()
+	body, err := e.bodyLocked()
+	if err != nil {
+		return nil, err
+	}
 	return &runevents.IdempotentResponse{
 		RequestHash: bytes.Clone(e.rec.RequestHash),
 		Status:      e.rec.Status,
-		Body:        bytes.Clone(e.rec.Body),
+		Body:        body,
 		CreatedAt:   e.rec.CreatedAt,
+	}, nil
+}
+
+// bodyLocked reads e's response body from its key line. e.t.mu is held.
+func (e *keyEntry) bodyLocked() ([]byte, error) {
+	buf := make([]byte, e.at.size)
+	if _, err := e.at.f.f.ReadAt(buf, e.at.off); err != nil {
+		return nil, runstream.Wrap(err, runstream.CodeUnavailable, "jsonl: read idempotency key in %s", e.at.f.path)
+	}
+	var k keyLine
+	if err := json.Unmarshal(buf, &k); err != nil || k.Key.UserID != e.rec.UserID || k.Key.Key != e.rec.Key {
+		return nil, runstream.Errorf(runstream.CodeInternal, "jsonl: idempotency key line at offset %d of %s is not the key's", e.at.off, e.at.f.path)
+	}
+	return k.Key.Body, nil
+}
+
+// forgetKeysLocked drops keys whose lines a delete removed, from t and
+// from the index. t.mu is held.
+func (s *RunEventStore) forgetKeysLocked(t *thread, gone []*keyEntry) {
+	if len(gone) == 0 {
+		return
+	}
+	t.keys = slices.DeleteFunc(t.keys, func(e *keyEntry) bool { return slices.Contains(gone, e) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range gone {
+		if k := (idemKey{e.rec.UserID, e.rec.Key}); s.keys[k] == e {
+			delete(s.keys, k)
+		}
+	}
+}
+
+// addKeyLocked records e among t's keys, forgetting expired ones now and
+// then. t.mu is held.
+func (s *RunEventStore) addKeyLocked(t *thread, e *keyEntry) {
+	t.keys = append(t.keys, e)
+	if len(t.keys) >= t.pruneKeysAt {
+		now := s.now()
+		t.keys = slices.DeleteFunc(t.keys, func(e *keyEntry) bool { return !now.Before(e.rec.ExpiresAt) })
+		t.pruneKeysAt = 2*len(t.keys) + 16
 	}
 }
 
@@ -133,7 +191,11 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 		}
 		select {
 		case <-e.ready:
-			return runevents.IdempotentResult{Response: *e.response(), Replayed: true}, nil, nil
+			resp, err := e.response()
+			if err != nil {
+				return runevents.IdempotentResult{}, nil, err
+			}
+			return runevents.IdempotentResult{Response: *resp, Replayed: true}, nil, nil
 		default:
 			return runevents.IdempotentResult{}, e.ready, nil
 		}
@@ -208,7 +270,9 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 	// another thread (another request: it fails with a hash mismatch or
 	// waits) cannot slip in between.
 	k := idemKey{a.UserID, a.Key}
-	mine := &keyEntry{rec: rec, ready: make(chan struct{})}
+	body := rec.Body
+	rec.Body = nil // read from the key line
+	mine := &keyEntry{rec: rec, t: t, ready: make(chan struct{})}
 	s.mu.Lock()
 	if s.keys == nil {
 		s.keys = map[idemKey]*keyEntry{}
@@ -222,15 +286,33 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 		end  int64
 	)
 	if created {
-		err = s.appendLocked(t, recs, line)
+		// The batch's first file gets the first group of the write, which
+		// starts with the key line.
+		var fi uint32
+		fi, err = s.fileFor(t, recs[0].RunID)
+		if err == nil {
+			mine.at = keyLoc{f: t.files[fi], off: t.files[fi].size, size: int64(len(line))}
+			err = s.appendLocked(t, recs, line)
+		}
 		upTo = t.lastSeq
 	} else {
 		upTo = found.seq // the row may still be waiting for its fsync
 		kf, end, err = s.writeKeyLocked(t, t.attrs[found.attr].run, line)
+		if err == nil {
+			mine.at = keyLoc{f: kf, off: end - int64(len(line)) - 1, size: int64(len(line))}
+		}
+	}
+	if err == nil {
+		s.addKeyLocked(t, mine)
 	}
 	t.mu.Unlock()
 	if err == nil {
 		err = s.commitFile(t, upTo, kf, end)
+	}
+	if err != nil { // the line was cut, or will be on reopen
+		t.mu.Lock()
+		t.keys = slices.DeleteFunc(t.keys, func(e *keyEntry) bool { return e == mine })
+		t.mu.Unlock()
 	}
 	s.mu.Lock()
 	if err != nil {
@@ -244,7 +326,9 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 	if err != nil {
 		return runevents.IdempotentResult{}, nil, err
 	}
-	res := runevents.IdempotentResult{Response: *mine.response()}
+	res := runevents.IdempotentResult{Response: runevents.IdempotentResponse{
+		RequestHash: bytes.Clone(rec.RequestHash), Status: rec.Status, Body: body, CreatedAt: rec.CreatedAt,
+	}}
 	if created {
 		res.Appended = recs
 	}
@@ -276,7 +360,7 @@ func (s *RunEventStore) LookupIdempotent(ctx context.Context, userID, key string
 		select {
 		case <-e.ready:
 			if !e.failed {
-				return e.response(), nil
+				return e.response()
 			}
 		case <-ctx.Done():
 			return nil, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "waiting for a request with the same idempotency key")
@@ -306,20 +390,23 @@ func (s *RunEventStore) lookupLocked(userID, key string, requestHash []byte, now
 	return e, nil
 }
 
-// recoveredKey adds a key line found whole by recovery to the index,
-// unless the index holds a key of the same name that expires later. s.mu
-// is not held.
-func (s *RunEventStore) recoveredKey(rec keyRecord) {
+// recoveredKey adds the key line at of t, found whole by recovery, to the
+// index, unless the index holds a key of the same name that expires later.
+// t.mu is held, s.mu is not.
+func (s *RunEventStore) recoveredKey(t *thread, rec keyRecord, at keyLoc) {
+	rec.Body = nil // read from the key line
+	e := &keyEntry{rec: rec, t: t, at: at, ready: closedReady}
+	s.addKeyLocked(t, e)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := idemKey{rec.UserID, rec.Key}
-	if old := s.keys[k]; old != nil && !old.rec.ExpiresAt.Before(rec.ExpiresAt) {
+	if old := s.keys[k]; old != nil && old.rec.ExpiresAt.After(rec.ExpiresAt) {
 		return
 	}
 	if s.keys == nil {
 		s.keys = map[idemKey]*keyEntry{}
 	}
-	s.keys[k] = &keyEntry{rec: rec, ready: closedReady}
+	s.keys[k] = e
 }
 
 // writeKeyLocked appends a key line alone to run's file and returns the

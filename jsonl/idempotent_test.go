@@ -304,3 +304,58 @@ func TestIdempotentKeysFoundAfterReopen(t *testing.T) {
 		t.Fatalf("the refused append stored %v", rows)
 	}
 }
+
+// TestIdempotentKeysAcrossDeletes checks that a delete keeps the key line
+// of rows that remain, at its new place, and forgets a key whose rows are
+// all gone, in the process and after a reopen.
+func TestIdempotentKeysAcrossDeletes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openUnsynced(t, dir)
+	bobs := idemMessage("r1", `"bob"`)
+	bobs.UserID = "bob"
+	if _, err := s.Put(t.Context(), bobs); err != nil {
+		t.Fatal(err)
+	}
+	k1 := keyedAppend("k1", false, idemMessage("r1", `"a"`), idemMessage("r1", `"b"`))
+	first, err := s.AppendIdempotent(t.Context(), k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2 := keyedAppend("k2", false, idemMessage("r2", `"c"`))
+	if _, err := s.AppendIdempotent(t.Context(), k2); err != nil {
+		t.Fatal(err)
+	}
+	// Bob's row goes: k1's line moves to the start of r1's file. All of
+	// r2 goes, and k2 with it.
+	if n, err := s.DeleteByRun(t.Context(), "t1", "r1", runevents.OwnedBy("bob")); err != nil || n != 1 {
+		t.Fatalf("DeleteByRun(r1, bob) = %d, %v", n, err)
+	}
+	if n, err := s.DeleteByRun(t.Context(), "t1", "r2", runevents.AnyOwner); err != nil || n != 1 {
+		t.Fatalf("DeleteByRun(r2) = %d, %v", n, err)
+	}
+	wantRows := threadRows(t, s, "t1")
+	check := func(what string) {
+		t.Helper()
+		got, err := s.LookupIdempotent(t.Context(), "alice", "k1", k1.RequestHash)
+		if err != nil || got == nil || !bytes.Equal(got.Body, first.Response.Body) {
+			t.Fatalf("%s: k1 = %v, %v; want the first response %s", what, got, err, first.Response.Body)
+		}
+		if got, err := s.LookupIdempotent(t.Context(), "alice", "k2", k2.RequestHash); err != nil || got != nil {
+			t.Fatalf("%s: k2 = %v, %v; want it forgotten with its rows", what, got, err)
+		}
+		if rows := threadRows(t, s, "t1"); !slices.Equal(rows, wantRows) {
+			t.Fatalf("%s: rows %v, want %v", what, rows, wantRows)
+		}
+	}
+	check("after the deletes")
+	s.Close()
+	s = openUnsynced(t, dir)
+	check("after a reopen")
+	if res, err := s.AppendIdempotent(t.Context(), k1); err != nil || !res.Replayed {
+		t.Fatalf("retry of k1 = %+v, %v; want a replay", res, err)
+	}
+	if res, err := s.AppendIdempotent(t.Context(), k2); err != nil || res.Replayed || len(res.Appended) != 1 {
+		t.Fatalf("retry of k2 = %+v, %v; want a new append", res, err)
+	}
+}

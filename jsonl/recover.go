@@ -82,11 +82,11 @@ func (s *RunEventStore) recover(t *thread) error {
 	// acknowledged: cut every file at the torn batch's key line and
 	// recover again.
 	cuts := map[uint32]int64{}
-	var whole []keyRecord
+	var whole []foundKey
 	for _, k := range keys {
 		switch {
 		case hasSeqs(seqs, k.rec.FirstSeq, k.rec.LastSeq) || k.rec.FirstSeq <= deleted:
-			whole = append(whole, k.rec)
+			whole = append(whole, k)
 		case k.rec.FirstSeq > deleted:
 			if at, ok := cuts[k.file]; !ok || k.off < at {
 				cuts[k.file] = k.off
@@ -102,19 +102,21 @@ func (s *RunEventStore) recover(t *thread) error {
 		return s.recover(t)
 	}
 	now := s.now()
-	for _, rec := range whole {
-		if now.Before(rec.ExpiresAt) {
-			s.recoveredKey(rec)
+	for _, k := range whole {
+		if now.Before(k.rec.ExpiresAt) {
+			s.recoveredKey(t, k.rec, keyLoc{f: t.files[k.file], off: k.off, size: k.size})
 		}
 	}
 	return nil
 }
 
-// foundKey is a whole key line found by recovery at off in file file.
+// foundKey is a whole key line of size bytes (without '\n') found by
+// recovery at off in file file.
 type foundKey struct {
 	rec  keyRecord
 	file uint32
 	off  int64
+	size int64
 }
 
 // hasSeqs reports whether sorted seqs holds every seq from first to last.
@@ -188,7 +190,7 @@ func (s *RunEventStore) recoverFile(t *thread, name, path string) ([]entry, []fo
 		if bytes.HasPrefix(body, []byte(keyLinePrefix)) {
 			var k keyLine
 			if json.Unmarshal(body, &k) == nil {
-				keys = append(keys, foundKey{rec: k.Key, file: fi, off: lastOff})
+				keys = append(keys, foundKey{rec: k.Key, file: fi, off: lastOff, size: int64(len(body))})
 				continue
 			}
 		}

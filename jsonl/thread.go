@@ -32,6 +32,11 @@ type thread struct {
 	attrs            []attrs            // by entry.attr
 	attrIndex        map[attrs]uint32
 	syncErr          error // a failed group fsync; waiting writers return it
+	// keys are the idempotency keys whose lines are in the thread's files
+	// (some perhaps expired), to move their bodies into memory before a
+	// delete rewrites a file; pruneKeysAt is when to forget expired ones.
+	keys        []*keyEntry
+	pruneKeysAt int
 }
 
 // runFile is one open <run_id>.jsonl file.
@@ -167,7 +172,7 @@ func (t *thread) closeFilesLocked() error {
 		}
 	}
 	t.loaded, t.lastSeq, t.visible = false, 0, 0
-	t.files, t.messages, t.attrs = nil, nil, nil
+	t.files, t.messages, t.attrs, t.keys = nil, nil, nil, nil
 	t.fileOf, t.runs, t.attrIndex = map[string]uint32{}, map[string][]entry{}, map[attrs]uint32{}
 	return errors.Join(errs...)
 }
