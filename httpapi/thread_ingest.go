@@ -63,13 +63,11 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 	if key != "" {
 		// A completed key is answered before the checks, which might now
 		// refuse the request.
-		first, err := s.threads.Replay(r.Context(), user, key, hash)
-		if err != nil {
+		if first, err := s.threads.Replay(r.Context(), user, key, hash); err != nil || first != nil {
+			if first != nil {
+				writeReplay(w, first)
+			}
 			return err
-		}
-		if first != nil {
-			writeReplay(w, first)
-			return nil
 		}
 	}
 	events, err := decodeIngest(body, threadID, runID, s.threads.MaxBatchEvents())
@@ -84,8 +82,14 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 			User: user, ThreadID: threadID, Key: key, Hash: hash, Events: events, IfAbsent: ifAbsent,
 		})
 	}
-	// Without a key the append still runs to its end if the client leaves
-	// (the event log makes sure), so what committed is published.
+	return s.appendPlain(w, r, threadID, events, ifAbsent)
+}
+
+// appendPlain appends without an idempotency key and writes the response.
+// The append still runs to its end if the client leaves (the event log
+// makes sure), so what committed is published.
+func (s *Server) appendPlain(w http.ResponseWriter, r *http.Request, threadID string, events []runevents.NewEvent, ifAbsent bool) error {
+	user := userOf(r)
 	if !ifAbsent {
 		recs, err := s.threads.Append(r.Context(), user, threadID, events)
 		if err != nil {
