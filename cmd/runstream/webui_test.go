@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,13 +48,14 @@ func screenshotDir(t *testing.T) string {
 	return t.ArtifactDir()
 }
 
-func openUI(t *testing.T, base string) *uiPage {
+func openUI(t *testing.T, base string, opts ...chromedp.ExecAllocatorOption) *uiPage {
 	t.Helper()
 	exe := chromiumPath(t)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+	options := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900),
 		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))...)
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(options, opts...)...)
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)
 	p := &uiPage{t: t, ctx: browser, base: base, shots: screenshotDir(t), allow: func(chromedp.ConsoleMessage) bool { return false }}
 	t.Cleanup(func() {
@@ -153,11 +156,19 @@ func (p *uiPage) text(sel string) string {
 }
 
 // shot saves a screenshot of the whole page as name.png.
-func (p *uiPage) shot(name string) {
+func (p *uiPage) shot(name string) { p.t.Helper(); p.screenshot(name, chromedp.FullScreenshot(100)) }
+
+// shotViewport saves a screenshot of what the viewport shows.
+func (p *uiPage) shotViewport(name string) {
+	p.t.Helper()
+	p.screenshot(name, chromedp.CaptureScreenshot())
+}
+
+func (p *uiPage) screenshot(name string, action chromedp.Action[[]byte]) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, action)
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -552,5 +563,67 @@ func TestWebUIThread(t *testing.T) {
 	}
 	ui.open("/threads/th_ui")
 	ui.wait("the workspace", `document.querySelector('#workspace [data-path="src/main.go"]')`)
-	ui.shot("thread-360px")
+	ui.shotViewport("thread-360px")
+	ui.eval(`document.querySelector("#workspace").scrollIntoView(), true`, nil)
+	ui.shotViewport("thread-360px-workspace")
+}
+
+// In a dark colour scheme the UI uses its dark palette.
+func TestWebUIDarkScheme(t *testing.T) {
+	p := runServe(t, nil, "--store", "memory:")
+	seedThread(t, p.base, "th_dark", "tr_1")
+	ui := openUI(t, p.base, chromedp.Flag("force-dark-mode", true), chromedp.Flag("blink-settings", "preferredColorScheme=0"))
+	ui.open("/")
+	var dark bool
+	ui.eval(`matchMedia("(prefers-color-scheme: dark)").matches`, &dark)
+	if !dark {
+		t.Skip("this Chromium ignores --force-dark-mode: no dark scheme to check")
+	}
+	var bg string
+	ui.eval(`getComputedStyle(document.body).backgroundColor`, &bg)
+	if bg != "rgb(13, 17, 23)" {
+		t.Errorf("dark body background %s", bg)
+	}
+	ui.shot("home-dark")
+	ui.open("/threads/th_dark")
+	ui.wait("the workspace", `document.querySelector('#workspace [data-path="src/main.go"]')`)
+	ui.eval(`document.querySelector('#workspace [data-path="src/main.go"]').open = true; document.querySelector("#workspace").scrollIntoView(); true`, nil)
+	ui.shotViewport("thread-dark-workspace")
+}
+
+// Behind --auth token the first page asks for a token, which it exchanges
+// for the session cookie; the UI then works with the cookie alone.
+func TestWebUISignIn(t *testing.T) {
+	const key = "ui-secret-key-0123456789"
+	sum := sha256.Sum256([]byte(key))
+	keys := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keys, []byte("ada sha256:"+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := runServe(t, nil, "--store", "memory:", "--auth", "token", "--api-keys-file", keys)
+	ui := openUI(t, p.base)
+	// The page learns that it must sign in from the API's 401s.
+	ui.mu.Lock()
+	ui.allow = func(m chromedp.ConsoleMessage) bool {
+		return m.Source == "network" && strings.Contains(m.Text, "status of 401")
+	}
+	ui.mu.Unlock()
+	ui.open("/")
+	ui.wait("the sign-in form", `document.querySelector("#token")`)
+	ui.set("#token", "wrong")
+	ui.click(`form button[type=submit]`)
+	ui.wait("the refusal", `document.querySelector("main .error")`)
+	ui.shot("sign-in-refused")
+	ui.set("#token", key)
+	ui.click(`form button[type=submit]`)
+	ui.wait("the first page", `document.querySelectorAll(".cards .card").length === 4`)
+	var cookie string
+	ui.eval(`document.cookie`, &cookie)
+	if cookie != "" {
+		t.Errorf("the page can read a cookie %q: the session cookie must be HttpOnly", cookie)
+	}
+	ui.click(`button[aria-label="Run example long"]`)
+	ui.wait("the run page", `location.pathname.startsWith("/runs/") && document.querySelector('#node-warmup')`)
+	ui.click("#cancel")
+	ui.wait("the cancelled run", `document.querySelector("#run-status").textContent === "cancelled"`)
 }

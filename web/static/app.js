@@ -25,7 +25,8 @@ document.addEventListener("click", (e) => {
   const a = e.target.closest("a");
   if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || a.target || a.hasAttribute("download")) return;
   const url = new URL(a.href, location.href);
-  if (url.origin !== location.origin || url.pathname.startsWith("/api/")) return;
+  // API paths and files (such as /examples/long.yaml) load natively.
+  if (url.origin !== location.origin || url.pathname.startsWith("/api/") || /\.[a-z]+$/i.test(url.pathname)) return;
   e.preventDefault();
   navigate(url.pathname + url.search);
 });
@@ -33,6 +34,14 @@ window.addEventListener("popstate", render);
 window.addEventListener("runstream:signin", () => { if (!signingIn) signIn(); });
 
 let signingIn = false;
+
+function showSignOut() {
+  clear(document.getElementById("who"), h("button", {type: "button", onclick: async () => {
+    await fetch("/api/auth/session", {method: "DELETE", credentials: "same-origin"});
+    clear(document.getElementById("who"));
+    signIn("Signed out.");
+  }}, "Sign out"));
+}
 
 function signIn(message) {
   signingIn = true;
@@ -42,7 +51,7 @@ function signIn(message) {
   const form = h("form", {class: "card", onsubmit: async (e) => {
     e.preventDefault();
     const r = await fetch("/api/auth/session", {method: "POST", headers: {Authorization: "Bearer " + input.value}, credentials: "same-origin"});
-    if (r.ok) { signingIn = false; render(); return; }
+    if (r.ok) { signingIn = false; showSignOut(); render(); return; }
     let body = {};
     try { body = await r.json(); } catch { body = {}; }
     clear(out, errorBox(new ApiError(r.status, body)));

@@ -81,6 +81,7 @@ export async function threadPage(main, threadId) {
     h("h2", {}, "Workspace"), ws,
     h("h2", {}, "Token usage"), usage);
   addMessages(first, false);
+  msgs.scrollTop = msgs.scrollHeight;
   if (!first.data.length) msgs.append(h("p", {class: "muted", id: "no-messages"}, "No messages yet."));
 
   const run = () => runSel.value;
@@ -144,7 +145,7 @@ export async function threadPage(main, threadId) {
     const sum = w.summary || {};
     clear(ws, h("p", {class: "muted"}, ["created", "modified", "deleted", "additions", "deletions"].filter((k) => sum[k] != null).map((k) => k + " " + sum[k]).join(" · ")),
       (w.files || []).map((f) => typeof f !== "object" || !f ? null : h("details", {class: "card", style: "margin:6px 0", "data-path": f.path},
-        h("summary", {}, h("code", {}, f.path || "?"), " ", badge(f.status === "created" ? "completed" : f.status === "deleted" ? "failed" : "running"), " " + (f.status || ""),
+        h("summary", {}, h("code", {}, f.path || "?"), " ", h("span", {class: "badge s-" + ({created: "completed", modified: "running", deleted: "failed"}[f.status] || "queued")}, f.status || "changed"),
           " · " + size(f), f.additions != null ? " · +" + f.additions + " −" + (f.deletions ?? 0) : "",
           f.binary ? " · binary" : "", f.sensitive ? " · sensitive" : "", f.symlink ? " · symlink → " + (f.symlink_target_after ?? "") : ""),
         f.diff_unavailable_reason ? h("p", {class: "muted"}, "No diff: " + f.diff_unavailable_reason) : null,
@@ -201,7 +202,9 @@ export async function threadPage(main, threadId) {
       seen.add(row.seq);
       newest = Math.max(newest, row.seq);
       document.getElementById("no-messages")?.remove();
+      const atEnd = msgs.scrollTop + msgs.clientHeight >= msgs.scrollHeight - 40;
       msgs.append(message(row));
+      if (atEnd) msgs.scrollTop = msgs.scrollHeight;
     }
     refreshSoon();
   };
