@@ -79,6 +79,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	}
 	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
+	a.log.MaxEventBytes = cfg.maxEventBytes
 	var threadLog *eventlog.ThreadLog
 	if backend.runEvents != nil {
 		threadLog = eventlog.NewThreadLog(backend.runEvents, validator, hub, eventlog.ThreadLimits{})
@@ -97,7 +98,8 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	}
 	var notify func(runID string)
 	if cfg.workers > 0 {
-		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: logger, Artifacts: blobs})
+		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: logger, Artifacts: blobs,
+			MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes})
 		if err == nil {
 			err = eng.Start(loopCtx)
 		}

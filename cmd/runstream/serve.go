@@ -15,6 +15,7 @@ import (
 	"github.com/runstream/runstream/engine/openaillm"
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/workflow"
 )
 
 // serveConfig is the configuration of "runstream serve".
@@ -35,6 +36,9 @@ type serveConfig struct {
 	workers           int
 	workerID          string
 	leaseDuration     time.Duration
+	// maxEventBytes, maxOutputBytes and maxArtifactBytes bound a workflow
+	// event's data, a node's output and an artifact's content.
+	maxEventBytes, maxOutputBytes, maxArtifactBytes int
 	// maxStreamsPerUser bounds each user's open SSE streams; -1: no limit.
 	maxStreamsPerUser int
 	// dataDir holds the server's files: artifacts under dataDir/artifacts.
@@ -84,6 +88,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
 	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
+	fs.IntVar(&cfg.maxEventBytes, "max-event-bytes", workflow.DefaultMaxEventBytes, "largest data of one workflow event in bytes; a node whose event would exceed it fails with WORKFLOW_NODE_LIMIT_EXCEEDED")
+	fs.IntVar(&cfg.maxOutputBytes, "max-node-output-bytes", engine.DefaultMaxOutputBytes, "largest output (JSON) of one workflow node in bytes")
+	fs.IntVar(&cfg.maxArtifactBytes, "max-artifact-bytes", engine.DefaultMaxArtifactBytes, "largest content of one workflow artifact in bytes")
 	fs.DurationVar(&cfg.leaseDuration, "lease-duration", engine.DefaultLeaseDuration, "how long a workflow run's claim lasts unless renewed (every third of it); another instance takes over a run whose lease expired")
 	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
 	fs.StringVar(&cfg.dataDir, "data-dir", "./runstream-data", "directory of the server's files: workflow artifacts go under DIR/artifacts (a memory: store keeps them in memory)")
@@ -114,6 +121,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.logFormat != "json" && cfg.logFormat != "text" {
 		return fmt.Errorf("%w: --log-format must be json or text, not %q", errUsage, cfg.logFormat)
+	}
+	if cfg.maxEventBytes < 1 || cfg.maxOutputBytes < 1 || cfg.maxArtifactBytes < 1 {
+		return fmt.Errorf("%w: --max-event-bytes, --max-node-output-bytes and --max-artifact-bytes must be positive", errUsage)
 	}
 	if cfg.leaseDuration <= 0 {
 		return fmt.Errorf("%w: --lease-duration must be positive", errUsage)
