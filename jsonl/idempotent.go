@@ -180,6 +180,7 @@ func (s *RunEventStore) AppendIdempotent(ctx context.Context, a runevents.Idempo
 // held by a write not yet durable it returns that write's ready channel:
 // the caller waits on it and tries again.
 func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend, recs []runevents.Record, now time.Time) (runevents.IdempotentResult, <-chan struct{}, error) {
+	k := idemKey{a.UserID, a.Key}
 	t.mu.Lock()
 	s.mu.Lock()
 	e, err := s.lookupLocked(a.UserID, a.Key, a.RequestHash, now)
@@ -200,7 +201,34 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 			return runevents.IdempotentResult{}, e.ready, nil
 		}
 	}
+	// Reserve the key in the lookup's critical section, so that a call
+	// with the same key in another thread (another request: it fails with
+	// a hash mismatch, or waits) cannot slip in. Until ready is closed,
+	// only the fields lookupLocked reads are set.
+	expires := now.Add(IdempotencyTTL).UTC().Truncate(time.Microsecond)
+	mine := &keyEntry{
+		rec:   keyRecord{UserID: a.UserID, Key: a.Key, RequestHash: bytes.Clone(a.RequestHash), ExpiresAt: expires},
+		t:     t,
+		ready: make(chan struct{}),
+	}
+	if s.keys == nil {
+		s.keys = map[idemKey]*keyEntry{}
+	}
+	s.keys[k] = mine
 	s.mu.Unlock()
+	committed := false
+	defer func() { // on any failure, free the key and wake its waiters
+		if committed {
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		mine.failed = true
+		if s.keys[k] == mine {
+			delete(s.keys, k)
+		}
+		close(mine.ready)
+	}()
 	if err := s.writable(); err != nil {
 		t.mu.Unlock()
 		return runevents.IdempotentResult{}, nil, err
@@ -253,7 +281,7 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 		Status:      resp.Status,
 		Body:        bytes.Clone(resp.Body),
 		CreatedAt:   resp.CreatedAt.UTC().Truncate(time.Microsecond),
-		ExpiresAt:   now.Add(IdempotencyTTL).UTC().Truncate(time.Microsecond),
+		ExpiresAt:   expires,
 	}
 	if created {
 		rec.FirstSeq, rec.LastSeq = recs[0].Seq, recs[len(recs)-1].Seq
@@ -266,18 +294,10 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 		return runevents.IdempotentResult{}, nil, runstream.Wrap(err, runstream.CodeInternal, "jsonl: encode idempotency key")
 	}
 
-	// Reserve the key before writing, so that a call with the same key in
-	// another thread (another request: it fails with a hash mismatch or
-	// waits) cannot slip in between.
-	k := idemKey{a.UserID, a.Key}
 	body := rec.Body
 	rec.Body = nil // read from the key line
-	mine := &keyEntry{rec: rec, t: t, ready: make(chan struct{})}
 	s.mu.Lock()
-	if s.keys == nil {
-		s.keys = map[idemKey]*keyEntry{}
-	}
-	s.keys[k] = mine
+	mine.rec = rec
 	s.mu.Unlock()
 
 	var (
@@ -313,19 +333,12 @@ func (s *RunEventStore) appendIdempotent(t *thread, a runevents.IdempotentAppend
 		t.mu.Lock()
 		t.keys = slices.DeleteFunc(t.keys, func(e *keyEntry) bool { return e == mine })
 		t.mu.Unlock()
-	}
-	s.mu.Lock()
-	if err != nil {
-		mine.failed = true
-		if s.keys[k] == mine {
-			delete(s.keys, k)
-		}
-	}
-	close(mine.ready)
-	s.mu.Unlock()
-	if err != nil {
 		return runevents.IdempotentResult{}, nil, err
 	}
+	s.mu.Lock()
+	committed = true
+	close(mine.ready)
+	s.mu.Unlock()
 	res := runevents.IdempotentResult{Response: runevents.IdempotentResponse{
 		RequestHash: bytes.Clone(rec.RequestHash), Status: rec.Status, Body: body, CreatedAt: rec.CreatedAt,
 	}}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/runstream/runstream"
@@ -357,5 +358,40 @@ func TestIdempotentKeysAcrossDeletes(t *testing.T) {
 	}
 	if res, err := s.AppendIdempotent(t.Context(), k2); err != nil || res.Replayed || len(res.Appended) != 1 {
 		t.Fatalf("retry of k2 = %+v, %v; want a new append", res, err)
+	}
+}
+
+// TestIdempotentKeyAcrossThreadsConcurrently races two requests that share
+// a key on two threads: exactly one appends, the other is refused as
+// another request.
+func TestIdempotentKeyAcrossThreadsConcurrently(t *testing.T) {
+	t.Parallel()
+	s := openUnsynced(t, t.TempDir())
+	for i := range 20 {
+		key := fmt.Sprintf("k%d", i)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for j, thread := range []string{"t1", "t2"} {
+			a := keyedAppend(key, false, runevents.NewEvent{ThreadID: thread, RunID: "r1", EventType: runevents.EventLLMHumanInput, Category: runevents.CategoryMessage, Content: json.RawMessage(`"x"`)})
+			a.RequestHash = hashOf(key + thread)
+			wg.Go(func() { _, errs[j] = s.AppendIdempotent(t.Context(), a) })
+		}
+		wg.Wait()
+		refused := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+			case runstream.ErrorCodeOf(err) == runstream.CodeValidationFailed:
+				refused++
+			default:
+				t.Fatalf("key %s: %v", key, err)
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("key %s: %d of 2 requests refused; want 1 (errors %v)", key, refused, errs)
+		}
+	}
+	if n := len(threadRows(t, s, "t1")) + len(threadRows(t, s, "t2")); n != 20 {
+		t.Errorf("%d rows in t1 and t2; want 20, one per key", n)
 	}
 }
