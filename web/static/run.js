@@ -34,7 +34,7 @@ export async function runPage(main, runId) {
   function node(id, type, needs) {
     let n = state.nodes.get(id);
     if (!n) {
-      n = {id, type: type || "", needs: needs || [], state: "pending", attempts: [], text: {}, tools: new Map(), progress: null, errors: [], artifacts: [], output: undefined};
+      n = {id, type: type || "", needs: needs || [], state: "pending", attempts: [], text: {}, earlier: [], tools: new Map(), progress: null, errors: [], artifacts: [], output: undefined};
       state.nodes.set(id, n);
       state.order.push(id);
     }
@@ -57,7 +57,13 @@ export async function runPage(main, runId) {
       case "run.started": state.status = "running"; break;
       case "run.queued": if (state.status !== "running") state.status = "queued"; break;
       case "node.queued": node(env.nodeId, d.nodeType, d.needs); n.state = "queued"; break;
-      case "node.started": n.state = "running"; n.attempts.push({attempt: d.attempt, start: t, end: null, state: "running"}); state.status = "running"; break;
+      case "node.started":
+        // A new attempt streams its output afresh: the earlier attempts'
+        // text is kept apart, folded.
+        if (Object.keys(n.text).length) n.earlier.push({attempt: attempt() ? attempt().attempt : n.attempts.length, text: n.text});
+        n.text = {};
+        n.state = "running"; n.attempts.push({attempt: d.attempt, start: t, end: null, state: "running"}); state.status = "running";
+        break;
       case "node.progress": n.progress = d; break;
       case "node.output.delta": n.text[d.channel] = (n.text[d.channel] || "") + d.delta; break;
       case "node.tool.started": n.tools.set(d.toolCallId, {name: d.name, input: d.inputSummary, status: "running"}); break;
@@ -155,6 +161,8 @@ export async function runPage(main, runId) {
       p ? h("div", {}, h("div", {class: "muted"}, p.phase + ": " + p.message + (p.percent != null ? " (" + Math.round(p.percent) + "%)" : "")),
         p.percent != null ? h("div", {class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100, "aria-valuenow": Math.round(p.percent), "aria-label": n.id + " progress"}, h("div", {style: "width:" + p.percent + "%"})) : null) : null,
       Object.entries(n.text).map(([ch, text]) => h("div", {}, h("div", {class: "muted"}, "output · " + ch), h("pre", {class: "out", "data-node": n.id, "data-channel": ch}, text))),
+      n.earlier.map((e) => h("details", {class: "earlier"}, h("summary", {}, "Output of attempt " + e.attempt),
+        Object.entries(e.text).map(([ch, text]) => h("pre", {"data-channel": ch}, text)))),
       [...n.tools.entries()].map(([id, c]) => h("details", {class: "tool"}, h("summary", {}, "Tool " + (c.name || "?") + " · " + c.status),
         h("div", {class: "muted"}, "call " + id), h("div", {}, "input"), h("pre", {}, json(c.input)), c.output !== undefined ? [h("div", {}, "output"), h("pre", {}, json(c.output))] : null)),
       n.errors.map((e) => h("div", {class: "error"}, (e.code || "ERROR") + ": " + (e.message || ""))),
