@@ -111,8 +111,8 @@ func started(ctx context.Context) (context.Context, error) {
 // and appends them through the store's runevents.IdempotentAppender, which
 // commits the rows and the response under the key together. It publishes
 // what the call appended; a replay publishes nothing. A store without the
-// capability (jsonl) refuses with CodeUnavailable rather than append
-// without the guarantee.
+// capability refuses with CodeUnavailable rather than append without the
+// guarantee (every backend of runstream has it).
 func (l *ThreadLog) AppendIdempotent(ctx context.Context, a runevents.IdempotentAppend) (runevents.IdempotentResult, error) {
 	store, ok := l.store.(runevents.IdempotentAppender)
 	if !ok {

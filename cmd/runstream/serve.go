@@ -75,7 +75,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:8780", "address to listen on")
 	fs.StringVar(&cfg.store, "store", "sqlite:./runstream-data/runstream.db", "store URL: sqlite:PATH, postgres://… or memory:")
-	fs.StringVar(&cfg.runEvents, "run-events", "", "where thread run events are kept: jsonl:DIR puts them in JSON Lines files under DIR (one process per directory), while workflows, thread run rows and idempotency keys stay in --store (default: in --store)")
+	fs.StringVar(&cfg.runEvents, "run-events", "", "where thread run events are kept: jsonl:DIR puts them in JSON Lines files under DIR (one process per directory), while workflows and thread run rows stay in --store (idempotency keys are written beside the events) (default: in --store)")
 	fs.StringVar(&cfg.sqliteSync, "sqlite-synchronous", "FULL", "SQLite synchronous mode: FULL (survives power loss) or NORMAL (faster; survives a process crash)")
 	fs.StringVar(&cfg.postgresSchema, "postgres-schema", "", "PostgreSQL schema for runstream's tables, created when missing (default: the server's search_path)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log level: DEBUG, INFO, WARN or ERROR")
