@@ -44,6 +44,13 @@ type benchConfig struct {
 	// serverExe runs the servers ("<serverExe> bench serve"); empty: this
 	// executable. Another build's, to compare it with this one's.
 	serverExe string
+	// stalled followers that never read are added in a second run of
+	// thread-latency or thread-saturation (bench_stalled.go), over
+	// sockets whose receive buffer is stalledRcvbuf bytes; stalledWait
+	// after they connected they are checked for a cut.
+	stalled       int
+	stalledRcvbuf int
+	stalledWait   time.Duration
 }
 
 // bench runs one load scenario against a server it starts as a child
@@ -79,6 +86,9 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.cpuSeconds, "cpu-seconds", 5, "length of the --cpu-profile")
 	fs.StringVar(&cfg.serverExe, "server-exe", "", "the runstream executable that runs the servers (default: this one), to compare builds")
 	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")
+	fs.IntVar(&cfg.stalled, "stalled-followers", 0, "thread-latency, thread-saturation: run twice, the second time with this many more followers that never read their stream; report the POST latency of both and the cuts")
+	fs.IntVar(&cfg.stalledRcvbuf, "stalled-rcvbuf", 4096, "socket receive buffer of each stalled follower, in bytes")
+	fs.DurationVar(&cfg.stalledWait, "stalled-wait", 15*time.Second, "how long after they connected the stalled followers are checked for a cut (the server's write deadline, 10s, and a margin)")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "how long the idle followers stay connected before the server's memory is read (idle)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
 	if err := m.parseFlags(fs, args, stderr, "runstream bench [flags]  |  runstream bench serve [flags]"); err != nil {
@@ -86,6 +96,9 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 			return nil
 		}
 		return err
+	}
+	if cfg.stalled < 0 || (cfg.stalled > 0 && cfg.scenario != "thread-latency" && cfg.scenario != "thread-saturation") {
+		return fmt.Errorf("%w: --stalled-followers is a positive number, with --scenario thread-latency or thread-saturation", errUsage)
 	}
 	batchSet := false
 	fs.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
@@ -124,12 +137,18 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		res, err = benchReplay(ctx, srv, cfg)
 	case "idle":
 		res, err = benchIdle(ctx, srv, cfg)
-	case "thread-latency":
-		res, err = benchThread(ctx, servers, cfg, cfg.rate, cfg.followers)
-	case "thread-saturation":
-		res, err = benchThread(ctx, servers, cfg, 0, cfg.followers)
+	case "thread-latency", "thread-saturation":
+		rate := cfg.rate
+		if cfg.scenario == "thread-saturation" {
+			rate = 0
+		}
+		if cfg.stalled > 0 {
+			res, err = benchThreadStalled(ctx, servers, cfg, rate)
+		} else {
+			res, err = benchThread(ctx, servers, cfg, rate, cfg.followers, 0)
+		}
 	case "thread-ingest":
-		res, err = benchThread(ctx, servers, cfg, 0, 0)
+		res, err = benchThread(ctx, servers, cfg, 0, 0, 0)
 	case "thread-replay":
 		res, err = benchThreadReplay(ctx, servers, cfg)
 	case "thread-idle":
@@ -183,6 +202,18 @@ type benchResult struct {
 	PublishPerSecond float64 `json:"publish_per_second,omitempty"`
 	ServerCPUSeconds float64 `json:"server_cpu_seconds,omitempty"`
 	CPUMillisPer1000 float64 `json:"server_cpu_ms_per_1000,omitempty"`
+	// The producers' POST latency (thread scenarios), from the request's
+	// start to the end of its response.
+	PostP50Millis float64 `json:"post_p50_ms,omitempty"`
+	PostP99Millis float64 `json:"post_p99_ms,omitempty"`
+	PostMaxMillis float64 `json:"post_max_ms,omitempty"`
+	// With --stalled-followers: the stalled followers, how many the
+	// server cut, the run without them, and the ratio of the POST p99
+	// with them to the one without.
+	Stalled      int          `json:"stalled_followers,omitempty"`
+	StalledCut   int          `json:"stalled_cut,omitempty"`
+	Without      *benchResult `json:"without_stalled,omitempty"`
+	PostP99Ratio float64      `json:"post_p99_ratio,omitempty"`
 }
 
 func (r benchResult) String() string {
@@ -201,6 +232,9 @@ func (r benchResult) String() string {
 		}
 		fmt.Fprintf(&b, "\n  server CPU: %.2fs, %.2f ms per 1,000 %s", r.ServerCPUSeconds, r.CPUMillisPer1000, unit)
 	}
+	if r.PostP99Millis > 0 {
+		fmt.Fprintf(&b, "\n  POST latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms", r.PostP50Millis, r.PostP99Millis, r.PostMaxMillis)
+	}
 	if r.P99Millis > 0 {
 		fmt.Fprintf(&b, "\n  append→delivered latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms", r.P50Millis, r.P99Millis, r.MaxMillis)
 	}
@@ -212,6 +246,13 @@ func (r benchResult) String() string {
 	} else if r.RSSMiB > 0 {
 		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers, peak %.1f MiB while they connected); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
 			r.RSSMiB, r.BaselineMiB, r.PeakMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
+	}
+	if r.Without != nil {
+		fmt.Fprintf(&b, "\n  stalled followers: %d, cut by the server: %d", r.Stalled, r.StalledCut)
+		fmt.Fprintf(&b, "\n  POST p99 with them / without: %.2f ms / %.2f ms = %.2f (p50 %.2f / %.2f ms)",
+			r.PostP99Millis, r.Without.PostP99Millis, r.PostP99Ratio, r.PostP50Millis, r.Without.PostP50Millis)
+		without := r.Without.String()
+		fmt.Fprintf(&b, "\n  the run without them:\n    %s", strings.ReplaceAll(without, "\n", "\n  "))
 	}
 	return b.String()
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +31,10 @@ import (
 // --runs runs; followers are spread over the threads, and with
 // --run-filter each follows one run (?run_id=). With --instances 2 the
 // followers read from a second server on the same store (PostgreSQL).
+// With --stalled-followers N, thread-latency and thread-saturation run
+// twice, the second time with N followers that never read
+// (bench_stalled.go): the POST latency of both runs, their p99 ratio and
+// the stalled followers the server cut.
 
 // threadEventType is the type of the benchmark's events: a trace row
 // whose content carries the time its POST began.
@@ -128,8 +131,9 @@ func seedThreads(ctx context.Context, url string, p threadPlan) error {
 
 // produceThreadEvents POSTs events events in POSTs of batch events at
 // rate events per second (0: as fast as possible), with up to inFlight
-// requests at once, to the threads and runs of p.
-func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, batch, size int, rate float64, inFlight int) error {
+// requests at once, to the threads and runs of p. It returns each POST's
+// latency, from the start of its request to the end of its response.
+func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, batch, size int, rate float64, inFlight int) ([]time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make(chan struct{}, max(inFlight, 1))
@@ -137,6 +141,8 @@ func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, 
 		wg     sync.WaitGroup
 		failed atomic.Pointer[error]
 	)
+	batch = max(batch, 1)
+	lat := make([]time.Duration, (events+batch-1)/batch)
 	start := time.Now()
 	for k, sent := 0, 0; sent < events && failed.Load() == nil; k++ {
 		n := min(batch, events-sent)
@@ -149,19 +155,21 @@ func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, 
 		thread, run := p.target(k)
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := postThreadEvents(ctx, url, p.thread(thread), p.run(run), threadEventsBody(n, size, time.Now())); err != nil {
+			at := time.Now()
+			if err := postThreadEvents(ctx, url, p.thread(thread), p.run(run), threadEventsBody(n, size, at)); err != nil {
 				if failed.CompareAndSwap(nil, &err) {
 					cancel()
 				}
 			}
+			lat[k] = time.Since(at)
 		})
 		sent += n
 	}
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		return *err
+		return nil, *err
 	}
-	return nil
+	return lat, nil
 }
 
 // followThread reads the stream of a thread (of one run when run is not
@@ -268,8 +276,9 @@ func serversCPU(servers []*benchServer) (time.Duration, error) {
 }
 
 // benchThread runs thread-latency, thread-saturation and thread-ingest:
-// servers[0] takes the POSTs, the last server the followers.
-func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, rate float64, followers int) (benchResult, error) {
+// servers[0] takes the POSTs, the last server the followers, and stalled
+// followers that never read (bench_stalled.go).
+func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, rate float64, followers, stalled int) (benchResult, error) {
 	p := threadPlan{prefix: fmt.Sprintf("bt%d", time.Now().UnixNano()), threads: max(cfg.threads, 1), runs: max(cfg.runs, 1), runFilter: cfg.runFilter}
 	producer, reader := servers[0], servers[len(servers)-1]
 	if err := seedThreads(ctx, producer.url, p); err != nil {
@@ -308,6 +317,18 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		})
 	}
 	ready.Wait()
+	var (
+		stalledFollowers []*stalledFollower
+		stalledAt        time.Time
+	)
+	if stalled > 0 {
+		var err error
+		if stalledFollowers, err = openStalled(ctx, reader.url, p, stalled, cfg.stalledRcvbuf, int64(p.runs)); err != nil {
+			return benchResult{}, err
+		}
+		defer closeStalled(stalledFollowers)
+		stalledAt = time.Now()
+	}
 
 	cpu0, err := serversCPU(servers)
 	if err != nil {
@@ -320,7 +341,8 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		profiled <- nil
 	}
 	start := time.Now()
-	if err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency); err != nil {
+	postLat, err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency)
+	if err != nil {
 		return benchResult{}, err
 	}
 	published := time.Since(start)
@@ -362,6 +384,17 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		AppendSeconds: published.Seconds(), PublishPerSecond: float64(cfg.events) / published.Seconds(),
 		ServerCPUSeconds: (cpu1 - cpu0).Seconds(), RSSMiB: rss,
 	}
+	res.PostP50Millis, res.PostP99Millis, res.PostMaxMillis = latencyMillis(postLat)
+	if stalled > 0 {
+		// The server cuts a stalled follower once a write to it missed
+		// the write deadline; give it until stalledWait after they
+		// connected, then read what each has left: a cut one ends.
+		time.Sleep(time.Until(stalledAt.Add(cfg.stalledWait)))
+		res.Stalled = stalled
+		if res.StalledCut, err = countCut(stalledFollowers, 2*time.Second); err != nil {
+			return benchResult{}, fmt.Errorf("stalled followers: %w", err)
+		}
+	}
 	if followers > 0 {
 		res.PerSecond = float64(res.Delivered) / elapsed.Seconds()
 		res.CPUMillisPer1000 = (cpu1 - cpu0).Seconds() * 1000 / (float64(res.Delivered) / 1000)
@@ -372,9 +405,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		if int64(len(all)) != res.Delivered {
 			return benchResult{}, fmt.Errorf("measured %d deliveries of %d frames", len(all), res.Delivered)
 		}
-		slices.Sort(all)
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-		res.P50Millis, res.P99Millis, res.MaxMillis = ms(all[len(all)/2]), ms(all[len(all)*99/100]), ms(all[len(all)-1])
+		res.P50Millis, res.P99Millis, res.MaxMillis = latencyMillis(all)
 	} else {
 		res.PerSecond = res.PublishPerSecond
 		res.CPUMillisPer1000 = (cpu1 - cpu0).Seconds() * 1000 / (float64(cfg.events) / 1000)
@@ -387,7 +418,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchConfig) (benchResult, error) {
 	p := threadPlan{prefix: fmt.Sprintf("br%d", time.Now().UnixNano()), threads: 1, runs: 1}
 	producer, reader := servers[0], servers[len(servers)-1]
-	if err := produceThreadEvents(ctx, producer.url, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
+	if _, err := produceThreadEvents(ctx, producer.url, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
 		return benchResult{}, err
 	}
 	cpu0, err := serversCPU(servers)
