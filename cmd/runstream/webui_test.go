@@ -622,3 +622,49 @@ func TestWebUISignIn(t *testing.T) {
 	ui.click("#cancel")
 	ui.wait("the cancelled run", `document.querySelector("#run-status").textContent === "cancelled"`)
 }
+
+// A thread page follows the thread's stream across a server restart:
+// rows written before and after it appear once each.
+func TestWebUIThreadResumesAfterRestart(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "rs.db")
+	addr := freeAddr(t)
+	p := runServe(t, nil, "--store", db, "--addr", addr)
+	seedThread(t, p.base, "th_live", "tr_1")
+	ui := openUI(t, p.base)
+	ui.mu.Lock()
+	ui.allow = func(m chromedp.ConsoleMessage) bool {
+		return m.Source == "network" && strings.Contains(m.Text, "ERR_CONNECTION_REFUSED")
+	}
+	ui.mu.Unlock()
+	ui.open("/threads/th_live")
+	ui.wait("the latest messages", `document.querySelectorAll("#messages .msg").length === 20`)
+	say := func(text string) {
+		t.Helper()
+		apiCall(t, "POST", "http://"+addr+"/api/threads/th_live/runs/tr_1/events", "application/json",
+			`{"events":[{"event_type":"llm.human.input","content":{"type":"human","content":`+strconv.Quote(text)+`},"metadata":{"caller":"lead_agent"}}]}`, 201, nil)
+	}
+	say("before the restart")
+	ui.wait("the first live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "before the restart")`)
+	if err := p.stop(); err != nil {
+		t.Fatalf("stop serve: %v", err)
+	}
+	ui.wait("the reconnecting state", `document.querySelector("#reconnecting")`)
+	ui.shot("thread-reconnecting")
+	runServe(t, nil, "--store", db, "--addr", addr)
+	say("after the restart")
+	ui.wait("the second live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "after the restart")`)
+	ui.wait("the stream back", `!document.querySelector("#reconnecting")`)
+	time.Sleep(500 * time.Millisecond)
+	var seqs []int
+	ui.eval(`[...document.querySelectorAll("#messages .msg")].map(e => Number(e.dataset.seq))`, &seqs)
+	if len(seqs) != 22 {
+		t.Errorf("%d messages shown, want 20 + 2: seqs %v", len(seqs), seqs)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Errorf("messages out of order or repeated: seqs %v", seqs)
+			break
+		}
+	}
+	ui.shot("thread-after-restart")
+}
