@@ -154,6 +154,21 @@ func (p *uiPage) text(sel string) string {
 	return s
 }
 
+// checkLabels fails the test for a form field without a label and for a
+// button or link without a name, on the page as it is.
+func (p *uiPage) checkLabels(page string) {
+	p.t.Helper()
+	var unnamed []string
+	p.eval(`[...document.querySelectorAll("input, select, textarea, button, a[href]")].filter(e => {
+		if (e.closest("[hidden]")) return false;
+		if (e.matches("input, select, textarea")) return !(e.labels && e.labels.length) && !e.getAttribute("aria-label");
+		return !(e.getAttribute("aria-label") || e.textContent.trim());
+	}).map(e => e.outerHTML.slice(0, 120))`, &unnamed)
+	for _, u := range unnamed {
+		p.t.Errorf("%s: no label or name: %s", page, u)
+	}
+}
+
 // shot saves a screenshot of the whole page as name.png.
 func (p *uiPage) shot(name string) { p.t.Helper(); p.screenshot(name, chromedp.FullScreenshot(100)) }
 
@@ -285,6 +300,7 @@ func TestWebUIPublishRunApprove(t *testing.T) {
 	ui.click(`main > p > button.primary`)
 	ui.wait("the run form", `document.querySelector("#run-form")`)
 	ui.shot("workflow-run-form")
+	ui.checkLabels("the run form")
 	var fields []string
 	ui.eval(`[...document.querySelectorAll("#run-form [name]")].map(e => e.name + ":" + (e.type || e.tagName))`, &fields)
 	if got := strings.Join(fields, " "); got != "contact.email:text copies:number customer:text tags:textarea topic:select-one urgent:checkbox" {
@@ -315,6 +331,7 @@ func TestWebUIPublishRunApprove(t *testing.T) {
 		t.Errorf("the DAG shows approval %s, want awaiting_input", state)
 	}
 	ui.shot("run-awaiting-input")
+	ui.checkLabels("the run page")
 	ui.set(`#resume-form [name=note]`, "fine by me")
 	ui.click(`#resume-form button[data-action=approve]`)
 	ui.wait("the run to complete", `document.querySelector("#run-status").textContent === "completed"`)
@@ -339,7 +356,13 @@ func TestWebUIPublishRunApprove(t *testing.T) {
 
 	ui.open("/runs")
 	ui.wait("the runs table", `document.querySelector("main table .badge.s-completed")`)
+	ui.checkLabels("the runs page")
 	ui.shot("runs")
+	// The status filter: no failed run, then the completed one again.
+	ui.eval(`(() => { const s = document.querySelector("#f-status"); s.value = "failed"; s.dispatchEvent(new Event("change")); return true; })()`, nil)
+	ui.wait("no failed run", `location.search === "?status=failed" && document.querySelector("main").textContent.includes("No runs yet.")`)
+	ui.eval(`(() => { const s = document.querySelector("#f-status"); s.value = "completed"; s.dispatchEvent(new Event("change")); return true; })()`, nil)
+	ui.wait("the completed run", `location.search === "?status=completed" && document.querySelectorAll("main tbody tr").length === 1`)
 }
 
 // A long run started with one click on the first page is cancelled from
@@ -530,6 +553,7 @@ func TestWebUIThread(t *testing.T) {
 		t.Errorf("usage bars %s", got)
 	}
 	ui.shot("thread-reviewed")
+	ui.checkLabels("the thread page")
 
 	// Live: a new message appears once.
 	apiCall(t, "POST", p.base+"/api/threads/th_ui/runs/tr_1/events", "application/json", `{"events":[{"event_type":"llm.human.input","content":{"type":"human","content":"a live message"},"metadata":{"caller":"lead_agent"}}]}`, 201, nil)
