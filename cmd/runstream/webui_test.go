@@ -360,7 +360,7 @@ func TestWebUIPublishRunApprove(t *testing.T) {
 	ui.shot("runs")
 	// The status filter: no failed run, then the completed one again.
 	ui.eval(`(() => { const s = document.querySelector("#f-status"); s.value = "failed"; s.dispatchEvent(new Event("change")); return true; })()`, nil)
-	ui.wait("no failed run", `location.search === "?status=failed" && document.querySelector("main").textContent.includes("No runs yet.")`)
+	ui.wait("no failed run", `location.search === "?status=failed" && document.querySelector("main").textContent.includes("No run matches the filters.")`)
 	ui.eval(`(() => { const s = document.querySelector("#f-status"); s.value = "completed"; s.dispatchEvent(new Event("change")); return true; })()`, nil)
 	ui.wait("the completed run", `location.search === "?status=completed" && document.querySelectorAll("main tbody tr").length === 1`)
 }
@@ -691,4 +691,33 @@ func TestWebUIThreadResumesAfterRestart(t *testing.T) {
 		}
 	}
 	ui.shot("thread-after-restart")
+}
+
+// The runs table pages back and forth by the API's cursor.
+func TestWebUIRunsPaging(t *testing.T) {
+	p := runServe(t, nil, "--store", "memory:")
+	var wf struct{ WorkflowID string }
+	apiCall(t, "POST", p.base+"/api/workflows", "application/yaml", "name: quick\nnodes:\n  - id: only\n    type: transform\n    config: {expression: '1'}\n", 201, &wf)
+	for i := 0; i < 23; i++ {
+		apiCall(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", "application/json", `{}`, 201, nil)
+	}
+	ui := openUI(t, p.base)
+	ui.open("/runs")
+	ui.wait("the first page", `document.querySelectorAll("main tbody tr").length === 20`)
+	var first []string
+	ui.eval(`[...document.querySelectorAll("main tbody tr td:first-child")].map(e => e.textContent)`, &first)
+	ui.click(`main button:nth-of-type(2)`)
+	ui.wait("the second page", `document.querySelectorAll("main tbody tr").length === 3 && document.querySelector("main").textContent.includes("Page 2")`)
+	var second []string
+	ui.eval(`[...document.querySelectorAll("main tbody tr td:first-child")].map(e => e.textContent)`, &second)
+	seen := map[string]bool{}
+	for _, id := range append(first, second...) {
+		if seen[id] {
+			t.Errorf("run %s on both pages", id)
+		}
+		seen[id] = true
+	}
+	ui.shot("runs-page-2")
+	ui.click(`main button:nth-of-type(1)`)
+	ui.wait("the first page again", `document.querySelectorAll("main tbody tr").length === 20 && document.querySelector("main").textContent.includes("Page 1")`)
 }

@@ -129,8 +129,8 @@ async function home() {
   );
 }
 
-function runsTable(runs, names = {}) {
-  if (!runs.length) return h("p", {class: "muted"}, "No runs yet.");
+function runsTable(runs, names = {}, empty = "No runs yet.") {
+  if (!runs.length) return h("p", {class: "muted"}, empty);
   return h("div", {class: "table-wrap"}, h("table", {},
     h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), h("th", {}, "Workflow"), h("th", {class: "hide-narrow"}, "Started"), h("th", {}, "Duration"))),
     h("tbody", {}, runs.map((r) => {
@@ -162,7 +162,7 @@ async function runsPage(q) {
     if (before) p.set("before", before);
     try {
       const page = await api("/api/workflows/runs?" + p);
-      clear(body, runsTable(page.runs, names));
+      clear(body, runsTable(page.runs, names, wfSel.value || stSel.value ? "No run matches the filters." : "No runs yet."));
       clear(pager,
         h("button", {disabled: stack.length === 0, onclick: () => { before = stack.pop(); load(); }}, "← Newer"),
         h("button", {disabled: !page.hasMore, onclick: () => { stack.push(before); before = page.nextBefore; load(); }}, "Older →"),
