@@ -207,13 +207,19 @@ type benchResult struct {
 	PostP50Millis float64 `json:"post_p50_ms,omitempty"`
 	PostP99Millis float64 `json:"post_p99_ms,omitempty"`
 	PostMaxMillis float64 `json:"post_max_ms,omitempty"`
+	// PostMaxAtSeconds is when the slowest POST began, from the first's
+	// start.
+	PostMaxAtSeconds float64 `json:"post_max_at_s,omitempty"`
 	// With --stalled-followers: the stalled followers, how many the
 	// server cut, the run without them, and the ratio of the POST p99
 	// with them to the one without.
-	Stalled      int          `json:"stalled_followers,omitempty"`
-	StalledCut   int          `json:"stalled_cut,omitempty"`
-	Without      *benchResult `json:"without_stalled,omitempty"`
-	PostP99Ratio float64      `json:"post_p99_ratio,omitempty"`
+	Stalled int `json:"stalled_followers,omitempty"`
+	// StalledConnectedSeconds is when the stalled followers were all
+	// connected, from the first POST's start (negative: before it).
+	StalledConnectedSeconds float64      `json:"stalled_connected_s,omitempty"`
+	StalledCut              int          `json:"stalled_cut,omitempty"`
+	Without                 *benchResult `json:"without_stalled,omitempty"`
+	PostP99Ratio            float64      `json:"post_p99_ratio,omitempty"`
 }
 
 func (r benchResult) String() string {
@@ -233,7 +239,7 @@ func (r benchResult) String() string {
 		fmt.Fprintf(&b, "\n  server CPU: %.2fs, %.2f ms per 1,000 %s", r.ServerCPUSeconds, r.CPUMillisPer1000, unit)
 	}
 	if r.PostP99Millis > 0 {
-		fmt.Fprintf(&b, "\n  POST latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms", r.PostP50Millis, r.PostP99Millis, r.PostMaxMillis)
+		fmt.Fprintf(&b, "\n  POST latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms (began %.1fs in)", r.PostP50Millis, r.PostP99Millis, r.PostMaxMillis, r.PostMaxAtSeconds)
 	}
 	if r.P99Millis > 0 {
 		fmt.Fprintf(&b, "\n  append→delivered latency: p50 %.2f ms  p99 %.2f ms  max %.2f ms", r.P50Millis, r.P99Millis, r.MaxMillis)
@@ -248,7 +254,7 @@ func (r benchResult) String() string {
 			r.RSSMiB, r.BaselineMiB, r.PeakMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
 	}
 	if r.Without != nil {
-		fmt.Fprintf(&b, "\n  stalled followers: %d, cut by the server: %d", r.Stalled, r.StalledCut)
+		fmt.Fprintf(&b, "\n  stalled followers: %d (connected %.1fs before the first POST), cut by the server: %d", r.Stalled, -r.StalledConnectedSeconds, r.StalledCut)
 		fmt.Fprintf(&b, "\n  POST p99 with them / without: %.2f ms / %.2f ms = %.2f (p50 %.2f / %.2f ms)",
 			r.PostP99Millis, r.Without.PostP99Millis, r.PostP99Ratio, r.PostP50Millis, r.Without.PostP50Millis)
 		without := r.Without.String()

@@ -138,6 +138,17 @@ func latencyMillis(d []time.Duration) (p50, p99, maximum float64) {
 	return ms(d[len(d)/2]), ms(d[len(d)*99/100]), ms(d[len(d)-1])
 }
 
+// slowest returns the index of the longest of d.
+func slowest(d []time.Duration) int {
+	i := 0
+	for j, v := range d {
+		if v > d[i] {
+			i = j
+		}
+	}
+	return i
+}
+
 // benchThreadStalled runs a thread scenario without, then with,
 // cfg.stalled stalled followers on the same servers, and returns the
 // second run's result with the first's attached.

@@ -36,6 +36,9 @@ func TestLatencyMillis(t *testing.T) {
 	if p50 != 101 || p99 != 199 || maximum != 200 {
 		t.Errorf("latencyMillis = %v, %v, %v; want 101, 199, 200", p50, p99, maximum)
 	}
+	if i := slowest([]time.Duration{3, 9, 1, 9, 2}); i != 1 {
+		t.Errorf("slowest = %d, want 1", i)
+	}
 	if p50, p99, maximum := latencyMillis(nil); p50 != 0 || p99 != 0 || maximum != 0 {
 		t.Errorf("latencyMillis(nil) = %v, %v, %v; want zeros", p50, p99, maximum)
 	}

@@ -132,8 +132,9 @@ func seedThreads(ctx context.Context, url string, p threadPlan) error {
 // produceThreadEvents POSTs events events in POSTs of batch events at
 // rate events per second (0: as fast as possible), with up to inFlight
 // requests at once, to the threads and runs of p. It returns each POST's
-// latency, from the start of its request to the end of its response.
-func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, batch, size int, rate float64, inFlight int) ([]time.Duration, error) {
+// latency, from the start of its request to the end of its response, and
+// when it started, from the start of the first.
+func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, batch, size int, rate float64, inFlight int) (lat, began []time.Duration, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make(chan struct{}, max(inFlight, 1))
@@ -142,7 +143,8 @@ func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, 
 		failed atomic.Pointer[error]
 	)
 	batch = max(batch, 1)
-	lat := make([]time.Duration, (events+batch-1)/batch)
+	lat = make([]time.Duration, (events+batch-1)/batch)
+	began = make([]time.Duration, len(lat))
 	start := time.Now()
 	for k, sent := 0, 0; sent < events && failed.Load() == nil; k++ {
 		n := min(batch, events-sent)
@@ -156,6 +158,7 @@ func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, 
 		wg.Go(func() {
 			defer func() { <-slots }()
 			at := time.Now()
+			began[k] = at.Sub(start)
 			if err := postThreadEvents(ctx, url, p.thread(thread), p.run(run), threadEventsBody(n, size, at)); err != nil {
 				if failed.CompareAndSwap(nil, &err) {
 					cancel()
@@ -167,9 +170,9 @@ func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, 
 	}
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		return nil, *err
+		return nil, nil, *err
 	}
-	return lat, nil
+	return lat, began, nil
 }
 
 // followThread reads the stream of a thread (of one run when run is not
@@ -341,7 +344,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		profiled <- nil
 	}
 	start := time.Now()
-	postLat, err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency)
+	postLat, postBegan, err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -384,8 +387,12 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		AppendSeconds: published.Seconds(), PublishPerSecond: float64(cfg.events) / published.Seconds(),
 		ServerCPUSeconds: (cpu1 - cpu0).Seconds(), RSSMiB: rss,
 	}
+	if len(postLat) > 0 {
+		res.PostMaxAtSeconds = postBegan[slowest(postLat)].Seconds()
+	}
 	res.PostP50Millis, res.PostP99Millis, res.PostMaxMillis = latencyMillis(postLat)
 	if stalled > 0 {
+		res.StalledConnectedSeconds = stalledAt.Sub(start).Seconds()
 		// The server cuts a stalled follower once a write to it missed
 		// the write deadline; give it until stalledWait after they
 		// connected, then read what each has left: a cut one ends.
@@ -418,7 +425,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchConfig) (benchResult, error) {
 	p := threadPlan{prefix: fmt.Sprintf("br%d", time.Now().UnixNano()), threads: 1, runs: 1}
 	producer, reader := servers[0], servers[len(servers)-1]
-	if _, err := produceThreadEvents(ctx, producer.url, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
+	if _, _, err := produceThreadEvents(ctx, producer.url, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
 		return benchResult{}, err
 	}
 	cpu0, err := serversCPU(servers)
