@@ -181,19 +181,36 @@ func (s *WorkflowStore) GetWorkflow(ctx context.Context, id string, owner runstr
 	if err := s.checkOpen(); err != nil {
 		return workflow.Workflow{}, err
 	}
-	if !lookupable(id) {
+	if !lookupable(id) || !ownerStorable(owner) {
 		return workflow.Workflow{}, errWorkflowNotFound(id)
 	}
-	w, err := scanWorkflow(s.pool.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE id = $1`, id))
+	w, err := scanWorkflow(s.pool.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE id = $1 AND `+ownerCond,
+		ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return workflow.Workflow{}, errWorkflowNotFound(id)
 	case err != nil:
 		return workflow.Workflow{}, dbError(err, "get workflow")
-	case !owner.Sees(w.OwnerID):
-		return workflow.Workflow{}, errWorkflowNotFound(id)
 	}
 	return w, nil
+}
+
+// ownerCond restricts a query of one row by id ($1) to the rows the Owner
+// of ownerArgs sees, in the query itself: $2 is true for AnyOwner, $3 is
+// the user id of any other Owner. The zero Owner sees no row (no row has
+// the empty owner).
+const ownerCond = `($2 OR owner_id = $3)`
+
+// ownerArgs are the arguments of a query restricted by ownerCond. The
+// caller checks ownerStorable first.
+func ownerArgs(id string, owner runstream.Owner) []any {
+	return []any{id, owner.All(), owner.UserID()}
+}
+
+// ownerStorable reports whether owner's user id can be a query argument:
+// false for a user id PostgreSQL cannot store, which owns no row.
+func ownerStorable(owner runstream.Owner) bool {
+	return owner.All() || storableText(owner.UserID())
 }
 
 func errWorkflowNotFound(id string) error {
@@ -239,15 +256,16 @@ func (s *WorkflowStore) AddVersion(ctx context.Context, v workflow.Version, owne
 	if err := s.checkOpen(); err != nil {
 		return workflow.Version{}, err
 	}
-	if !lookupable(v.WorkflowID) {
+	if !lookupable(v.WorkflowID) || !ownerStorable(owner) {
 		return workflow.Version{}, errWorkflowNotFound(v.WorkflowID)
 	}
 	v.CreatedAt = orNow(v.CreatedAt, storeNow())
 	v.Definition = cloneBytes(v.Definition)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var ownerID string
-		err := tx.QueryRow(ctx, `SELECT owner_id FROM workflows WHERE id = $1 FOR UPDATE`, v.WorkflowID).Scan(&ownerID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !owner.Sees(ownerID)) {
+		var one int32
+		err := tx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE id = $1 AND `+ownerCond+` FOR UPDATE`,
+			ownerArgs(v.WorkflowID, owner)...).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return errWorkflowNotFound(v.WorkflowID)
 		}
 		if err != nil {
@@ -278,29 +296,26 @@ func (s *WorkflowStore) GetVersion(ctx context.Context, workflowID, versionID st
 	if err := s.checkOpen(); err != nil {
 		return workflow.Version{}, err
 	}
-	if !lookupable(workflowID) {
+	if !lookupable(workflowID) || !ownerStorable(owner) {
 		return workflow.Version{}, errWorkflowNotFound(workflowID)
 	}
 	if !lookupable(versionID) {
 		versionID = "" // no version has the empty id
 	}
 	var (
-		ownerID    string
 		id         *string
 		number     *int32
 		definition []byte
 		created    *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `SELECT w.owner_id, v.id, v.number, v.definition, v.created_at
-		FROM workflows w LEFT JOIN workflow_versions v ON v.id = $2 AND v.workflow_id = w.id
-		WHERE w.id = $1`, workflowID, versionID).Scan(&ownerID, &id, &number, &definition, &created)
+	err := s.pool.QueryRow(ctx, `SELECT v.id, v.number, v.definition, v.created_at
+		FROM workflows w LEFT JOIN workflow_versions v ON v.id = $4 AND v.workflow_id = w.id
+		WHERE w.id = $1 AND ($2 OR w.owner_id = $3)`, append(ownerArgs(workflowID, owner), versionID)...).Scan(&id, &number, &definition, &created)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return workflow.Version{}, errWorkflowNotFound(workflowID)
 	case err != nil:
 		return workflow.Version{}, dbError(err, "get version")
-	case !owner.Sees(ownerID):
-		return workflow.Version{}, errWorkflowNotFound(workflowID)
 	case id == nil:
 		return workflow.Version{}, runstream.Errorf(runstream.CodeWorkflowVersionNotFound, "workflow %q has no version %q", workflowID, versionID)
 	}

@@ -29,23 +29,20 @@ func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if !lookupable(p.RunID) {
+	if !lookupable(p.RunID) || !ownerStorable(p.Owner) {
 		return nil, errRunNotFound(p.RunID)
 	}
 	var envs []workflow.Envelope
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, lockRunsSQL, []string{p.RunID})
-		if err != nil {
-			return err
-		}
-		runs, err := collectRuns(rows)
-		if err != nil {
-			return err
-		}
-		run := runs[p.RunID]
-		if run == nil || !p.Owner.Sees(run.OwnerID) {
+		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+lockedRunColumns+` FROM workflow_runs WHERE id = $1 AND `+ownerCond+` FOR UPDATE`,
+			ownerArgs(p.RunID, p.Owner)...))
+		if errors.Is(err, pgx.ErrNoRows) {
 			return errRunNotFound(p.RunID)
 		}
+		if err != nil {
+			return err
+		}
+		run := &r
 		at := p.Now.UTC().Truncate(time.Microsecond)
 		tag, err := tx.Exec(ctx, `UPDATE workflow_resume_tokens SET consumed_at = $3
 			WHERE run_id = $1 AND hash = $2 AND consumed_at IS NULL AND expires_at > $3`, p.RunID, p.Hash, at)

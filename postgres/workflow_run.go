@@ -65,13 +65,12 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 	var w runWrites
 	envs := w.apply(&r, events, t)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var ownerID string
 		var hasVersion bool
-		err := tx.QueryRow(ctx, `SELECT w.owner_id,
+		err := tx.QueryRow(ctx, `SELECT
 			EXISTS (SELECT 1 FROM workflow_versions v WHERE v.id = $2 AND v.workflow_id = w.id)
-			FROM workflows w WHERE w.id = $1`, r.WorkflowID, r.VersionID).Scan(&ownerID, &hasVersion)
+			FROM workflows w WHERE w.id = $1 AND w.owner_id = $3`, r.WorkflowID, r.VersionID, r.OwnerID).Scan(&hasVersion)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows) || (err == nil && ownerID != r.OwnerID):
+		case errors.Is(err, pgx.ErrNoRows):
 			return errWorkflowNotFound(r.WorkflowID)
 		case err != nil:
 			return err
@@ -105,17 +104,16 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 	if err := s.checkOpen(); err != nil {
 		return workflow.Run{}, err
 	}
-	if !lookupable(id) {
+	if !lookupable(id) || !ownerStorable(owner) {
 		return workflow.Run{}, errRunNotFound(id)
 	}
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflow_runs WHERE id = $1`, id))
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflow_runs WHERE id = $1 AND `+ownerCond,
+		ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return workflow.Run{}, errRunNotFound(id)
 	case err != nil:
 		return workflow.Run{}, dbError(err, "get run")
-	case !owner.Sees(r.OwnerID):
-		return workflow.Run{}, errRunNotFound(id)
 	}
 	return r, nil
 }

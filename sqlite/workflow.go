@@ -61,6 +61,17 @@ const runColumns = `id, workflow_id, version_id, owner_id, status, input, output
 // workflowColumns are the columns scanWorkflow reads, in its order.
 const workflowColumns = "id, owner_id, name, description, latest_version_id, created_at, updated_at"
 
+// ownerCond restricts a statement that reads one row by id (?1) to the
+// rows the Owner of ownerArgs sees, in the query itself: ?2 is true for
+// AnyOwner, ?3 is the user id of any other Owner. The zero Owner sees no
+// row (no row has the empty owner).
+const ownerCond = "(?2 OR owner_id = ?3)"
+
+// ownerArgs are the arguments of a statement restricted by ownerCond.
+func ownerArgs(id string, owner runstream.Owner) []any {
+	return []any{id, owner.All(), owner.UserID()}
+}
+
 // savepointName names the savepoint of each write request. Requests of a
 // group run one after the other, so one name serves them all.
 const savepointName = "workflow_request"
@@ -77,7 +88,7 @@ func newWorkflowStore(ctx context.Context, db *DB) (*WorkflowStore, error) {
 		{&s.rollbackTo, db.writer, "ROLLBACK TO " + savepointName},
 		{&s.insertWorkflow, db.writer, `INSERT INTO workflows (` + workflowColumns + `)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
-		{&s.workflowOwner, db.writer, `SELECT owner_id FROM workflows WHERE id = ?`},
+		{&s.workflowOwner, db.writer, `SELECT 1 FROM workflows WHERE id = ?1 AND ` + ownerCond},
 		{&s.setLatest, db.writer, `UPDATE workflows SET latest_version_id = ?, updated_at = ? WHERE id = ?`},
 		{&s.insertVersion, db.writer, `INSERT INTO workflow_versions (id, workflow_id, number, definition, created_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
@@ -88,7 +99,7 @@ func newWorkflowStore(ctx context.Context, db *DB) (*WorkflowStore, error) {
 		// The input, which no write changes, is not read back.
 		{&s.lockRun, db.writer, `SELECT id, workflow_id, version_id, owner_id, status, NULL, output, error, last_seq,
 			created_at, updated_at, started_at, finished_at, lease_owner, lease_expires_at
-			FROM workflow_runs WHERE id = ?`},
+			FROM workflow_runs WHERE id = ?1 AND ` + ownerCond},
 		{&s.updateRun, db.writer, `UPDATE workflow_runs SET status = ?, output = ?, error = ?, last_seq = ?,
 			updated_at = ?, started_at = ?, finished_at = ?, lease_owner = ?, lease_expires_at = ?
 			WHERE id = ?`},
@@ -111,13 +122,13 @@ func newWorkflowStore(ctx context.Context, db *DB) (*WorkflowStore, error) {
 			WHERE run_id = ? AND hash = ? AND consumed_at IS NULL AND expires_at > ?`},
 		{&s.tokenUsed, db.writer, `SELECT consumed_at IS NOT NULL FROM workflow_resume_tokens WHERE run_id = ? AND hash = ?`},
 
-		{&s.getWorkflow, db.readers, `SELECT ` + workflowColumns + ` FROM workflows WHERE id = ?`},
-		{&s.workflowCursor, db.readers, `SELECT owner_id, created_at FROM workflows WHERE id = ?`},
-		{&s.getVersion, db.readers, `SELECT w.owner_id, v.id, v.number, v.definition, v.created_at
-			FROM workflows w LEFT JOIN workflow_versions v ON v.id = ?1 AND v.workflow_id = w.id
-			WHERE w.id = ?2`},
-		{&s.getRun, db.readers, `SELECT ` + runColumns + ` FROM workflow_runs WHERE id = ?`},
-		{&s.runCursor, db.readers, `SELECT owner_id, created_at FROM workflow_runs WHERE id = ?`},
+		{&s.getWorkflow, db.readers, `SELECT ` + workflowColumns + ` FROM workflows WHERE id = ?1 AND ` + ownerCond},
+		{&s.workflowCursor, db.readers, `SELECT created_at FROM workflows WHERE id = ?1 AND ` + ownerCond},
+		{&s.getVersion, db.readers, `SELECT v.id, v.number, v.definition, v.created_at
+			FROM workflows w LEFT JOIN workflow_versions v ON v.id = ?4 AND v.workflow_id = w.id
+			WHERE w.id = ?1 AND (?2 OR w.owner_id = ?3)`},
+		{&s.getRun, db.readers, `SELECT ` + runColumns + ` FROM workflow_runs WHERE id = ?1 AND ` + ownerCond},
+		{&s.runCursor, db.readers, `SELECT created_at FROM workflow_runs WHERE id = ?1 AND ` + ownerCond},
 		{&s.listEvents, db.readers, listEventsSQL},
 		{&s.pendingToken, db.readers, `SELECT t.node_id, t.node_run_id, t.hash, t.actions, t.form_schema, t.expires_at
 			FROM workflow_runs r LEFT JOIN workflow_resume_tokens t ON t.run_id = r.id AND t.consumed_at IS NULL
@@ -304,10 +315,10 @@ func (s *WorkflowStore) AddVersion(ctx context.Context, v workflow.Version, owne
 // checkWorkflowOwner fails with CodeWorkflowNotFound unless the workflow
 // exists and owner sees it.
 func (s *WorkflowStore) checkWorkflowOwner(ctx context.Context, tx *sql.Tx, id string, owner runstream.Owner) error {
-	var ownerID string
-	err := tx.StmtContext(ctx, s.workflowOwner).QueryRowContext(ctx, id).Scan(&ownerID)
+	var one int
+	err := tx.StmtContext(ctx, s.workflowOwner).QueryRowContext(ctx, ownerArgs(id, owner)...).Scan(&one)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && !owner.Sees(ownerID):
+	case errors.Is(err, sql.ErrNoRows):
 		return errWorkflowNotFound(id)
 	case err != nil:
 		return sqlError("sqlite: look up workflow", err)

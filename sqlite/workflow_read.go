@@ -16,9 +16,9 @@ func (s *WorkflowStore) GetWorkflow(ctx context.Context, id string, owner runstr
 	if err := firstError(s.checkOpen(), runstream.CheckOwner(owner)); err != nil {
 		return workflow.Workflow{}, err
 	}
-	w, err := scanWorkflow(s.getWorkflow.QueryRowContext(ctx, id))
+	w, err := scanWorkflow(s.getWorkflow.QueryRowContext(ctx, ownerArgs(id, owner)...))
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && !owner.Sees(w.OwnerID):
+	case errors.Is(err, sql.ErrNoRows):
 		return workflow.Workflow{}, errWorkflowNotFound(id)
 	case err != nil:
 		return workflow.Workflow{}, sqlError("sqlite: get workflow", err)
@@ -62,15 +62,14 @@ func (s *WorkflowStore) GetVersion(ctx context.Context, workflowID, versionID st
 		return workflow.Version{}, err
 	}
 	var (
-		ownerID string
 		id      sql.NullString
 		number  sql.NullInt64
 		created sql.NullInt64
 		v       = workflow.Version{WorkflowID: workflowID}
 	)
-	err := s.getVersion.QueryRowContext(ctx, versionID, workflowID).Scan(&ownerID, &id, &number, (*[]byte)(&v.Definition), &created)
+	err := s.getVersion.QueryRowContext(ctx, append(ownerArgs(workflowID, owner), versionID)...).Scan(&id, &number, (*[]byte)(&v.Definition), &created)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && !owner.Sees(ownerID):
+	case errors.Is(err, sql.ErrNoRows):
 		return workflow.Version{}, errWorkflowNotFound(workflowID)
 	case err != nil:
 		return workflow.Version{}, sqlError("sqlite: get version", err)
@@ -86,9 +85,9 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 	if err := firstError(s.checkOpen(), runstream.CheckOwner(owner)); err != nil {
 		return workflow.Run{}, err
 	}
-	r, err := scanRun(s.getRun.QueryRowContext(ctx, id))
+	r, err := scanRun(s.getRun.QueryRowContext(ctx, ownerArgs(id, owner)...))
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && !owner.Sees(r.OwnerID):
+	case errors.Is(err, sql.ErrNoRows):
 		return workflow.Run{}, errRunNotFound(id)
 	case err != nil:
 		return workflow.Run{}, sqlError("sqlite: get run", err)
@@ -127,20 +126,17 @@ func (s *WorkflowStore) ListRuns(ctx context.Context, p workflow.ListRunsParams)
 	return out, nil
 }
 
-// cursor is the created_at of the row beforeID, read by lookup (owner_id,
-// created_at by id), or 0 when beforeID is "". A cursor owner does not
+// cursor is the created_at of the row beforeID, read by lookup (created_at
+// by id and ownerArgs), or 0 when beforeID is "". A cursor owner does not
 // see fails with CodeInvalidArgument, as an unknown one does.
 func (s *WorkflowStore) cursor(ctx context.Context, lookup *sql.Stmt, owner runstream.Owner, beforeID string) (int64, error) {
 	if beforeID == "" {
 		return 0, nil
 	}
-	var (
-		ownerID string
-		created int64
-	)
-	err := lookup.QueryRowContext(ctx, beforeID).Scan(&ownerID, &created)
+	var created int64
+	err := lookup.QueryRowContext(ctx, ownerArgs(beforeID, owner)...).Scan(&created)
 	switch {
-	case errors.Is(err, sql.ErrNoRows) || err == nil && !owner.Sees(ownerID):
+	case errors.Is(err, sql.ErrNoRows):
 		return 0, runstream.Errorf(runstream.CodeInvalidArgument, "unknown cursor %q", beforeID)
 	case err != nil:
 		return 0, sqlError("sqlite: look up cursor", err)

@@ -95,7 +95,7 @@ func (s *WorkflowStore) Append(ctx context.Context, p workflow.AppendParams) ([]
 
 	var envs []workflow.Envelope
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		run, err := s.lockedRun(ctx, tx, p.RunID)
+		run, err := s.lockedRun(ctx, tx, p.RunID, runstream.AnyOwner)
 		if err != nil {
 			return err
 		}
@@ -157,12 +157,9 @@ func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]
 
 	var envs []workflow.Envelope
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		run, err := s.lockedRun(ctx, tx, p.RunID)
+		run, err := s.lockedRun(ctx, tx, p.RunID, p.Owner)
 		if err != nil {
 			return err
-		}
-		if !p.Owner.Sees(run.OwnerID) {
-			return errRunNotFound(p.RunID)
 		}
 		consumed, err := execChanged(ctx, tx, s.consumeToken, "sqlite: resume: consume token", at, p.RunID, hash, at)
 		if err != nil {
@@ -203,9 +200,10 @@ func (s *WorkflowStore) tokenRefused(ctx context.Context, tx *sql.Tx, runID stri
 
 // lockedRun reads the run row, without its input, in a write transaction,
 // which holds the database's write lock until it ends: the row, and so the
-// run's seq counter, cannot change under the caller.
-func (s *WorkflowStore) lockedRun(ctx context.Context, tx *sql.Tx, id string) (workflow.Run, error) {
-	r, err := scanRun(tx.StmtContext(ctx, s.lockRun).QueryRowContext(ctx, id))
+// run's seq counter, cannot change under the caller. A run owner does not
+// see is not found, as a missing one is.
+func (s *WorkflowStore) lockedRun(ctx context.Context, tx *sql.Tx, id string, owner runstream.Owner) (workflow.Run, error) {
+	r, err := scanRun(tx.StmtContext(ctx, s.lockRun).QueryRowContext(ctx, ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return workflow.Run{}, errRunNotFound(id)

@@ -46,6 +46,7 @@ func Run(t *testing.T, h Harness) {
 		{"Artifacts", artifactTests},
 		{"Concurrency", concurrencyTests},
 		{"IDs", idTests},
+		{"Owner", ownerTests},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
