@@ -16,8 +16,9 @@ import (
 // write deadline, slow-consumer cut and lifetime follow the workflow
 // stream (Last-Event-ID beats ?after= beats 0); a bad cursor answers
 // VALIDATION_FAILED. A thread has no terminal event, so the stream ends
-// only at its maximum lifetime or when the client leaves. A thread that
-// does not exist for the caller answers NOT_FOUND before any byte.
+// only at its maximum lifetime or when the client leaves. A thread the
+// caller has no rows of (unknown, empty or another user's) opens alike and
+// waits for the caller's first write, so a chat can subscribe before it.
 func (s *Server) streamThread(w http.ResponseWriter, r *http.Request) error {
 	threadID, err := pathID(r, "thread_id")
 	if err != nil {

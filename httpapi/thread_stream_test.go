@@ -148,6 +148,35 @@ func testThreadStreamReplayThenLive(t *testing.T, b threadBackend) {
 	}
 }
 
+// TestThreadStreamBeforeTheFirstWrite: a chat subscribes to a thread
+// before the agent's first write. An unknown thread's stream opens and
+// delivers the first row; another user's thread opens the same way and
+// shows none of the owner's rows, only the caller's.
+func TestThreadStreamBeforeTheFirstWrite(t *testing.T) {
+	forEachThreadBackend(t, testThreadStreamBeforeTheFirstWrite)
+}
+
+func testThreadStreamBeforeTheFirstWrite(t *testing.T, b threadBackend) {
+	t.Parallel()
+	env, srv := newStreamEnv(t, b, StreamConfig{ReplayPage: 2})
+	c := env.openStream(t, srv, "")
+	if ct := c.resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("unknown thread: Content-Type %q", ct)
+	}
+	go env.appendAs(t, "alice", validStart("r1"), validAI("r1"))
+	if got := c.seqs(t, 2); fmt.Sprint(got) != "[1 2]" {
+		t.Errorf("unknown thread: first rows %v, want [1 2]", got)
+	}
+	foreign := env.openStream(t, srv, "", testUserHeader, "bob")
+	go func() {
+		env.appendAs(t, "alice", validStart("r2"))
+		env.appendAs(t, "bob", validStart("r9"))
+	}()
+	if rec := foreign.next(t); rec.UserID != "bob" || rec.Seq != 4 {
+		t.Errorf("bob's stream of alice's thread shows %+v, want only bob's seq 4", rec)
+	}
+}
+
 func TestThreadStreamFilters(t *testing.T) { forEachThreadBackend(t, testThreadStreamFilters) }
 
 func testThreadStreamFilters(t *testing.T, b threadBackend) {
@@ -215,8 +244,6 @@ func testThreadStreamRefusals(t *testing.T, b threadBackend) {
 		status       int
 		code         runstream.ErrorCode
 	}{
-		{"unknown thread", "/api/threads/t-none/stream", nil, 404, runstream.CodeNotFound},
-		{"another user's thread", "/api/threads/t1/stream", []string{testUserHeader, "bob"}, 404, runstream.CodeNotFound},
 		{"bad thread id", "/api/threads/t!/stream", nil, 422, runstream.CodeValidationFailed},
 		{"bad run id", "/api/threads/t1/stream?run_id=a/b", nil, 422, runstream.CodeValidationFailed},
 		{"unknown category", "/api/threads/t1/stream?category=chatter", nil, 422, runstream.CodeValidationFailed},

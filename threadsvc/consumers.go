@@ -42,9 +42,6 @@ func (s *Service) runMessages(ctx context.Context, owner runevents.Owner, thread
 // §2.3), paged by c. No rows are filtered; the run's duration is stamped
 // on its last non-middleware AI row when the user has the run row.
 func (s *Service) RunMessages(ctx context.Context, user, threadID, runID string, c Cursors) (RunMessagePage, error) {
-	if err := s.RequireThread(ctx, user, threadID); err != nil {
-		return RunMessagePage{}, err
-	}
 	owner := runevents.OwnedBy(user)
 	page, err := s.runMessages(ctx, owner, threadID, runID, c)
 	if err != nil {
@@ -78,9 +75,6 @@ func (s *Service) FindRunMessages(ctx context.Context, user, runID string, c Cur
 // §2.5), selected by p (whose Owner it sets), never nil. The returned
 // metadata lacks the top-level auth_token.
 func (s *Service) RunEvents(ctx context.Context, user string, p runevents.ListEventsParams) ([]runevents.Record, error) {
-	if err := s.RequireThread(ctx, user, p.ThreadID); err != nil {
-		return nil, err
-	}
 	p.Owner = runevents.OwnedBy(user)
 	recs, err := s.events.ListEvents(ctx, p)
 	if err != nil {
@@ -106,9 +100,6 @@ const workspacePage = 500
 // summary. (The original reads only the first 10 rows; this reads the
 // newest.)
 func (s *Service) WorkspaceChanges(ctx context.Context, user, threadID, runID string, includeFiles, includeDiff bool) (map[string]any, error) {
-	if err := s.RequireThread(ctx, user, threadID); err != nil {
-		return nil, err
-	}
 	var last *runevents.Record
 	p := runevents.ListEventsParams{ThreadID: threadID, RunID: runID, Owner: runevents.OwnedBy(user), Limit: workspacePage,
 		EventTypes: []runevents.EventType{runevents.EventWorkspaceChanges}}
@@ -205,7 +196,7 @@ type ModelTokens struct {
 // (else "unknown") with the run's total. ContextUsage is always null:
 // runstream keeps no checkpoints to count a context from.
 func (s *Service) TokenUsage(ctx context.Context, user, threadID string, includeActive bool) (TokenUsage, error) {
-	rows, err := s.ListRuns(ctx, user, threadID)
+	rows, err := s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
 	if err != nil {
 		return TokenUsage{}, err
 	}

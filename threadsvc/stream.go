@@ -24,14 +24,12 @@ type ThreadStream struct {
 }
 
 // OpenStream opens the user's view of a thread, optionally of one run
-// and one category (empty: all), for a follower. The thread must exist for
-// the user (NOT_FOUND); a service without a hub answers UNAVAILABLE.
+// and one category (empty: all), for a follower. A thread the user has no
+// rows of yet (unknown, empty or another user's) opens alike and waits for
+// the user's first write; a service without a hub answers UNAVAILABLE.
 func (s *Service) OpenStream(ctx context.Context, user, threadID, runID string, category runevents.Category) (*ThreadStream, error) {
 	if s.hub == nil {
 		return nil, unavailable("live hub")
-	}
-	if err := s.RequireThread(ctx, user, threadID); err != nil {
-		return nil, err
 	}
 	st := &ThreadStream{reader: s.threads, hub: s.hub, head: -1,
 		view: streams.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}}

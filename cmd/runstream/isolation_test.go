@@ -21,9 +21,10 @@ import (
 // The isolation matrix: {owner, other user, no credential, expired
 // credential, wrong signature} × {every route of the OpenAPI document the
 // server serves} × {own id, other user's id, random id}, through serve
-// --auth jwt on every backend. Only the owner gets 2xx on an owner's
-// resource; another user's id and a random id answer alike (404, or the
-// same empty page), ids and request id aside. A route of the document
+// --auth jwt on every backend. Only the owner gets 2xx with data on an
+// owner's resource; another user's id and a random id answer alike (404,
+// or the same empty page, or a thread stream that opens empty), ids and
+// request id aside. A route of the document
 // without a row fails the test.
 
 // isolationFlow parks each run at a human input after writing an
@@ -123,6 +124,15 @@ func matrixRows() map[string]matrixRow {
 		"GET /api/threads/{thread_id}/token-usage":                     {kind: owned, status: 200},
 		"GET /api/threads/{thread_id}/stream":                          {kind: owned, status: 200, stream: true},
 	}
+}
+
+// streamForStrangers is the status of a stream on another user's id (and
+// on a random one): a workflow run's stream is NOT_FOUND; a thread's
+// stream opens and waits for the caller's first write, as a chat
+// subscribes before the agent writes, and shows nothing of the owner's.
+var streamForStrangers = map[string]int{
+	"GET /api/workflows/runs/{run_id}/stream": http.StatusNotFound,
+	"GET /api/threads/{thread_id}/stream":     http.StatusOK,
 }
 
 // runEventFixture is the ingest form of a contract fixture.
@@ -282,8 +292,8 @@ func (m *matrix) run(t *testing.T) {
 					if fc/100 == 2 && !row.stream && !emptyPage(fb) {
 						t.Errorf("%s: the other user's id answers %d with data: %s", c.name, fc, fb)
 					}
-					if row.stream && fc != http.StatusNotFound {
-						t.Errorf("%s: the other user's stream answers %d", c.name, fc)
+					if row.stream && fc != streamForStrangers[route] {
+						t.Errorf("%s: the other user's stream answers %d, want %d", c.name, fc, streamForStrangers[route])
 					}
 				}
 				// The owners last: the foreign calls changed nothing they own.
