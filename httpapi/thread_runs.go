@@ -110,21 +110,32 @@ func (s *Server) listThreadRuns(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// feedbackRecordView is a feedback as GET /api/runs/{run_id}/feedback
-// lists it.
+// feedbackRecordView is a feedback as PUT answers it and GET
+// /api/runs/{run_id}/feedback lists it: DeerFlow's FeedbackResponse
+// members plus updated_at. message_id is always null: runstream's
+// feedback rates a whole run.
 type feedbackRecordView struct {
 	threadsvc.FeedbackView
-	ThreadID  string `json:"thread_id"`
-	RunID     string `json:"run_id"`
-	UserID    string `json:"user_id"`
-	CreatedAt string `json:"created_at"`
-	UpdatedAt string `json:"updated_at"`
+	ThreadID  string  `json:"thread_id"`
+	RunID     string  `json:"run_id"`
+	UserID    string  `json:"user_id"`
+	MessageID *string `json:"message_id"`
+	CreatedAt string  `json:"created_at"`
+	UpdatedAt string  `json:"updated_at"`
+}
+
+func newFeedbackRecordView(f runevents.Feedback) feedbackRecordView {
+	return feedbackRecordView{
+		FeedbackView: *threadsvc.NewFeedbackView(f), ThreadID: f.ThreadID, RunID: f.RunID, UserID: f.UserID,
+		CreatedAt: f.CreatedAt.Format(runevents.CreatedAtLayout), UpdatedAt: f.UpdatedAt.Format(runevents.CreatedAtLayout),
+	}
 }
 
 // putThreadRunFeedback is PUT
 // /api/threads/{thread_id}/runs/{run_id}/feedback {rating, comment?}: the
 // caller's feedback on one of their runs, created or replaced (its id is
-// kept) → {feedback_id, rating, comment}. rating is a number or a string.
+// kept) → {feedback_id, rating, comment, thread_id, run_id, user_id,
+// message_id, created_at, updated_at}. rating is a number or a string.
 func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) error {
 	threadID, runID, err := threadAndRun(r)
 	if err != nil {
@@ -154,7 +165,7 @@ func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) er
 		}
 		return err
 	}
-	writeJSON(w, http.StatusOK, threadsvc.NewFeedbackView(f))
+	writeJSON(w, http.StatusOK, newFeedbackRecordView(f))
 	return nil
 }
 
@@ -172,10 +183,7 @@ func (s *Server) listRunFeedback(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []feedbackRecordView{}
 	if ok {
-		out = append(out, feedbackRecordView{
-			FeedbackView: *threadsvc.NewFeedbackView(f), ThreadID: f.ThreadID, RunID: f.RunID, UserID: f.UserID,
-			CreatedAt: f.CreatedAt.Format(runevents.CreatedAtLayout), UpdatedAt: f.UpdatedAt.Format(runevents.CreatedAtLayout),
-		})
+		out = append(out, newFeedbackRecordView(f))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -123,15 +123,23 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":"up","comment":"nice"}`)
 	first := decodeAs[map[string]any](t, rec)
 	id, _ := first["feedback_id"].(string)
-	if rec.Code != 200 || id == "" || first["rating"] != "up" || first["comment"] != "nice" || len(first) != 3 {
+	if rec.Code != 200 || id == "" || first["rating"] != "up" || first["comment"] != "nice" {
 		t.Fatalf("feedback = %d %s", rec.Code, rec.Body)
 	}
+	// DeerFlow's FeedbackResponse members, plus updated_at.
+	if first["thread_id"] != "t1" || first["run_id"] != "r1" || first["user_id"] != "alice" || first["created_at"] == "" || first["created_at"] == nil ||
+		first["updated_at"] == nil || len(first) != 9 {
+		t.Errorf("feedback members = %v", first)
+	}
+	if v, ok := first["message_id"]; !ok || v != nil {
+		t.Errorf("feedback message_id = %v (present %v), want null", v, ok)
+	}
 	second := decodeAs[map[string]any](t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":-1}`))
-	if second["feedback_id"] != id || second["rating"] != -1.0 || second["comment"] != nil {
+	if second["feedback_id"] != id || second["rating"] != -1.0 || second["comment"] != nil || second["created_at"] != first["created_at"] {
 		t.Errorf("replaced feedback = %v; want the same id, rating -1, comment null", second)
 	}
 	list := decodeAs[[]map[string]any](t, env.get(t, "/api/runs/r1/feedback", ""))
-	if len(list) != 1 || list[0]["feedback_id"] != id || list[0]["run_id"] != "r1" || list[0]["thread_id"] != "t1" || list[0]["user_id"] != "alice" {
+	if len(list) != 1 || list[0]["feedback_id"] != id || list[0]["run_id"] != "r1" || list[0]["thread_id"] != "t1" || list[0]["user_id"] != "alice" || len(list[0]) != 9 {
 		t.Errorf("feedback list = %v", list)
 	}
 	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 5)
