@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -211,10 +210,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, runstream.Errorf(runstream.CodeMethodNotAllowed, "method %s is not allowed on %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
 		return
 	}
-	// The web UI answers the GETs of every other path outside /api/: its
-	// pages and assets, and index.html for its client-side routes. It is
-	// not part of the API, so it is neither registered nor documented.
-	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
+	// The web UI answers the GETs of its pages (index.html for its
+	// client-side routes) and files. It is not part of the API, so it is
+	// neither registered nor documented.
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && web.Serves(r.URL.Path) {
 		webUI.ServeHTTP(w, r)
 		return
 	}

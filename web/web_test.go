@@ -52,6 +52,10 @@ func TestHandlerRoutes(t *testing.T) {
 		{"GET", "/style.css", 200, "text/css", "prefers-color-scheme"},
 		{"GET", "/examples/long.yaml", 200, "text/plain", "name: long"},
 		{"GET", "/missing.js", 404, "text/plain", ""},
+		{"GET", "/nope", 404, "text/plain", ""},
+		{"GET", "/runs/r1/more", 404, "text/plain", ""},
+		{"GET", "/examples", 404, "text/plain", ""},
+		{"GET", "/index.html", 200, "text/html", "<title>runstream</title>"},
 		{"HEAD", "/workflows", 200, "text/html", ""},
 		{"POST", "/", 405, "text/plain", ""},
 	} {
