@@ -706,6 +706,8 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 	cf.call(t, "GET", "/api/threads/t1/stream?after=x", "", "", 422)
 	cf.call(t, "GET", "/api/threads/t2/messages", "", "", 200)
 	cf.call(t, "GET", "/api/threads/t2/runs", "", "", 404)
+	cf.call(t, "DELETE", "/api/threads/t1/runs/r1/feedback", "", "", 200)
+	cf.call(t, "DELETE", "/api/threads/t1/runs/r1/feedback", "", "", 404)
 	cf.call(t, "DELETE", events, "", "", 200)
 	cf.call(t, "DELETE", "/api/threads/t1/events", "", "", 200)
 

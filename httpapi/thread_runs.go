@@ -169,6 +169,22 @@ func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) er
 	return nil
 }
 
+// deleteThreadRunFeedback is DELETE
+// /api/threads/{thread_id}/runs/{run_id}/feedback: the caller's feedback
+// on one of their runs is deleted → {"success": true}, as DeerFlow's
+// un-rate; NOT_FOUND when the caller has no such run or no feedback on it.
+func (s *Server) deleteThreadRunFeedback(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := threadAndRun(r)
+	if err != nil {
+		return err
+	}
+	if err := s.threads.DeleteFeedback(r.Context(), userOf(r), threadID, runID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
+}
+
 // listRunFeedback is GET /api/runs/{run_id}/feedback: the caller's
 // feedback on the run as an array (empty or one item); NOT_FOUND when the
 // caller has no such run.

@@ -231,6 +231,40 @@ func TestThreadEndpointsUnavailable(t *testing.T) {
 	}
 }
 
+// TestDeleteThreadRunFeedback: the frontend's un-rate deletes the
+// caller's feedback on the run and nobody else's; a second delete, or one
+// on a run without feedback, is NOT_FOUND.
+func TestDeleteThreadRunFeedback(t *testing.T) { forEachThreadBackend(t, testDeleteThreadRunFeedback) }
+
+func testDeleteThreadRunFeedback(t *testing.T, b threadBackend) {
+	t.Parallel()
+	env := newThreadEnvOn(t, b)
+	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
+	if rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1}`); rec.Code != 200 {
+		t.Fatalf("rate: %d %s", rec.Code, rec.Body)
+	}
+	// bob on alice's run answers as on a run nobody has.
+	foreign := wantError(t, env.do(t, "DELETE", "/api/threads/t1/runs/r1/feedback", "", testUserHeader, "bob"), 404, runstream.CodeNotFound)
+	unknown := wantError(t, env.do(t, "DELETE", "/api/threads/t1/runs/r-none/feedback", "", testUserHeader, "bob"), 404, runstream.CodeNotFound)
+	if foreign.Message != strings.ReplaceAll(unknown.Message, "r-none", "r1") {
+		t.Errorf("bob on alice's run: %q; on an unknown run: %q", foreign.Message, unknown.Message)
+	}
+	if list := env.get(t, "/api/runs/r1/feedback", "").Body.String(); !strings.Contains(list, `"rating":1`) {
+		t.Fatalf("bob's delete removed alice's feedback: %s", list)
+	}
+	rec := env.do(t, "DELETE", "/api/threads/t1/runs/r1/feedback", "")
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"success":true}` {
+		t.Errorf("un-rate: %d %s, want 200 {\"success\":true}", rec.Code, rec.Body)
+	}
+	if list := env.get(t, "/api/runs/r1/feedback", "").Body.String(); list != "[]\n" {
+		t.Errorf("feedback after un-rate = %s, want []", list)
+	}
+	again := wantError(t, env.do(t, "DELETE", "/api/threads/t1/runs/r1/feedback", ""), 404, runstream.CodeNotFound)
+	if again.Message != "No feedback found for this run" {
+		t.Errorf("second un-rate: %q", again.Message)
+	}
+}
+
 // emptyForStrangers are the reads that answer a thread the caller has
 // nothing of (unknown, empty or another user's) with an empty page, as
 // the original does; the other routes answer NOT_FOUND.
@@ -290,6 +324,7 @@ var threadRouteSamples = []struct{ method, path, body string }{
 	{"GET", "/api/threads/t1/runs/r1", ""},
 	{"GET", "/api/threads/t1/runs", ""},
 	{"PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1}`},
+	{"DELETE", "/api/threads/t1/runs/r1/feedback", ""},
 	{"GET", "/api/runs/r1/feedback", ""},
 	{"GET", "/api/threads/t1/messages", ""},
 	{"GET", "/api/threads/t1/messages/page", ""},

@@ -24,6 +24,7 @@ func (s *Server) threadRoutes() {
 	s.handleThreads("GET /api/threads/{thread_id}/runs/{run_id}", s.getThreadRun)
 	s.handleThreads("GET /api/threads/{thread_id}/runs", s.listThreadRuns)
 	s.handleThreads("PUT /api/threads/{thread_id}/runs/{run_id}/feedback", s.putThreadRunFeedback)
+	s.handleThreads("DELETE /api/threads/{thread_id}/runs/{run_id}/feedback", s.deleteThreadRunFeedback)
 	s.handleThreads("GET /api/runs/{run_id}/feedback", s.listRunFeedback)
 
 	s.handleThreads("GET /api/threads/{thread_id}/messages", s.listThreadMessages)

@@ -185,3 +185,21 @@ func (s *RunStore) ListFeedback(_ context.Context, threadID string, runIDs []str
 	}
 	return out, nil
 }
+
+// DeleteFeedback deletes the feedback on the run visible to owner and
+// returns how many.
+func (s *RunStore) DeleteFeedback(_ context.Context, threadID, runID string, owner runevents.Owner) (int, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for key := range s.feedback {
+		if key.thread == threadID && key.run == runID && (owner.All() || key.user == owner.UserID()) {
+			delete(s.feedback, key)
+			n++
+		}
+	}
+	return n, nil
+}

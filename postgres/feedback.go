@@ -77,3 +77,22 @@ func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []s
 	}
 	return out, nil
 }
+
+// DeleteFeedback deletes the feedback on the run visible to owner and
+// returns how many.
+func (s *RunStore) DeleteFeedback(ctx context.Context, threadID, runID string, owner runevents.Owner) (int, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return 0, err
+	}
+	var q query
+	q.add("thread_id = ?", threadID)
+	q.add("run_id = ?", runID)
+	if !ownerColumn(&q, "user_id", owner) {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM feedback`+q.whereClause(), q.args...)
+	if err != nil {
+		return 0, dbError(err, "delete feedback")
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -109,6 +109,10 @@ type RunStore interface {
 	// visible to owner, keyed by run id (one per run and user; with
 	// AnyOwner, the newest).
 	ListFeedback(ctx context.Context, threadID string, runIDs []string, owner Owner) (map[string]Feedback, error)
+	// DeleteFeedback deletes the feedback on a run of the thread visible
+	// to owner (the owner's own; with AnyOwner, everyone's) and returns
+	// how many it deleted.
+	DeleteFeedback(ctx context.Context, threadID, runID string, owner Owner) (int, error)
 }
 
 // Limits of a Feedback.

@@ -108,3 +108,30 @@ func (s *RunStore) scanFeedback(ctx context.Context, q query, out map[string]run
 	}
 	return nil
 }
+
+// DeleteFeedback deletes the feedback on the run visible to owner and
+// returns how many.
+func (s *RunStore) DeleteFeedback(ctx context.Context, threadID, runID string, owner runevents.Owner) (int, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return 0, err
+	}
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.add("run_id = ?", runID)
+	w.owner(owner)
+	var n int64
+	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM feedback WHERE `+w.String(), w.args...)
+		if err != nil {
+			return sqlError("sqlite: delete feedback", err)
+		}
+		if n, err = res.RowsAffected(); err != nil {
+			return sqlError("sqlite: delete feedback", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}

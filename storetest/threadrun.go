@@ -249,6 +249,43 @@ var runStoreTests = []struct {
 			t.Errorf("refused writes stored %d rows", len(runs))
 		}
 	}},
+	{"DeleteFeedback", func(t *testing.T, s runevents.RunStore) {
+		ctx := t.Context()
+		putRun(t, s, threadRun("t1", "r1", 0, runevents.RunSuccess))
+		putRun(t, s, threadRun("t1", "r2", 1, runevents.RunSuccess))
+		for _, f := range []runevents.Feedback{
+			{ThreadID: "t1", RunID: "r1", UserID: alice, Rating: json.RawMessage(`1`)},
+			{ThreadID: "t1", RunID: "r1", UserID: bob, Rating: json.RawMessage(`-1`)},
+			{ThreadID: "t1", RunID: "r2", UserID: alice, Rating: json.RawMessage(`1`)},
+		} {
+			if _, err := s.PutFeedback(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := s.DeleteFeedback(ctx, "t1", "r1", runevents.OwnedBy(alice)); n != 1 || err != nil {
+			t.Fatalf("alice deletes hers on r1 = %d, %v; want 1", n, err)
+		}
+		if n, err := s.DeleteFeedback(ctx, "t1", "r1", runevents.OwnedBy(alice)); n != 0 || err != nil {
+			t.Errorf("alice deletes again = %d, %v; want 0", n, err)
+		}
+		if n, err := s.DeleteFeedback(ctx, "t9", "r1", runevents.OwnedBy(bob)); n != 0 || err != nil {
+			t.Errorf("bob deletes on another thread = %d, %v; want 0", n, err)
+		}
+		left, err := s.ListFeedback(ctx, "t1", []string{"r1", "r2"}, runevents.AnyOwner)
+		if err != nil || len(left) != 2 || left["r1"].UserID != bob || left["r2"].UserID != alice {
+			t.Errorf("after alice's delete: %+v, %v; want bob's on r1 and alice's on r2", left, err)
+		}
+		if n, err := s.DeleteFeedback(ctx, "t1", "r1", runevents.AnyOwner); n != 1 || err != nil {
+			t.Errorf("AnyOwner deletes r1 = %d, %v; want bob's 1", n, err)
+		}
+		if left, _ := s.ListFeedback(ctx, "t1", []string{"r1", "r2"}, runevents.AnyOwner); len(left) != 1 || left["r2"].UserID != alice {
+			t.Errorf("after deleting r1: %+v; want alice's on r2 only", left)
+		}
+		_, err = s.DeleteFeedback(ctx, "t1", "r1", runevents.Owner{})
+		wantCode(t, err, runstream.CodeInvalidArgument, "DeleteFeedback without owner")
+		_, err = s.DeleteFeedback(ctx, "t/1", "r1", runevents.OwnedBy(alice))
+		wantCode(t, err, runstream.CodeInvalidArgument, "DeleteFeedback with a bad thread id")
+	}},
 	{"FeedbackUpsertKeepsID", func(t *testing.T, s runevents.RunStore) {
 		putRun(t, s, threadRun("t1", "r1", 0, runevents.RunSuccess))
 		first, err := s.PutFeedback(t.Context(), runevents.Feedback{ThreadID: "t1", RunID: "r1", UserID: alice, Rating: json.RawMessage(`1`), Comment: "good"})

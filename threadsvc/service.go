@@ -220,6 +220,24 @@ func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runeve
 	return s.runs.PutFeedback(ctx, f)
 }
 
+// DeleteFeedback deletes the user's feedback on one of their runs of the
+// thread. NOT_FOUND when the user has no such run, or no feedback on it
+// (DeerFlow's "No feedback found for this run").
+func (s *Service) DeleteFeedback(ctx context.Context, user, threadID, runID string) error {
+	owner := runevents.OwnedBy(user)
+	if _, err := s.runs.GetRun(ctx, threadID, runID, owner); err != nil {
+		return err
+	}
+	n, err := s.runs.DeleteFeedback(ctx, threadID, runID, owner)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return runstream.Errorf(runstream.CodeNotFound, "No feedback found for this run")
+	}
+	return nil
+}
+
 // RunFeedback returns the user's feedback on their run, ok false when
 // there is none; NOT_FOUND when the user has no such run.
 func (s *Service) RunFeedback(ctx context.Context, user, runID string) (f runevents.Feedback, ok bool, err error) {

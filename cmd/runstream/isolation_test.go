@@ -116,6 +116,7 @@ func matrixRows() map[string]matrixRow {
 		"GET /api/threads/{thread_id}/runs":                            {kind: owned, status: 200},
 		"PUT /api/threads/{thread_id}/runs/{run_id}/feedback":          {kind: owned, status: 200, body: func(matrixFixture) string { return `{"rating":1,"comment":"good"}` }, mutates: true},
 		"GET /api/runs/{run_id}/feedback":                              {kind: owned, status: 200},
+		"DELETE /api/threads/{thread_id}/runs/{run_id}/feedback":       {kind: owned, status: 200, mutates: true},
 		"GET /api/threads/{thread_id}/messages":                        {kind: owned, status: 200},
 		"GET /api/threads/{thread_id}/messages/page":                   {kind: owned, status: 200},
 		"GET /api/threads/{thread_id}/runs/{run_id}/messages":          {kind: owned, status: 200},
