@@ -217,7 +217,7 @@ func testPageFeedbackOnTheThreadsLastVisibleAIRow(t *testing.T, b threadBackend)
 		t.Fatal(rec.Body)
 	}
 	fb := decodeAs[map[string]any](t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1,"comment":"good"}`))
-	env.do(t, "PUT", "/api/threads/t1/runs/r2/feedback", `{"rating":"down"}`, testUserHeader, "bob")
+	env.do(t, "PUT", "/api/threads/t1/runs/r2/feedback", `{"rating":-1}`, testUserHeader, "bob")
 	p := env.page(t, "")
 	want := fmt.Sprintf(`{"feedback_id":%q,"rating":1,"comment":"good"}`, fb["feedback_id"])
 	for _, r := range p.Data {
@@ -249,8 +249,8 @@ func testLegacyFeedback(t *testing.T, b threadBackend) {
 	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 3)
 	env.seed(t, humanRow("r1", "h1"), aiRow("r1", "a1"), callerAIRow("r1", "mw", "middleware:title"),
 		humanRow("r2", "h2"), row("r2", runevents.EventLegacyAIMessage, runevents.CategoryMessage, `{"type":"ai","id":"legacy"}`, `{}`))
-	env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":"up","comment":"nice"}`)
-	env.do(t, "PUT", "/api/threads/t1/runs/r2/feedback", `{"rating":"up"}`)
+	env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1,"comment":"nice"}`)
+	env.do(t, "PUT", "/api/threads/t1/runs/r2/feedback", `{"rating":1}`)
 	for _, r := range env.legacy(t, "") {
 		hasFeedback := string(r.Feedback) != "null"
 		// The last llm.ai.response of r1 is the middleware row; the legacy

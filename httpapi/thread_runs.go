@@ -135,7 +135,7 @@ func newFeedbackRecordView(f runevents.Feedback) feedbackRecordView {
 // /api/threads/{thread_id}/runs/{run_id}/feedback {rating, comment?}: the
 // caller's feedback on one of their runs, created or replaced (its id is
 // kept) → {feedback_id, rating, comment, thread_id, run_id, user_id,
-// message_id, created_at, updated_at}. rating is a number or a string.
+// message_id, created_at, updated_at}. rating is +1 or -1 (feedbackRating).
 func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) error {
 	threadID, runID, err := threadAndRun(r)
 	if err != nil {
@@ -152,7 +152,11 @@ func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) er
 	if err := decodeStrict(raw, &body); err != nil {
 		return bodyProblem("", err)
 	}
-	f := runevents.Feedback{ThreadID: threadID, RunID: runID, UserID: userOf(r), Rating: body.Rating}
+	rating, err := feedbackRating(body.Rating)
+	if err != nil {
+		return err
+	}
+	f := runevents.Feedback{ThreadID: threadID, RunID: runID, UserID: userOf(r), Rating: rating}
 	if body.Comment != nil {
 		f.Comment = *body.Comment
 	}
@@ -167,6 +171,31 @@ func (s *Server) putThreadRunFeedback(w http.ResponseWriter, r *http.Request) er
 	}
 	writeJSON(w, http.StatusOK, newFeedbackRecordView(f))
 	return nil
+}
+
+// feedbackRating checks a rating as DeerFlow does: the number +1 or -1
+// (stored as 1 or -1); another number is INVALID_ARGUMENT (400, "rating
+// must be +1 or -1"), a string VALIDATION_FAILED at /rating (its
+// pydantic int refuses "up"). A missing rating, null, an array or an
+// object is left to Feedback.Prepare, which refuses it at /rating.
+func feedbackRating(raw json.RawMessage) (json.RawMessage, error) {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return raw, nil
+	}
+	switch v := v.(type) {
+	case float64:
+		switch v {
+		case 1:
+			return json.RawMessage(`1`), nil
+		case -1:
+			return json.RawMessage(`-1`), nil
+		}
+		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "rating must be +1 or -1").WithDetail("field", "rating")
+	case string:
+		return nil, threadsvc.Problem("/rating", "wrong type: want the number +1 or -1")
+	}
+	return raw, nil
 }
 
 // deleteThreadRunFeedback is DELETE

@@ -120,10 +120,10 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 	t.Parallel()
 	env := newThreadEnvOn(t, b)
 	env.putRun(t, runevents.ThreadRun{RunID: "r1"}, 0, 5)
-	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":"up","comment":"nice"}`)
+	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", `{"rating":1.0,"comment":"nice"}`)
 	first := decodeAs[map[string]any](t, rec)
 	id, _ := first["feedback_id"].(string)
-	if rec.Code != 200 || id == "" || first["rating"] != "up" || first["comment"] != "nice" {
+	if rec.Code != 200 || id == "" || first["rating"] != 1.0 || !strings.Contains(rec.Body.String(), `"rating":1,`) || first["comment"] != "nice" {
 		t.Fatalf("feedback = %d %s", rec.Code, rec.Body)
 	}
 	// DeerFlow's FeedbackResponse members, plus updated_at.
@@ -156,6 +156,19 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 		problems, _ := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed).Details["problems"].([]any)
 		if at, _ := problemAt(problems, 0); at != path {
 			t.Errorf("%s: problem at %q, want %q", body, at, path)
+		}
+	}
+	// Only +1 and -1, as DeerFlow: another number is 400, a string 422.
+	for _, body := range []string{`{"rating":0}`, `{"rating":2}`, `{"rating":5}`, `{"rating":-2}`, `{"rating":0.5}`, `{"rating":1e3}`} {
+		e := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 400, runstream.CodeInvalidArgument)
+		if e.Message != "rating must be +1 or -1" {
+			t.Errorf("%s: %q", body, e.Message)
+		}
+	}
+	for _, body := range []string{`{"rating":"up"}`, `{"rating":"1"}`} {
+		problems, _ := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed).Details["problems"].([]any)
+		if at, _ := problemAt(problems, 0); at != "/rating" {
+			t.Errorf("%s: problem at %q, want /rating", body, at)
 		}
 	}
 	// The refused writes left the feedback as it was.

@@ -140,7 +140,7 @@ func testNoSecretKeptOrShown(t *testing.T, backend string) {
 		run := fmt.Sprintf("rr%d", i)
 		body, _ := json.Marshal(map[string]any{"status": "success", "model_name": label, "metadata": json.RawMessage(meta)})
 		want(http.StatusOK)(call("PUT", "/api/threads/t1/runs/"+run, string(body)))
-		fb, _ := json.Marshal(map[string]any{"rating": "up", "comment": text})
+		fb, _ := json.Marshal(map[string]any{"rating": 1, "comment": text})
 		want(http.StatusOK)(call("PUT", "/api/threads/t1/runs/"+run+"/feedback", string(fb)))
 	}
 
