@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/runstream/runstream"
@@ -174,15 +173,3 @@ func callerOf(r *http.Request) caller {
 
 // userOf returns the authenticated caller's user id.
 func userOf(r *http.Request) string { return callerOf(r).User }
-
-// streamConfig returns the stream bounds of r: the server's, with the
-// lifetime cut so that the stream ends when the caller's credential or
-// session expires (the client re-authenticates and resumes with
-// Last-Event-ID).
-func (s *Server) streamConfig(r *http.Request) StreamConfig {
-	cfg := s.cfg.Stream
-	if exp := callerOf(r).Expires; !exp.IsZero() {
-		cfg.MaxLifetime = max(min(cfg.MaxLifetime, time.Until(exp)), time.Millisecond)
-	}
-	return cfg
-}

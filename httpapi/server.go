@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/redact"
+	"github.com/runstream/runstream/ssestream"
 	"github.com/runstream/runstream/threadsvc"
 	"github.com/runstream/runstream/web"
 	"github.com/runstream/runstream/workflowsvc"
@@ -79,9 +80,9 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	handler http.Handler
-	streams *streamSet
-	// perUser counts each user's open streams (StreamConfig.MaxPerUser).
-	perUser *userStreams
+	// streams serves the SSE streams, and counts each user's open ones
+	// (StreamConfig.MaxPerUser).
+	streams *ssestream.Set
 	// authOutcomes and limitOutcomes count authentication and per-user
 	// limit outcomes; appends holds the users' append buckets.
 	authOutcomes, limitOutcomes *prometheus.CounterVec
@@ -118,12 +119,11 @@ func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service)
 	if cfg.Authenticate == nil {
 		cfg.Authenticate = func(*http.Request) (string, error) { return LocalUser, nil }
 	}
-	cfg.Stream.setDefaults()
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
-	s := &Server{cfg: cfg, workflows: workflows, threads: threads, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry), streams: newStreamSet(),
-		perUser: &userStreams{max: cfg.Stream.MaxPerUser, open: make(map[string]int)}}
+	s := &Server{cfg: cfg, workflows: workflows, threads: threads, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry),
+		streams: ssestream.NewSet(cfg.Stream)}
 	s.authOutcomes, s.limitOutcomes = newAuthMetrics(cfg.Registry), newLimitMetrics(cfg.Registry)
 	s.appends = newUserBuckets(cfg.AppendRate)
 	s.routes()

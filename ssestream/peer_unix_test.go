@@ -1,12 +1,13 @@
 //go:build unix
 
-package httpapi
+package ssestream
 
 import (
 	"crypto/tls"
 	"net"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection.
@@ -74,4 +75,14 @@ func TestPeerClosedTLS(t *testing.T) {
 	}
 	client.Close() // close_notify, then FIN
 	waitUntil(t, "the TLS close to be seen", func() bool { return peerClosed(server, buf) })
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

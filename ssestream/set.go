@@ -1,0 +1,304 @@
+package ssestream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/runstream/runstream"
+)
+
+// Options are what Serve needs of the request beyond the stream itself:
+// whose it is, until when, and the caller's accounting and logging.
+type Options struct {
+	// User is the caller, whose open streams count against
+	// Config.MaxPerUser.
+	User string
+	// Expires, when set, cuts the stream's lifetime so that it ends when
+	// the caller's credential or session expires (the client
+	// re-authenticates and resumes with Last-Event-ID).
+	Expires time.Time
+	// Limited, when set, is called with the outcome of the per-user limit
+	// check: nil when the stream may open, else the RATE_LIMITED error.
+	Limited func(err error)
+	// Detach, when set, is called once the stream took its connection
+	// over, so outlives its handler; the finish it returns (nil: none) is
+	// called when the stream ends, with the status and the body bytes.
+	Detach func(r *http.Request) (finish func(status int, bytes int64))
+	// Logger logs the streams cut by an error (nil: not logged), with
+	// LogAttrs, which name the stream, before the cursor and the error.
+	Logger   *slog.Logger
+	LogAttrs []slog.Attr
+}
+
+// Serve answers a stream request: it subscribes to the hub, then its
+// follower replays src from the store after cursor and goes on live
+// (registered first, so an event committed during the replay is either
+// read by it or delivered live), until the stream ends. It returns an
+// error, with nothing written but a Retry-After header and nothing
+// subscribed, when opts.User has too many streams open (RATE_LIMITED) or
+// the Set is shut down (UNAVAILABLE); a HEAD request gets the headers
+// only. On an HTTP/1.x connection Serve returns once the stream took the
+// connection over; otherwise when the stream ends.
+func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor int64, opts Options) error {
+	release, err := set.perUser.acquire(opts.User)
+	if opts.Limited != nil {
+		opts.Limited(err)
+	}
+	if err != nil {
+		set.setRetryAfter(w)
+		return err
+	}
+	setStreamHeaders(w.Header())
+	if r.Method == http.MethodHead {
+		release()
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	// A stream taken over outlives its request: its context keeps the
+	// request's values, not its cancellation.
+	ctx, cancel, done, ok := set.add(context.WithoutCancel(r.Context()))
+	if !ok {
+		release()
+		set.setRetryAfter(w)
+		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
+	}
+	cfg := set.cfg
+	if !opts.Expires.IsZero() {
+		cfg.MaxLifetime = max(min(cfg.MaxLifetime, time.Until(opts.Expires)), time.Millisecond)
+	}
+	f := &follower{cfg: cfg, sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense()}
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		out := newConnStream(conn, r, w.Header())
+		f.out = out
+		var finish func(status int, bytes int64)
+		if opts.Detach != nil {
+			finish = opts.Detach(r)
+		}
+		go func() {
+			defer done()
+			unwatch := set.watch(conn, cancel)
+			clean := follow(ctx, f, &opts, release)
+			unwatch()
+			out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
+			if finish != nil {
+				finish(http.StatusOK, out.written)
+			}
+		}()
+		return nil
+	}
+	// Not an HTTP/1.x connection: stay with net/http, and end with the
+	// request too.
+	defer done()
+	stop := context.AfterFunc(r.Context(), cancel)
+	defer stop()
+	w.WriteHeader(http.StatusOK)
+	f.out = responseStream{w: w, rc: http.NewResponseController(w)}
+	follow(ctx, f, &opts, release)
+	return nil
+}
+
+// Shutdown ends the streams, those that took their connection over from
+// net/http included (http.Server.Shutdown neither closes nor waits for
+// them), and refuses later ones UNAVAILABLE. It returns when the streams
+// have ended, or with ctx's error.
+func (set *Set) Shutdown(ctx context.Context) error { return set.shutdown(ctx) }
+
+// setRetryAfter tells a refused stream request to come back after the
+// streams' retry delay, in whole seconds.
+func (set *Set) setRetryAfter(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(set.cfg.Retry.Seconds()))))
+}
+
+// follow runs f until its stream ends, then closes its subscription and
+// calls release. It reports whether the stream ended cleanly (terminal
+// event, lifetime, cancelled by shutdown or by a client that left) rather
+// than by an error; an error of a stream whose context is still live is
+// logged, a panic too.
+func follow(ctx context.Context, f *follower, opts *Options, release func()) (clean bool) {
+	defer release()
+	defer f.sub.Close()
+	var err error
+	func() {
+		defer recoverInto(&err)
+		err = f.run(ctx)
+	}()
+	if err != nil && ctx.Err() == nil && opts.Logger != nil {
+		level := slog.LevelInfo // a client that left or fell behind: it resumes
+		if errors.As(err, new(panicError)) {
+			level = slog.LevelError
+		}
+		attrs := append(opts.LogAttrs[:len(opts.LogAttrs):len(opts.LogAttrs)], slog.Int64("cursor", f.cursor), slog.Any("error", err))
+		opts.Logger.LogAttrs(ctx, level, "stream cut", attrs...)
+	}
+	return err == nil || ctx.Err() != nil
+}
+
+// Set serves streams and tracks the open ones, so that Shutdown can end
+// them and wait for them; it watches the connections taken over, so that a
+// stream whose client left ends within peerCheckInterval, and counts each
+// user's open streams (Config.MaxPerUser). Create it with NewSet; it is
+// safe for concurrent use.
+type Set struct {
+	cfg     Config
+	perUser *userStreams
+
+	mu     sync.Mutex
+	closed bool
+	// stop is cancelled by shutdown; every stream's context follows it.
+	stop   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// watched are the taken-over connections and the cancel of their
+	// stream's context; a sweeper runs while there are any.
+	watched  map[net.Conn]context.CancelFunc
+	sweeping bool
+}
+
+// peerCheckInterval is how often the taken-over connections are checked
+// for a client that closed its end (peerClosed).
+const peerCheckInterval = time.Second
+
+// NewSet returns a Set of streams bounded by cfg (zero fields: their
+// defaults).
+func NewSet(cfg Config) *Set {
+	cfg.setDefaults()
+	set := &Set{cfg: cfg, perUser: &userStreams{max: cfg.MaxPerUser, open: make(map[string]int)},
+		watched: make(map[net.Conn]context.CancelFunc)}
+	set.stop, set.cancel = context.WithCancel(context.Background())
+	return set
+}
+
+// add registers a stream and returns its context, parent's, also
+// cancelled by shutdown, and cancel, which ends the stream early; done
+// must be called when the stream has ended. ok is false once shutdown
+// started.
+func (set *Set) add(parent context.Context) (ctx context.Context, cancel context.CancelFunc, done func(), ok bool) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.closed {
+		return nil, nil, nil, false
+	}
+	set.wg.Add(1)
+	ctx, cancel = context.WithCancel(parent)
+	unlink := context.AfterFunc(set.stop, cancel)
+	return ctx, cancel, func() {
+		unlink()
+		cancel()
+		set.wg.Done()
+	}, true
+}
+
+// watch checks conn every peerCheckInterval until unwatch, and calls
+// cancel once its client has closed it: nothing else reads a taken-over
+// connection, so without it a client that left is noticed only when a
+// write fails (up to two heartbeats later).
+func (set *Set) watch(conn net.Conn, cancel context.CancelFunc) (unwatch func()) {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	set.watched[conn] = cancel
+	if !set.sweeping {
+		set.sweeping = true
+		go set.sweep()
+	}
+	return func() {
+		set.mu.Lock()
+		defer set.mu.Unlock()
+		delete(set.watched, conn)
+	}
+}
+
+// sweep checks the watched connections until there are none, or shutdown.
+func (set *Set) sweep() {
+	tick := time.NewTicker(peerCheckInterval)
+	defer tick.Stop()
+	var conns []net.Conn
+	buf := make([]byte, 4<<10) // for what clients send: read and dropped
+	for {
+		select {
+		case <-tick.C:
+		case <-set.stop.Done():
+			set.mu.Lock()
+			set.sweeping = false
+			set.mu.Unlock()
+			return
+		}
+		set.mu.Lock()
+		if len(set.watched) == 0 {
+			set.sweeping = false
+			set.mu.Unlock()
+			return
+		}
+		conns = conns[:0]
+		for c := range set.watched {
+			conns = append(conns, c)
+		}
+		set.mu.Unlock()
+		for _, c := range conns {
+			if peerClosed(c, buf) {
+				set.mu.Lock()
+				cancel := set.watched[c]
+				set.mu.Unlock()
+				if cancel != nil {
+					cancel()
+				}
+			}
+		}
+	}
+}
+
+// shutdown cancels every stream, refuses new ones, and waits until they
+// ended or ctx is done.
+func (set *Set) shutdown(ctx context.Context) error {
+	set.mu.Lock()
+	set.closed = true
+	set.mu.Unlock()
+	set.cancel()
+	ended := make(chan struct{})
+	go func() {
+		set.wg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("streams still open: %w", ctx.Err())
+	}
+}
+
+// userStreams counts the open streams of each user on this instance.
+type userStreams struct {
+	max  int // negative: no limit
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// acquire counts one more open stream of user, or answers RATE_LIMITED
+// when user has max open. release, called once the stream ended, uncounts
+// it; calling it again does nothing.
+func (u *userStreams) acquire(user string) (release func(), err error) {
+	if u.max < 0 {
+		return func() {}, nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.open[user] >= u.max {
+		return nil, runstream.Errorf(runstream.CodeRateLimited, "too many streams open: at most %d per user", u.max).WithDetail("limit", u.max)
+	}
+	u.open[user]++
+	return sync.OnceFunc(func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.open[user]--; u.open[user] == 0 {
+			delete(u.open, user)
+		}
+	}), nil
+}
