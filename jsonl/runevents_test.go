@@ -5,7 +5,7 @@ import (
 
 	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func openStore(tb testing.TB, dir string) *jsonl.RunEventStore {
@@ -18,7 +18,7 @@ func openStore(tb testing.TB, dir string) *jsonl.RunEventStore {
 }
 
 func TestRunEventStoreConformance(t *testing.T) {
-	storetest.RunEventStore(t, storetest.Harness{
+	runeventstest.RunEventStore(t, runeventstest.Harness{
 		Open: func(t *testing.T) runevents.Store { return openStore(t, t.TempDir()) },
 		OpenReopenable: func(t *testing.T) (runevents.Store, func() runevents.Store) {
 			dir := t.TempDir()
@@ -35,7 +35,7 @@ func TestRunEventStoreConformance(t *testing.T) {
 }
 
 func BenchmarkRunEventStore(b *testing.B) {
-	storetest.BenchmarkRunEventStore(b, storetest.BenchHarness{
+	runeventstest.BenchmarkRunEventStore(b, runeventstest.BenchHarness{
 		Open: func(b *testing.B) runevents.Store { return openStore(b, b.TempDir()) },
 		Dir:  b.TempDir(),
 	})

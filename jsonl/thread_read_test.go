@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func TestThreadReaderConformance(t *testing.T) {
 	t.Parallel()
-	storetest.ThreadReaderSuite(t, storetest.Harness{
+	runeventstest.ThreadReaderSuite(t, runeventstest.Harness{
 		Open: func(t *testing.T) runevents.Store { return openStore(t, t.TempDir()) },
 	})
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func TestIdempotencyConformance(t *testing.T) {
-	storetest.IdempotencySuite(t, func(*testing.T) runevents.IdempotencyStore { return memory.NewIdempotencyStore() })
+	runeventstest.IdempotencySuite(t, func(*testing.T) runevents.IdempotencyStore { return memory.NewIdempotencyStore() })
 }
 
 // clock is a settable clock.

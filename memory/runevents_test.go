@@ -9,11 +9,11 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func TestRunEventStoreConformance(t *testing.T) {
-	storetest.RunEventStore(t, storetest.Harness{
+	runeventstest.RunEventStore(t, runeventstest.Harness{
 		Open: func(*testing.T) runevents.Store { return memory.NewRunEventStore() },
 	})
 }
@@ -22,7 +22,7 @@ func TestRunEventStoreConformance(t *testing.T) {
 //
 //	go test -run '^$' -bench . ./memory/
 func BenchmarkRunEventStore(b *testing.B) {
-	storetest.BenchmarkRunEventStore(b, storetest.BenchHarness{
+	runeventstest.BenchmarkRunEventStore(b, runeventstest.BenchHarness{
 		Open: func(*testing.B) runevents.Store { return memory.NewRunEventStore() },
 	})
 }

@@ -5,15 +5,15 @@ import (
 
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func TestRunStoreConformance(t *testing.T) {
-	storetest.RunStoreSuite(t, func(*testing.T) runevents.RunStore { return memory.NewRunStore() })
+	runeventstest.RunStoreSuite(t, func(*testing.T) runevents.RunStore { return memory.NewRunStore() })
 }
 
 func TestThreadReaderConformance(t *testing.T) {
-	storetest.ThreadReaderSuite(t, storetest.Harness{
+	runeventstest.ThreadReaderSuite(t, runeventstest.Harness{
 		Open: func(*testing.T) runevents.Store { return memory.NewRunEventStore() },
 	})
 }

@@ -7,14 +7,14 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
-// TestRunEventConformance runs the storetest suite, each test in a schema
+// TestRunEventConformance runs the runeventstest suite, each test in a schema
 // of its own; reopen closes the DB and opens a new one over the schema.
 func TestRunEventConformance(t *testing.T) {
 	testURL(t)
-	storetest.RunEventStore(t, storetest.Harness{
+	runeventstest.RunEventStore(t, runeventstest.Harness{
 		Open: func(t *testing.T) runevents.Store { return openDB(t, newSchema(t)).RunEvents() },
 		OpenReopenable: func(t *testing.T) (runevents.Store, func() runevents.Store) {
 			schema := newSchema(t)
@@ -32,7 +32,7 @@ func TestRunEventConformance(t *testing.T) {
 // commit latency is part of every write number.
 func BenchmarkRunEventStore(b *testing.B) {
 	testURL(b)
-	storetest.BenchmarkRunEventStore(b, storetest.BenchHarness{
+	runeventstest.BenchmarkRunEventStore(b, runeventstest.BenchHarness{
 		Open: func(b *testing.B) runevents.Store { return openDB(b, newSchema(b)).RunEvents() },
 	})
 }

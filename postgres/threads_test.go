@@ -11,24 +11,24 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func TestRunStoreConformance(t *testing.T) {
 	testURL(t)
-	storetest.RunStoreSuite(t, func(t *testing.T) runevents.RunStore { return openDB(t, newSchema(t)).Runs() })
+	runeventstest.RunStoreSuite(t, func(t *testing.T) runevents.RunStore { return openDB(t, newSchema(t)).Runs() })
 }
 
 func TestThreadReaderConformance(t *testing.T) {
 	testURL(t)
-	storetest.ThreadReaderSuite(t, storetest.Harness{
+	runeventstest.ThreadReaderSuite(t, runeventstest.Harness{
 		Open: func(t *testing.T) runevents.Store { return openDB(t, newSchema(t)).RunEvents() },
 	})
 }
 
 func TestIdempotencyConformance(t *testing.T) {
 	testURL(t)
-	storetest.IdempotencySuite(t, func(t *testing.T) runevents.IdempotencyStore { return openDB(t, newSchema(t)).Idempotency() })
+	runeventstest.IdempotencySuite(t, func(t *testing.T) runevents.IdempotencyStore { return openDB(t, newSchema(t)).Idempotency() })
 }
 
 // TestIdempotencyAcrossInstances races Begins on one key through two DBs

@@ -9,7 +9,7 @@
 // # Decided semantics
 //
 // The original system is ambiguous or buggy in places; every backend here
-// behaves identically, as proven by the storetest conformance suite:
+// behaves identically, as proven by the runeventstest conformance suite:
 //
 //   - seq is per thread, assigned by the store: 1, 2, 3, … with no gaps and
 //     no duplicates, in commit order. Seqs are never reused, not even after

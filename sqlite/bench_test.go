@@ -16,7 +16,7 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
-// These benchmarks complement storetest's: they report the CPU time spent
+// These benchmarks complement runeventstest's: they report the CPU time spent
 // per event (by every goroutine of the process), which, unlike events/s,
 // does not depend on how busy the machine's other processes keep the
 // cores, and how many write requests a group transaction carried.
@@ -54,7 +54,7 @@ func BenchmarkPutBatch100(b *testing.B) {
 			defer s.Close()
 			events := make([]runevents.NewEvent, 100)
 			for i := range events {
-				events[i] = benchEvent(i, 1) // as storetest's PutBatch100
+				events[i] = benchEvent(i, 1) // as runeventstest's PutBatch100
 			}
 			cpu0, tx0, req0 := cpuTime(), s.db.stats.transactions.Load(), s.db.stats.requests.Load()
 			n := 0
@@ -77,7 +77,7 @@ func BenchmarkPutConcurrent(b *testing.B) {
 			cpu0, tx0, req0 := cpuTime(), s.db.stats.transactions.Load(), s.db.stats.requests.Load()
 			b.SetParallelism(32) // 64 goroutines on 2 cores
 			b.RunParallel(func(pb *testing.PB) {
-				for i := 0; pb.Next(); i++ { // 8 runs, as storetest's PutConcurrent64
+				for i := 0; pb.Next(); i++ { // 8 runs, as runeventstest's PutConcurrent64
 					if _, err := s.Put(b.Context(), benchEvent(i, 8)); err != nil {
 						b.Error(err)
 						return
@@ -90,7 +90,7 @@ func BenchmarkPutConcurrent(b *testing.B) {
 }
 
 // BenchmarkListEvents500 reads pages of 500 rows at random cursors of a
-// 200,000-row thread (10 runs, built run after run), as storetest's 1M
+// 200,000-row thread (10 runs, built run after run), as runeventstest's 1M
 // benchmark does on a thread five times as big.
 func BenchmarkListEvents500(b *testing.B) {
 	const rows, runs, page = 200_000, 10, 500

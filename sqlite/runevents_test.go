@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 // ownedStore is a run-event store that closes its DB when closed, as the
@@ -34,7 +34,7 @@ func TestRunEventStoreConformance(t *testing.T) {
 	for _, sync := range []string{SynchronousFull, SynchronousNormal} {
 		t.Run(sync, func(t *testing.T) {
 			t.Parallel()
-			storetest.RunEventStore(t, storetest.Harness{
+			runeventstest.RunEventStore(t, runeventstest.Harness{
 				Open: func(t *testing.T) runevents.Store {
 					return openStore(t, Config{Path: filepath.Join(t.TempDir(), "runstream.db"), Synchronous: sync})
 				},
@@ -59,7 +59,7 @@ func BenchmarkRunEventStore(b *testing.B) {
 		b.Run(sync, func(b *testing.B) {
 			dir := b.TempDir()
 			n := 0
-			storetest.BenchmarkRunEventStore(b, storetest.BenchHarness{
+			runeventstest.BenchmarkRunEventStore(b, runeventstest.BenchHarness{
 				Open: func(b *testing.B) runevents.Store {
 					n++ // every benchmark gets its own, empty file
 					return openStore(b, Config{Path: filepath.Join(dir, fmt.Sprintf("bench-%d.db", n)), Synchronous: sync})

@@ -12,22 +12,22 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/storetest"
+	"github.com/runstream/runstream/runeventstest"
 )
 
 func TestRunStoreConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunStoreSuite(t, func(t *testing.T) runevents.RunStore { return newDB(t, Config{}).Runs() })
+	runeventstest.RunStoreSuite(t, func(t *testing.T) runevents.RunStore { return newDB(t, Config{}).Runs() })
 }
 
 func TestIdempotencyConformance(t *testing.T) {
 	t.Parallel()
-	storetest.IdempotencySuite(t, func(t *testing.T) runevents.IdempotencyStore { return newDB(t, Config{}).Idempotency() })
+	runeventstest.IdempotencySuite(t, func(t *testing.T) runevents.IdempotencyStore { return newDB(t, Config{}).Idempotency() })
 }
 
 func TestThreadReaderConformance(t *testing.T) {
 	t.Parallel()
-	storetest.ThreadReaderSuite(t, storetest.Harness{
+	runeventstest.ThreadReaderSuite(t, runeventstest.Harness{
 		Open: func(t *testing.T) runevents.Store {
 			return openStore(t, Config{Path: filepath.Join(t.TempDir(), "runstream.db")})
 		},

@@ -1,4 +1,4 @@
-package storetest
+package runeventstest
 
 import (
 	"crypto/sha256"
@@ -21,7 +21,7 @@ func IdempotencySuite(t *testing.T, open func(t *testing.T) runevents.Idempotenc
 			t.Parallel()
 			s := open(t)
 			if s == nil {
-				t.Fatal("storetest: open returned nil")
+				t.Fatal("runeventstest: open returned nil")
 			}
 			tc.run(t, s)
 		})

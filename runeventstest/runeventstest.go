@@ -1,4 +1,4 @@
-package storetest
+package runeventstest
 
 import (
 	"encoding/json"
@@ -34,7 +34,7 @@ type Harness struct {
 func RunEventStore(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Open == nil {
-		t.Fatal("storetest: Harness.Open is nil")
+		t.Fatal("runeventstest: Harness.Open is nil")
 	}
 	for _, g := range []struct {
 		name  string
@@ -76,7 +76,7 @@ func open(t *testing.T, h Harness) runevents.Store {
 	t.Helper()
 	s := h.Open(t)
 	if s == nil {
-		t.Fatal("storetest: Harness.Open returned nil")
+		t.Fatal("runeventstest: Harness.Open returned nil")
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {

@@ -1,4 +1,4 @@
-package storetest
+package runeventstest
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 func ThreadReaderSuite(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Open == nil {
-		t.Fatal("storetest: Harness.Open is nil")
+		t.Fatal("runeventstest: Harness.Open is nil")
 	}
 	for _, tc := range threadReaderTests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -23,7 +23,7 @@ func ThreadReaderSuite(t *testing.T, h Harness) {
 			s := open(t, h)
 			r, ok := s.(runevents.ThreadReader)
 			if !ok {
-				t.Fatalf("storetest: %T does not implement runevents.ThreadReader", s)
+				t.Fatalf("runeventstest: %T does not implement runevents.ThreadReader", s)
 			}
 			tc.run(t, s, r)
 		})

@@ -1,4 +1,4 @@
-package storetest
+package runeventstest
 
 import (
 	"encoding/json"
@@ -19,7 +19,7 @@ func testReopen(t *testing.T, h Harness) {
 	}
 	s, reopenFn := h.OpenReopenable(t)
 	if s == nil || reopenFn == nil {
-		t.Fatal("storetest: Harness.OpenReopenable returned nil")
+		t.Fatal("runeventstest: Harness.OpenReopenable returned nil")
 	}
 	cur := s
 	t.Cleanup(func() {
@@ -31,7 +31,7 @@ func testReopen(t *testing.T, h Harness) {
 		t.Helper()
 		next := reopenFn()
 		if next == nil {
-			t.Fatal("storetest: reopen returned nil")
+			t.Fatal("runeventstest: reopen returned nil")
 		}
 		cur = next
 		return next

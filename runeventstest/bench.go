@@ -1,4 +1,4 @@
-package storetest
+package runeventstest
 
 import (
 	"encoding/json"
@@ -49,7 +49,7 @@ const (
 // backends (its build time is logged).
 func BenchmarkRunEventStore(b *testing.B, h BenchHarness) {
 	if h.Open == nil {
-		b.Fatal("storetest: BenchHarness.Open is nil")
+		b.Fatal("runeventstest: BenchHarness.Open is nil")
 	}
 	b.Run("PutBatch100", func(b *testing.B) { benchPutBatch(b, openBench(b, h), 100) })
 	b.Run("PutConcurrent64", func(b *testing.B) { benchPutConcurrent(b, openBench(b, h), 64) })
@@ -76,7 +76,7 @@ func openBench(b *testing.B, h BenchHarness) runevents.Store {
 	b.Helper()
 	s := h.Open(b)
 	if s == nil {
-		b.Fatal("storetest: BenchHarness.Open returned nil")
+		b.Fatal("runeventstest: BenchHarness.Open returned nil")
 	}
 	b.Cleanup(func() {
 		if err := s.Close(); err != nil {

@@ -1,4 +1,4 @@
-package storetest
+package runeventstest
 
 import (
 	"encoding/json"
@@ -30,7 +30,7 @@ func RunStoreSuite(t *testing.T, open func(t *testing.T) runevents.RunStore) {
 			t.Parallel()
 			s := open(t)
 			if s == nil {
-				t.Fatal("storetest: open returned nil")
+				t.Fatal("runeventstest: open returned nil")
 			}
 			tc.run(t, s)
 		})
