@@ -342,6 +342,28 @@ func (s *benchServer) produce(ctx context.Context, runID string, count int, rate
 	return err
 }
 
+// idleMemory reads the server's memory while its followers idle: RSS,
+// peak RSS, live heap and stacks, and goroutines.
+func (s *benchServer) idleMemory(ctx context.Context) (benchResult, error) {
+	rss, err := s.memoryMiB("VmRSS")
+	if err != nil {
+		return benchResult{}, err
+	}
+	peak, err := s.memoryMiB("VmHWM")
+	if err != nil {
+		return benchResult{}, err
+	}
+	var ms struct {
+		HeapInuse  float64 `json:"heap_inuse"`
+		StackInuse float64 `json:"stack_inuse"`
+		Goroutines int     `json:"goroutines"`
+	}
+	if err := s.getJSON(ctx, "/bench/memstats", &ms); err != nil {
+		return benchResult{}, err
+	}
+	return benchResult{RSSMiB: rss, PeakMiB: peak, HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
+}
+
 // memoryMiB reads a memory figure of the server process from
 // /proc/PID/status: VmRSS, its resident set size, or VmHWM, the peak of it.
 func (s *benchServer) memoryMiB(field string) (float64, error) {
@@ -544,20 +566,8 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	start := time.Now()
 	wait := startFollowers(ctx, srv, runID, cfg.followers, nil)
 	time.Sleep(cfg.settle) // let every stream settle into its idle wait
-	rss, err := srv.memoryMiB("VmRSS")
+	res, err := srv.idleMemory(ctx)
 	if err != nil {
-		return benchResult{}, err
-	}
-	peak, err := srv.memoryMiB("VmHWM")
-	if err != nil {
-		return benchResult{}, err
-	}
-	var ms struct {
-		HeapInuse  float64 `json:"heap_inuse"`
-		StackInuse float64 `json:"stack_inuse"`
-		Goroutines int     `json:"goroutines"`
-	}
-	if err := srv.getJSON(ctx, "/bench/memstats", &ms); err != nil {
 		return benchResult{}, err
 	}
 	if err := srv.produce(ctx, runID, 0, 0, 1, 0, 1); err != nil { // completes the run, closing every stream
@@ -567,6 +577,6 @@ func benchIdle(ctx context.Context, srv *benchServer, cfg benchConfig) (benchRes
 	if err != nil {
 		return benchResult{}, err
 	}
-	return benchResult{Delivered: delivered, Seconds: time.Since(start).Seconds(), RSSMiB: rss, PeakMiB: peak, BaselineMiB: baseline,
-		HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
+	res.Delivered, res.Seconds, res.BaselineMiB = delivered, time.Since(start).Seconds(), baseline
+	return res, nil
 }

@@ -476,20 +476,8 @@ func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfi
 	}
 	ready.Wait()
 	time.Sleep(cfg.settle)
-	rss, err := reader.memoryMiB("VmRSS")
+	res, err := reader.idleMemory(ctx)
 	if err != nil {
-		return benchResult{}, err
-	}
-	peak, err := reader.memoryMiB("VmHWM")
-	if err != nil {
-		return benchResult{}, err
-	}
-	var ms struct {
-		HeapInuse  float64 `json:"heap_inuse"`
-		StackInuse float64 `json:"stack_inuse"`
-		Goroutines int     `json:"goroutines"`
-	}
-	if err := reader.getJSON(ctx, "/bench/memstats", &ms); err != nil {
 		return benchResult{}, err
 	}
 	cancel()
@@ -498,8 +486,8 @@ func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfi
 	if err := <-errs; err != nil {
 		return benchResult{}, err
 	}
-	return benchResult{Seconds: time.Since(start).Seconds(), RSSMiB: rss, PeakMiB: peak, BaselineMiB: baseline,
-		HeapMiB: ms.HeapInuse / (1 << 20), StackMiB: ms.StackInuse / (1 << 20), Goroutines: ms.Goroutines}, nil
+	res.Seconds, res.BaselineMiB = time.Since(start).Seconds(), baseline
+	return res, nil
 }
 
 // cpuProfile writes a CPU profile of the next seconds seconds of the
