@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -720,4 +721,31 @@ func TestWebUIRunsPaging(t *testing.T) {
 	ui.shot("runs-page-2")
 	ui.click(`main button:nth-of-type(1)`)
 	ui.wait("the first page again", `document.querySelectorAll("main tbody tr").length === 20 && document.querySelector("main").textContent.includes("Page 1")`)
+}
+
+// The run page shows a node's tool calls, folded, with their input and
+// output.
+func TestWebUIToolCalls(t *testing.T) {
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "the tool page says tea")
+	}))
+	t.Cleanup(page.Close)
+	p := runServe(t, nil, "--store", "memory:", "--http-node-allow", "127.0.0.0/8")
+	var wf struct{ WorkflowID string }
+	apiCall(t, "POST", p.base+"/api/workflows", "application/json", `{"name":"tools","nodes":[{"id":"ask","type":"llm","config":{
+		"provider":"scripted","text":"I looked it up.",
+		"toolCalls":[{"id":"c1","name":"http_get","input":{"url":"`+page.URL+`/tea"}}]}}],"output":"ask"}`, 201, &wf)
+	var run struct{ RunID string }
+	apiCall(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", "application/json", `{"input":{}}`, 201, &run)
+	ui := openUI(t, p.base)
+	ui.open("/runs/" + run.RunID)
+	ui.wait("the completed run", `document.querySelector("#run-status").textContent === "completed"`)
+	ui.wait("the tool call", `document.querySelector('#node-ask details.tool')`)
+	tool := ui.text("#node-ask details.tool")
+	for _, want := range []string{"http_get", "/tea", "the tool page says tea"} {
+		if !strings.Contains(tool, want) {
+			t.Errorf("the tool call shows %q, want %q in it", tool, want)
+		}
+	}
+	ui.shot("run-tool-calls")
 }
