@@ -27,70 +27,53 @@ func randString(rng *rand.Rand, chars string, n int) string {
 	return string(b)
 }
 
-// secretCase is one generated secret in its minimal surrounding text (see
-// redacttest.Secret).
-type secretCase struct {
-	kind   string
-	text   string   // e.g. "Bearer X", "postgres://u:p@host/db"
-	parts  []string // substrings that must not survive redaction
-	marker string   // the expected marker
-	token  bool     // a bare single-line token: also tested as a header value
-	inline bool     // may sit in the middle of a sentence
-}
-
 // genSecrets returns the corpus of redacttest.Secrets.
-func genSecrets(rng *rand.Rand) []secretCase {
-	var cs []secretCase
-	for _, s := range redacttest.Secrets(rng) {
-		cs = append(cs, secretCase{kind: s.Kind, text: s.Text, parts: s.Parts, marker: s.Marker, token: s.Token, inline: s.Inline})
-	}
-	return cs
-}
+func genSecrets(rng *rand.Rand) []redacttest.Secret { return redacttest.Secrets(rng) }
 
 // secretContext embeds a case's text somewhere and redacts the result.
 type secretContext struct {
 	name    string
-	applies func(secretCase) bool
-	marker  func(secretCase) string // nil: the case's own marker
-	run     func(t *testing.T, r *Redactor, c secretCase) any
+	applies func(redacttest.Secret) bool
+	marker  func(redacttest.Secret) string // nil: the case's own marker
+	run     func(t *testing.T, r *Redactor, c redacttest.Secret) any
 }
 
 var secretContexts = []secretContext{
-	{name: "bare", run: func(t *testing.T, r *Redactor, c secretCase) any {
-		out, _ := r.Value(c.text)
+	{name: "bare", run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		out, _ := r.Value(c.Text)
 		return out
 	}},
-	{name: "prose line", run: func(t *testing.T, r *Redactor, c secretCase) any {
-		out, _ := r.Value("Here is what I found in the config:\n" + c.text + "\nRotate it after the deploy.")
+	{name: "prose line", run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		out, _ := r.Value("Here is what I found in the config:\n" + c.Text + "\nRotate it after the deploy.")
 		return out
 	}},
-	{name: "prose inline", applies: func(c secretCase) bool { return c.inline }, run: func(t *testing.T, r *Redactor, c secretCase) any {
-		out, _ := r.Value("Use " + c.text + " for the deploy, then rotate it.")
+	{name: "prose inline", applies: func(c redacttest.Secret) bool { return c.Inline }, run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		out, _ := r.Value("Use " + c.Text + " for the deploy, then rotate it.")
 		return out
 	}},
-	{name: "header value", applies: func(c secretCase) bool { return c.token }, run: func(t *testing.T, r *Redactor, c secretCase) any {
-		out, _ := r.Value("GET /v1/models HTTP/1.1\r\nAuthorization: Bearer " + c.text + "\r\nAccept: */*\r\n")
+	{name: "header value", applies: func(c redacttest.Secret) bool { return c.Token }, run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		out, _ := r.Value("GET /v1/models HTTP/1.1\r\nAuthorization: Bearer " + c.Text + "\r\nAccept: */*\r\n")
 		return out
 	}},
-	{name: "curl header", applies: func(c secretCase) bool { return c.token }, run: func(t *testing.T, r *Redactor, c secretCase) any {
-		out, _ := r.Value("curl -H 'Authorization: token " + c.text + "' https://api.example.com")
+	{name: "curl header", applies: func(c redacttest.Secret) bool { return c.Token }, run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		out, _ := r.Value("curl -H 'Authorization: token " + c.Text + "' https://api.example.com")
 		return out
 	}},
-	{name: "JSON string", run: func(t *testing.T, r *Redactor, c secretCase) any {
-		raw, _ := json.Marshal(map[string]any{"type": "tool_result", "content": c.text, "seq": 3})
+	{name: "JSON string", run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		raw, _ := json.Marshal(map[string]any{"type": "tool_result", "content": c.Text, "seq": 3})
 		return redactJSON(t, r, raw)
 	}},
-	{name: "JSON text in a JSON string", run: func(t *testing.T, r *Redactor, c secretCase) any {
-		inner, _ := json.Marshal(map[string]any{"config": map[string]any{"value": c.text}})
+	{name: "JSON text in a JSON string", run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		inner, _ := json.Marshal(map[string]any{"config": map[string]any{"value": c.Text}})
 		raw, _ := json.Marshal(map[string]any{"content": string(inner)})
 		return redactJSON(t, r, raw)
 	}},
-	{name: "sensitive key", marker: func(secretCase) string { return "key" }, run: func(t *testing.T, r *Redactor, c secretCase) any {
-		raw, _ := json.Marshal(map[string]any{"env": map[string]any{"OPENAI_API_KEY": c.text}})
+	{name: "sensitive key", marker: func(redacttest.Secret) string { return "key" }, run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		raw, _ := json.Marshal(map[string]any{"env": map[string]any{"OPENAI_API_KEY": c.Text}})
 		return redactJSON(t, r, raw)
 	}},
-	{name: "nested arrays", run: func(t *testing.T, r *Redactor, c secretCase) any {
-		out, _ := r.Value(map[string]any{"steps": []any{1.0, []any{"ok", map[string]any{"output": []any{c.text}}}}})
+	{name: "nested arrays", run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		out, _ := r.Value(map[string]any{"steps": []any{1.0, []any{"ok", map[string]any{"output": []any{c.Text}}}}})
 		return out
 	}},
 }
@@ -142,16 +125,16 @@ func TestSecretsCorpus(t *testing.T) {
 			if ctx.applies != nil && !ctx.applies(c) {
 				continue
 			}
-			t.Run(c.kind+"/"+ctx.name, func(t *testing.T) {
+			t.Run(c.Kind+"/"+ctx.name, func(t *testing.T) {
 				t.Parallel()
 				out := ctx.run(t, r, c)
 				text := allText(out)
-				for _, p := range c.parts {
+				for _, p := range c.Parts {
 					if strings.Contains(text, p) {
 						t.Errorf("secret part %q survived:\n%s", p, text)
 					}
 				}
-				want := c.marker
+				want := c.Marker
 				if ctx.marker != nil {
 					want = ctx.marker(c)
 				}

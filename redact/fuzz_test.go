@@ -13,9 +13,9 @@ import (
 func FuzzIdempotent(f *testing.F) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, c := range genSecrets(rng) {
-		f.Add(c.text)
-		f.Add("Use " + c.text + " now.\nAuthorization: Bearer " + c.text)
-		raw, _ := json.Marshal(map[string]any{"content": c.text, "api_key": c.text})
+		f.Add(c.Text)
+		f.Add("Use " + c.Text + " now.\nAuthorization: Bearer " + c.Text)
+		raw, _ := json.Marshal(map[string]any{"content": c.Text, "api_key": c.Text})
 		f.Add(string(raw))
 	}
 	for _, s := range benignStrings(rng) {

@@ -29,14 +29,14 @@ func TestQuote(t *testing.T) {
 func TestQuoteCorpus(t *testing.T) {
 	t.Parallel()
 	for _, c := range genSecrets(rand.New(rand.NewPCG(13, 13))) {
-		got := Quote(c.text)
-		for _, part := range c.parts {
+		got := Quote(c.Text)
+		for _, part := range c.Parts {
 			if strings.Contains(got, part) {
-				t.Errorf("%s: Quote(%q) = %s holds %q", c.kind, c.text, got, part)
+				t.Errorf("%s: Quote(%q) = %s holds %q", c.Kind, c.Text, got, part)
 			}
 		}
 		if n := utf8.RuneCountInString(got); n > 2*ExcerptRunes+4 { // escapes may double it
-			t.Errorf("%s: Quote = %s has %d runes", c.kind, got, n)
+			t.Errorf("%s: Quote = %s has %d runes", c.Kind, got, n)
 		}
 	}
 }
