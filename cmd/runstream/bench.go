@@ -342,6 +342,24 @@ func (s *benchServer) produce(ctx context.Context, runID string, count int, rate
 	return err
 }
 
+// openBenchStream opens an SSE stream of the server and checks that it
+// answered 200; the caller closes the body.
+func openBenchStream(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("stream %s: %s", req.URL.Path, resp.Status)
+	}
+	return resp, nil
+}
+
 // idleMemory reads the server's memory while its followers idle: RSS,
 // peak RSS, live heap and stacks, and goroutines.
 func (s *benchServer) idleMemory(ctx context.Context) (benchResult, error) {
@@ -384,18 +402,11 @@ func (s *benchServer) memoryMiB(field string) (float64, error) {
 // frame's data line until the terminal event. ready is closed once the
 // response headers arrived.
 func (s *benchServer) follow(ctx context.Context, runID string, after int64, ready func(), onFrame func(data []byte)) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/workflows/runs/%s/stream?after=%d", s.url, runID, after), nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := benchClient.Do(req)
+	resp, err := openBenchStream(ctx, fmt.Sprintf("%s/api/workflows/runs/%s/stream?after=%d", s.url, runID, after))
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("stream: %s", resp.Status)
-	}
 	ready()
 	// A light reader: the load generator shares the machine with the
 	// server, so it only splits lines and looks at ids, event names and

@@ -184,18 +184,11 @@ func followThread(ctx context.Context, url, thread, run string, after int64, wan
 	if run != "" {
 		target += "&run_id=" + run
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", target, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := benchClient.Do(req)
+	resp, err := openBenchStream(ctx, target)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("thread stream: %s", resp.Status)
-	}
 	ready()
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	var frames, lastID int64
