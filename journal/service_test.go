@@ -5,27 +5,13 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/runstream/runstream/contracts"
-	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/internal/threadtest"
 	"github.com/runstream/runstream/journal"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
 )
 
-func newService(t *testing.T) *threadsvc.Service {
-	t.Helper()
-	validator, err := contracts.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := memory.NewRunEventStore()
-	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
-	return threadsvc.New(events, events, memory.NewRunStore(), log, hub,
-		threadsvc.Config{})
-}
+func newService(t *testing.T) *threadsvc.Service { return threadtest.Service(t) }
 
 // TestServiceSinkWholeRun runs every kind of callback through the thread
 // service, whose event log validates each event against the contract, and

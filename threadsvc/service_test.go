@@ -6,27 +6,13 @@ import (
 	"testing"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/contracts"
-	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/internal/threadtest"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
 )
 
 // setup returns a thread service over memory stores, driven without HTTP.
-func setup(t *testing.T) *threadsvc.Service {
-	t.Helper()
-	validator, err := contracts.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := memory.NewRunEventStore()
-	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
-	return threadsvc.New(events, events, memory.NewRunStore(), log, hub,
-		threadsvc.Config{})
-}
+func setup(t *testing.T) *threadsvc.Service { return threadtest.Service(t) }
 
 func startEvent() runevents.NewEvent {
 	return runevents.NewEvent{ThreadID: "t1", RunID: "r1", EventType: runevents.EventRunStart,

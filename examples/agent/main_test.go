@@ -11,25 +11,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstream/runstream/contracts"
-	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
-	"github.com/runstream/runstream/threadsvc"
+	"github.com/runstream/runstream/internal/threadtest"
 )
 
 // newServer is the HTTP API over memory stores, in process.
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
-	validator, err := contracts.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := memory.NewRunEventStore()
-	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
-	svc := threadsvc.New(events, events, memory.NewRunStore(), log, hub, threadsvc.Config{})
+	svc := threadtest.Service(t)
 	api := httpapi.New(httpapi.Config{}, nil, svc)
 	srv := httptest.NewServer(api)
 	t.Cleanup(func() {

@@ -1,0 +1,28 @@
+// Package threadtest is test support: a thread service over memory stores,
+// driven without HTTP, for the tests of the service and of what writes
+// through it (the journal, the examples).
+package threadtest
+
+import (
+	"testing"
+
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/threadsvc"
+)
+
+// Service returns a thread service over new memory stores, with the
+// contract validator and a hub of its own.
+func Service(t testing.TB) *threadsvc.Service {
+	t.Helper()
+	validator, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := memory.NewRunEventStore()
+	hub := live.New(live.Config{})
+	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
+	return threadsvc.New(events, events, memory.NewRunStore(), log, hub, threadsvc.Config{})
+}
