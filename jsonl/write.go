@@ -117,6 +117,15 @@ func (s *RunEventStore) append(recs []runevents.Record) error {
 // without its '\n') is written first in every file the batch touches, in
 // the same write as the rows that follow it there. t.mu is held.
 func (s *RunEventStore) appendLocked(t *thread, recs []runevents.Record, marker []byte) error {
+	for i := range recs {
+		recs[i].Seq = t.lastSeq + int64(i) + 1
+	}
+	return s.writeLocked(t, recs, marker)
+}
+
+// writeLocked is appendLocked for recs whose seqs are set, ascending and
+// above t.lastSeq; t.lastSeq becomes the last of them. t.mu is held.
+func (s *RunEventStore) writeLocked(t *thread, recs []runevents.Record, marker []byte) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
@@ -133,7 +142,6 @@ func (s *RunEventStore) appendLocked(t *thread, recs []runevents.Record, marker 
 	lines := make([]line, len(recs))
 	for i := range recs {
 		rec := &recs[i]
-		rec.Seq = t.lastSeq + int64(i) + 1
 		fi, err := s.fileFor(t, rec.RunID)
 		if err != nil {
 			return err
@@ -181,7 +189,9 @@ func (s *RunEventStore) appendLocked(t *thread, recs []runevents.Record, marker 
 	for _, g := range groups {
 		t.files[g.file].size += int64(len(g.buf))
 	}
-	t.lastSeq += int64(len(recs))
+	if len(recs) > 0 {
+		t.lastSeq = recs[len(recs)-1].Seq
+	}
 	return nil
 }
 

@@ -27,7 +27,8 @@ type Harness struct {
 // semantics of the runevents package doc, one subtest per rule, grouped by
 // method (Put, Content, PutIfAbsent, ListMessages, ListEvents,
 // ListMessagesByRun, LastVisibleAISeqByRun, Delete, Owner, Concurrency,
-// Idempotent: runevents.IdempotentAppender, skipped for stores without it),
+// Idempotent: runevents.IdempotentAppender, and Import:
+// runevents.Importer, each skipped for stores without it),
 // then Reopen when h.OpenReopenable is set. Subtests of a group run in
 // parallel, each on a store of its own; the heaviest one writes 20,000
 // rows with 100 concurrent Puts.
@@ -51,6 +52,7 @@ func RunEventStore(t *testing.T, h Harness) {
 		{"Owner", ownerTests},
 		{"Concurrency", concurrencyTests},
 		{"Idempotent", idempotentTests},
+		{"Import", importTests},
 	} {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {

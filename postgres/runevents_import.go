@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+var _ runevents.Importer = (*RunEventStore)(nil)
+
+// importRows inserts rows of one thread with their own seqs ($12), as
+// appendRows does with assigned ones, and notifies the thread's last seq.
+const importRows = `WITH inserted AS (
+	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
+		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
+	SELECT $1, r.run_id, r.seq, r.user_id, r.event_type, r.category,
+		r.content, r.metadata, r.task_id, r.caller_middleware, r.created_at, r.created_at_offset
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[], $13::bigint[])
+		AS r(run_id, user_id, event_type, category, content, metadata,
+			task_id, caller_middleware, created_at, created_at_offset, seq)
+)
+SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || $2::bigint)`
+
+// ImportThread stores recs, prepared by runevents.PrepareImport, with
+// their own seqs in one transaction: it creates the thread's counter row
+// at the highest seq, which fails when the thread has one already (it has
+// or had rows), and inserts the rows.
+func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Record) error {
+	if len(recs) == 0 {
+		return s.checkOpen()
+	}
+	for i, r := range recs {
+		if err := checkStorable(r, i); err != nil {
+			return err
+		}
+	}
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	thread, last := recs[0].ThreadID, recs[len(recs)-1].Seq
+	var cols columns
+	seqs := make([]int64, len(recs))
+	for i := range recs {
+		cols.add(&recs[i])
+		seqs[i] = recs[i].Seq
+	}
+	args := append(cols.args(thread), seqs)
+	args[1] = last
+	var existing int64
+	errConflict := errors.New("thread not empty")
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
+			ON CONFLICT (thread_id) DO NOTHING`, thread, last)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			if err := tx.QueryRow(ctx, `SELECT last_seq FROM run_event_threads WHERE thread_id = $1`, thread).Scan(&existing); err != nil {
+				return err
+			}
+			return errConflict
+		}
+		_, err = tx.Exec(ctx, importRows, args...)
+		return err
+	})
+	switch {
+	case errors.Is(err, errConflict):
+		return runevents.ImportConflict(thread, existing)
+	case err != nil:
+		return dbError(err, "import run events")
+	}
+	return nil
+}

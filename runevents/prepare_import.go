@@ -1,0 +1,67 @@
+package runevents
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/runstream/runstream"
+)
+
+// ImportEvent is one row of another system's thread, to import with the
+// seq it already has.
+type ImportEvent struct {
+	NewEvent
+	// Seq is the row's seq in its thread, at least 1.
+	Seq int64
+}
+
+// Importer is implemented by the run-event stores that take a thread's
+// rows with the seqs they already carry (an import of DeerFlow's data,
+// say), where Put and PutBatch assign seqs themselves.
+type Importer interface {
+	// ImportThread stores recs, every row of one thread as PrepareImport
+	// returns them (ascending, distinct seqs; gaps allowed), in one
+	// transaction, and makes later appends continue after the highest
+	// seq. The thread must never have had a row (LastThreadSeq 0);
+	// otherwise it fails with CodeConflict and writes nothing. An empty
+	// recs writes nothing.
+	ImportThread(ctx context.Context, recs []Record) error
+}
+
+// PrepareImport prepares the rows of one thread for Importer.ImportThread
+// exactly as Prepare prepares an append (a zero CreatedAt is now), keeping
+// each row's seq. The rows must belong to one thread and have seqs of at
+// least 1 in strictly ascending order. It fails on the first invalid row,
+// naming its index (details.index).
+func PrepareImport(events []ImportEvent, now time.Time, maxTraceContent int) ([]Record, error) {
+	out := make([]Record, len(events))
+	for i, e := range events {
+		fail := func(err error) ([]Record, error) {
+			re := runstream.AsError(err)
+			return nil, &runstream.Error{Code: re.Code, Message: "events[" + strconv.Itoa(i) + "]: " + re.Message, Details: map[string]any{"index": i}, Err: re.Err}
+		}
+		switch {
+		case i > 0 && e.ThreadID != events[0].ThreadID:
+			return fail(runstream.Errorf(runstream.CodeInvalidArgument, "an import belongs to one thread"))
+		case e.Seq < 1:
+			return fail(runstream.Errorf(runstream.CodeInvalidArgument, "seq %d: want at least 1", e.Seq))
+		case i > 0 && e.Seq <= events[i-1].Seq:
+			return fail(runstream.Errorf(runstream.CodeInvalidArgument, "seq %d after seq %d: seqs must ascend strictly", e.Seq, events[i-1].Seq))
+		}
+		rec, err := Prepare(e.NewEvent, now, maxTraceContent)
+		if err != nil {
+			return fail(err)
+		}
+		rec.Seq = e.Seq
+		out[i] = rec
+	}
+	return out, nil
+}
+
+// ImportConflict is the error of ImportThread on a thread that has, or
+// had, rows.
+func ImportConflict(threadID string, lastSeq int64) error {
+	return runstream.Errorf(runstream.CodeConflict, "thread %s already has rows (last seq %d): an import takes an empty thread only", threadID, lastSeq).
+		WithDetail("last_seq", lastSeq)
+}
