@@ -176,7 +176,12 @@ func runEventFixtures(t testing.TB, c contractDocs) []fixture {
 		switch {
 		case ok:
 		case eventType == alias:
-			def = types[canonical]
+			// The canonical content; the alias's own metadata schema when
+			// it has one.
+			def = map[string]any{"content_schema": types[canonical]["content_schema"], "metadata_schema": types[canonical]["metadata_schema"]}
+			if m, ok := c.runEvents["legacy_event_aliases"].([]any)[0].(map[string]any)["metadata_schema"]; ok {
+				def["metadata_schema"] = m
+			}
 		case strings.HasPrefix(eventType, prefix):
 			def = pattern
 		default:

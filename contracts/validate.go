@@ -27,7 +27,7 @@ type Validator struct {
 
 	record     *jsonschema.Schema
 	runEvents  map[string]runEventSchema // catalogued event types
-	aliases    map[string]string         // legacy alias → canonical type
+	aliases    map[string]string         // legacy alias → canonical type, for aliases without schemas of their own
 	middleware middlewarePattern
 }
 
@@ -58,8 +58,9 @@ type runEventDoc struct {
 		Category  string `json:"category"`
 	} `json:"events"`
 	Aliases []struct {
-		EventType string `json:"event_type"`
-		Canonical string `json:"canonical_event_type"`
+		EventType string          `json:"event_type"`
+		Canonical string          `json:"canonical_event_type"`
+		Metadata  json.RawMessage `json:"metadata_schema"`
 	} `json:"legacy_event_aliases"`
 	Patterns []struct {
 		Pattern  string `json:"pattern"`
@@ -131,11 +132,19 @@ func NewValidator() (*Validator, error) {
 			metadata: compile(RunEventStreamFile, "/dynamic_event_patterns/0/metadata_schema"),
 		},
 	}
-	for _, a := range re.Aliases {
-		if _, ok := v.runEvents[a.Canonical]; !ok {
+	for i, a := range re.Aliases {
+		canonical, ok := v.runEvents[a.Canonical]
+		if !ok {
 			return nil, fmt.Errorf("new validator: alias %q of unknown event type %q", a.EventType, a.Canonical)
 		}
-		v.aliases[a.EventType] = a.Canonical
+		if a.Metadata == nil {
+			v.aliases[a.EventType] = a.Canonical
+			continue
+		}
+		// An alias with a metadata schema of its own: the canonical
+		// category and content, its own metadata.
+		canonical.metadata = compile(RunEventStreamFile, "/legacy_event_aliases/"+strconv.Itoa(i)+"/metadata_schema")
+		v.runEvents[a.EventType] = canonical
 	}
 	if err != nil {
 		return nil, err
@@ -238,7 +247,10 @@ func (v *Validator) ValidateWorkflowData(event string, data any) error {
 // schema, the category the contract assigns to its event type, and the
 // content and metadata schemas of that type. The type is a catalogued one,
 // one of the middleware:{tag} pattern, or the legacy alias, which validates
-// as its canonical type; any other type is a problem at /event_type.
+// with its canonical type's category and content schema and its own
+// metadata schema when the contract gives it one (ai_message does: its
+// rows predate usage, latency_ms and llm_call_index); any other type is a
+// problem at /event_type.
 func (v *Validator) ValidateRunEventRecord(raw []byte) error {
 	doc, err := decode(raw)
 	if err != nil {

@@ -406,6 +406,31 @@ func TestValidateRunEventFixtures(t *testing.T) {
 	}
 }
 
+var aiContent = map[string]any{"type": "ai", "content": "x", "tool_calls": []any{}}
+
+// TestValidateRunEventSeedsAndLegacyRows accepts the AI rows DeerFlow's
+// history seeds write (caller and seed markers, no usage, latency_ms or
+// llm_call_index) and the legacy ai_message rows of its old journal
+// (metadata {model_name, finish_reason}).
+func TestValidateRunEventSeedsAndLegacyRows(t *testing.T) {
+	t.Parallel()
+	v := newValidator(t)
+	for _, tt := range []struct {
+		name      string
+		eventType string
+		metadata  map[string]any
+	}{
+		{"branch seed", "llm.ai.response", map[string]any{"caller": "lead_agent", "branch_seed": true, "branch_parent_thread_id": "t0"}},
+		{"checkpoint seed", "llm.ai.response", map[string]any{"caller": "lead_agent", "checkpoint_history_seed": true}},
+		{"legacy alias", "ai_message", map[string]any{"model_name": "gpt-4o", "finish_reason": "stop"}},
+		{"legacy alias, no metadata", "ai_message", map[string]any{}},
+	} {
+		if err := v.ValidateRunEvent(tt.eventType, aiContent, tt.metadata); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
 func TestValidateRunEventFails(t *testing.T) {
 	t.Parallel()
 	v := newValidator(t)
@@ -423,6 +448,11 @@ func TestValidateRunEventFails(t *testing.T) {
 		{"both wrong", "run.error", 42, map[string]any{"error_type": 1}, []string{"/content", "/metadata/error_type"}},
 		{"alias as canonical", "ai_message", map[string]any{"type": "ai", "content": "x"}, map[string]any{"caller": "lead_agent", "usage": map[string]any{}, "latency_ms": nil, "llm_call_index": 1}, []string{"/content/tool_calls"}},
 		{"middleware content", "middleware:guardrail", map[string]any{"name": "g", "hook": "h", "action": "a"}, map[string]any{}, []string{"/content/changes"}},
+		// A journal row (no seed marker) must carry what the LLM call measured.
+		{"AI without usage", "llm.ai.response", aiContent, map[string]any{"caller": "lead_agent"}, []string{"/metadata/latency_ms", "/metadata/llm_call_index", "/metadata/usage"}},
+		{"AI with a false seed marker", "llm.ai.response", aiContent, map[string]any{"caller": "lead_agent", "branch_seed": false}, []string{"/metadata/latency_ms", "/metadata/llm_call_index", "/metadata/usage"}},
+		{"seed without caller", "llm.ai.response", aiContent, map[string]any{"branch_seed": true}, []string{"/metadata/caller"}},
+		{"legacy alias caller", "ai_message", aiContent, map[string]any{"caller": 7}, []string{"/metadata/caller"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,10 +40,12 @@ type ThreadLimits struct {
 // the contract, redact, append, publish. It is safe for concurrent use.
 //
 // For each event of a batch: the event type must be catalogued or match
-// middleware:{tag} (tag 1–21 characters, no control characters); the
-// legacy alias ai_message is read-only and refused; an empty category is
-// filled from the catalogue and any other must equal it; content (default
-// "") and metadata (default {}) must match the contract's schemas. Every
+// middleware:{tag} (tag 1–21 characters, no control characters), or the
+// legacy alias ai_message, which old data holds and which is stored as
+// written (reads treat it as llm.ai.response); an empty category is filled
+// from the catalogue and any other must equal it; content (default "") and
+// metadata (default {}) must match the contract's schemas (the alias: the
+// canonical content schema and a metadata schema of its own). Every
 // violation is CodeValidationFailed with details.problems, whose paths
 // start with /events/<index>. Size limits are CodePayloadTooLarge. One bad
 // event refuses the whole batch: nothing is stored or published.
@@ -247,11 +249,7 @@ func (l *ThreadLog) check(problems []contracts.Problem, at string, e *runevents.
 	if runevents.ValidateID("run_id", e.RunID) != nil {
 		problem("/run_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
 	}
-	switch {
-	case e.EventType == runevents.EventLegacyAIMessage:
-		problem("/event_type", fmt.Sprintf("%s is a read-only legacy alias; write %s", e.EventType, runevents.EventLLMAIResponse))
-		return problems
-	case strings.ContainsFunc(string(e.EventType), isControl):
+	if strings.ContainsFunc(string(e.EventType), isControl) {
 		problem("/event_type", "must not contain control characters")
 		return problems
 	}

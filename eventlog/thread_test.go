@@ -172,10 +172,7 @@ func TestThreadAppendAcceptsEveryCataloguedFixture(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, eventlog.ThreadLimits{})
 	fixtures := fixtureEvents(t)
-	for typ, e := range fixtures {
-		if typ == runevents.EventLegacyAIMessage {
-			continue
-		}
+	for typ, e := range fixtures { // the legacy alias's too
 		recs, err := env.log.Append(t.Context(), "u", []runevents.NewEvent{e})
 		if err != nil {
 			t.Errorf("fixture %s: %v", typ, err)
@@ -200,7 +197,13 @@ func TestThreadAppendRefusesInvalidBatchesWhole(t *testing.T) {
 		path  string
 	}{
 		{"unknown type", newEvent("r1", "llm.ai.reply", `{}`, ""), "/events/1/event_type"},
-		{"legacy alias", newEvent("r1", runevents.EventLegacyAIMessage, `{"type":"ai","content":"x","tool_calls":[]}`, `{"caller":"lead_agent","usage":{},"latency_ms":1,"llm_call_index":1}`), "/events/1/event_type"},
+		{"legacy alias content", newEvent("r1", runevents.EventLegacyAIMessage, `{"type":"human","content":"x","tool_calls":[]}`, `{}`), "/events/1/content/type"},
+		{"legacy alias category", func() runevents.NewEvent {
+			e := newEvent("r1", runevents.EventLegacyAIMessage, `{"type":"ai","content":"x","tool_calls":[]}`, `{}`)
+			e.Category = runevents.CategoryTrace
+			return e
+		}(), "/events/1/category"},
+		{"AI row without usage", newEvent("r1", runevents.EventLLMAIResponse, `{"type":"ai","content":"x","tool_calls":[]}`, `{"caller":"lead_agent"}`), "/events/1/metadata/latency_ms"},
 		{"middleware tag too long", newEvent("r1", runevents.EventType("middleware:"+long), mw, ""), "/events/1/event_type"},
 		{"middleware without tag", newEvent("r1", "middleware:", mw, ""), "/events/1/event_type"},
 		{"line break in the tag", newEvent("r1", "middleware:a\nb", mw, ""), "/events/1/event_type"},
@@ -252,7 +255,7 @@ func TestThreadAppendProblemsOfEveryEvent(t *testing.T) {
 	t.Parallel()
 	env := newThreadEnv(t, eventlog.ThreadLimits{})
 	_, err := env.log.Append(t.Context(), "u", []runevents.NewEvent{
-		newEvent("r1", "nope", "", ""), aiEvent("r1"), newEvent("r1", runevents.EventLegacyAIMessage, "", ""),
+		newEvent("r1", "nope", "", ""), aiEvent("r1"), newEvent("r1", "ai_tool_call", "", ""),
 	})
 	problems, _ := runstream.AsError(err).Details["problems"].([]contracts.Problem)
 	var paths []string
@@ -353,9 +356,9 @@ func TestThreadAppendIfAbsent(t *testing.T) {
 	if events, _ := sub.Take(); fmt.Sprint(seqsOf(events)) != "[1]" {
 		t.Errorf("published %v, want only the created row", seqsOf(events))
 	}
-	_, _, err = env.log.AppendIfAbsent(t.Context(), "u", newEvent("r1", runevents.EventLegacyAIMessage, "", ""))
+	_, _, err = env.log.AppendIfAbsent(t.Context(), "u", newEvent("r1", "ai_tool_call", "", ""))
 	if runstream.ErrorCodeOf(err) != runstream.CodeValidationFailed {
-		t.Errorf("singleton of the legacy alias: %v", err)
+		t.Errorf("singleton of an unknown type: %v", err)
 	}
 }
 

@@ -98,7 +98,7 @@ func testIngestRefusals(t *testing.T, b threadBackend) {
 		{"missing event type", eventsPath, batch(`{"content":"x"}`), nil, 422, runstream.CodeValidationFailed, "/events/0/event_type"},
 		{"wrong member type", eventsPath, batch(`{"event_type":5}`), nil, 422, runstream.CodeValidationFailed, "/events/0/event_type"},
 		{"unknown event type", eventsPath, batch(startJSON, `{"event_type":"llm.reply","content":{}}`), nil, 422, runstream.CodeValidationFailed, "/events/1/event_type"},
-		{"legacy alias", eventsPath, batch(strings.Replace(aiJSON, "llm.ai.response", "ai_message", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/event_type"},
+		{"legacy alias of a human message", eventsPath, batch(strings.Replace(strings.Replace(aiJSON, "llm.ai.response", "ai_message", 1), `"type":"ai"`, `"type":"human"`, 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/content/type"},
 		{"category mismatch", eventsPath, batch(strings.Replace(aiJSON, `"message"`, `"trace"`, 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/category"},
 		{"schema", eventsPath, batch(startJSON, `{"event_type":"run.start","content":{},"metadata":{"caller":"x"}}`), nil, 422, runstream.CodeValidationFailed, "/events/1/content/chain"},
 		{"bad created_at", eventsPath, batch(strings.Replace(aiJSON, "2026-05-01T10:00:00.5+02:00", "2026-05-01 10:00", 1)), nil, 422, runstream.CodeValidationFailed, "/events/0/created_at"},

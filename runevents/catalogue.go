@@ -75,9 +75,13 @@ func (t EventType) IsAIResponse() bool {
 }
 
 // Lookup returns the category the contract assigns to t: the catalogued
-// category, MiddlewareCategory for the middleware pattern, and ok=false for
-// the legacy alias and any unknown name.
+// category, MiddlewareCategory for the middleware pattern, the canonical
+// type's category (message) for the legacy alias ai_message, and ok=false
+// for any unknown name.
 func Lookup(t EventType) (Category, bool) {
+	if t == EventLegacyAIMessage {
+		t = EventLLMAIResponse
+	}
 	for _, d := range catalogue {
 		if d.Type == t {
 			return d.Category, true

@@ -39,8 +39,9 @@ const (
 	EventWorkspaceChanges EventType = "workspace_changes"
 )
 
-// EventLegacyAIMessage is the read-only legacy alias of EventLLMAIResponse: stored rows may
-// carry it, producers must not write it.
+// EventLegacyAIMessage is the legacy alias of EventLLMAIResponse: old rows carry it;
+// ingest and import accept it and store it as written. New producers must
+// write the canonical type.
 const EventLegacyAIMessage EventType = "ai_message"
 
 // MiddlewarePrefix starts every event type of the "middleware:{tag}" pattern.

@@ -249,7 +249,7 @@ func TestLookup(t *testing.T) {
 		{"middleware:" + runevents.EventType(strings.Repeat("t", 22)), "", false},
 		{"middleware:" + runevents.EventType(strings.Repeat("ß", 21)), runevents.CategoryMiddleware, true},
 		{"middleware:", "", false},
-		{"ai_message", "", false}, // the legacy alias is not catalogued
+		{"ai_message", runevents.CategoryMessage, true}, // the legacy alias, as its canonical type
 		{"run.begin", "", false},
 		{"", "", false},
 		{"RUN.START", "", false},

@@ -179,7 +179,7 @@ func genCatalogue(c runEventsContract) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("dynamic pattern %q does not end in {tag}", pattern.Pattern)
 	}
-	fmt.Fprintf(&buf, "// EventLegacyAIMessage is the read-only legacy alias of %s: stored rows may\n// carry it, producers must not write it.\nconst EventLegacyAIMessage EventType = %q\n\n", goName("Event", alias.Canonical, "_.:"), alias.EventType)
+	fmt.Fprintf(&buf, "// EventLegacyAIMessage is the legacy alias of %s: old rows carry it;\n// ingest and import accept it and store it as written. New producers must\n// write the canonical type.\nconst EventLegacyAIMessage EventType = %q\n\n", goName("Event", alias.Canonical, "_.:"), alias.EventType)
 	fmt.Fprintf(&buf, "// MiddlewarePrefix starts every event type of the %q pattern.\nconst MiddlewarePrefix = %q\n\n", pattern.Pattern, prefix)
 	fmt.Fprintf(&buf, "// MiddlewareCategory is the category of every %q event.\nconst MiddlewareCategory = %s\n\n", pattern.Pattern, goName("Category", pattern.Category, "_.:"))
 	buf.WriteString("var catalogue = []Definition{\n")
