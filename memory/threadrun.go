@@ -31,7 +31,7 @@ var _ runevents.RunStore = (*RunStore)(nil)
 
 type threadRunKey struct{ thread, run string }
 
-type feedbackKey struct{ thread, run, user string }
+type feedbackKey struct{ thread, run, user, message string }
 
 // NewRunStore returns an empty run store. Of the options only WithClock
 // applies: it stamps CreatedAt and UpdatedAt when the writer gives none.
@@ -45,7 +45,7 @@ func NewRunStore(opts ...Option) *RunStore {
 
 // PutRun creates or updates the run row.
 func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
-	r, err := runevents.PrepareRun(r, s.cfg.now())
+	r, err := runevents.PrepareRunRow(r, s.cfg.now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
@@ -64,6 +64,7 @@ func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.T
 
 func cloneThreadRun(r runevents.ThreadRun) runevents.ThreadRun {
 	r.Metadata = bytes.Clone(r.Metadata)
+	r.Kwargs = bytes.Clone(r.Kwargs)
 	r.Usage.ByModel = maps.Clone(r.Usage.ByModel)
 	return r
 }
@@ -128,8 +129,9 @@ func (s *RunStore) ListRuns(_ context.Context, threadID string, owner runevents.
 	return out, nil
 }
 
-// PutFeedback creates or replaces f.UserID's feedback on the run. The id
-// and CreatedAt of an existing feedback are kept; f.ID is ignored.
+// PutFeedback creates or replaces f.UserID's feedback on the run and
+// f.MessageID. The id and CreatedAt of an existing feedback are kept;
+// f.ID is ignored.
 func (s *RunStore) PutFeedback(_ context.Context, f runevents.Feedback) (runevents.Feedback, error) {
 	f, err := f.Prepare()
 	if err != nil {
@@ -138,7 +140,7 @@ func (s *RunStore) PutFeedback(_ context.Context, f runevents.Feedback) (runeven
 	now := s.cfg.now().UTC().Truncate(time.Microsecond)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := feedbackKey{f.ThreadID, f.RunID, f.UserID}
+	key := feedbackKey{f.ThreadID, f.RunID, f.UserID, f.MessageID}
 	if old, ok := s.feedback[key]; ok {
 		f.ID, f.CreatedAt = old.ID, old.CreatedAt
 	} else {
@@ -151,11 +153,12 @@ func (s *RunStore) PutFeedback(_ context.Context, f runevents.Feedback) (runeven
 
 func cloneFeedback(f runevents.Feedback) runevents.Feedback {
 	f.Rating = bytes.Clone(f.Rating)
+	f.Tags = slices.Clone(f.Tags)
 	return f
 }
 
 // ListFeedback returns the feedback on the given runs visible to owner,
-// by run id: the owner's own, or with AnyOwner the most recently updated.
+// by run id: of each run the most recently updated (ties by id).
 func (s *RunStore) ListFeedback(_ context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
 	errs := []error{runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)}
 	for _, id := range runIDs {
@@ -168,14 +171,8 @@ func (s *RunStore) ListFeedback(_ context.Context, threadID string, runIDs []str
 	defer s.mu.RUnlock()
 	out := map[string]runevents.Feedback{}
 	for _, id := range runIDs {
-		if !owner.All() {
-			if f, ok := s.feedback[feedbackKey{threadID, id, owner.UserID()}]; ok {
-				out[id] = cloneFeedback(f)
-			}
-			continue
-		}
 		for key, f := range s.feedback {
-			if key.thread != threadID || key.run != id {
+			if key.thread != threadID || key.run != id || !owner.Sees(key.user) {
 				continue
 			}
 			if old, ok := out[id]; !ok || cmp.Or(f.UpdatedAt.Compare(old.UpdatedAt), cmp.Compare(f.ID, old.ID)) > 0 {
@@ -196,10 +193,47 @@ func (s *RunStore) DeleteFeedback(_ context.Context, threadID, runID string, own
 	defer s.mu.Unlock()
 	n := 0
 	for key := range s.feedback {
-		if key.thread == threadID && key.run == runID && (owner.All() || key.user == owner.UserID()) {
+		if key.thread == threadID && key.run == runID && owner.Sees(key.user) {
 			delete(s.feedback, key)
 			n++
 		}
 	}
 	return n, nil
+}
+
+// ListRunFeedback returns every feedback on the run visible to owner,
+// oldest first (ties by id).
+func (s *RunStore) ListRunFeedback(_ context.Context, threadID, runID string, owner runevents.Owner) ([]runevents.Feedback, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []runevents.Feedback
+	for key, f := range s.feedback {
+		if key.thread == threadID && key.run == runID && owner.Sees(key.user) {
+			out = append(out, cloneFeedback(f))
+		}
+	}
+	slices.SortFunc(out, func(a, b runevents.Feedback) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// DeleteFeedbackByID deletes the feedback id on the run if owner sees it,
+// and returns how many (0 or 1).
+func (s *RunStore) DeleteFeedbackByID(_ context.Context, threadID, runID, id string, owner runevents.Owner) (int, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, f := range s.feedback {
+		if f.ID == id && key.thread == threadID && key.run == runID && owner.Sees(key.user) {
+			delete(s.feedback, key)
+			return 1, nil
+		}
+	}
+	return 0, nil
 }

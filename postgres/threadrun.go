@@ -43,13 +43,15 @@ func (db *DB) Runs() *RunStore { return db.runs }
 const threadRunColumns = `thread_id, run_id, owner_id, status, operation_kind, model_name, metadata,
 	total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
 	lead_agent_tokens, subagent_tokens, middleware_tokens, usage_by_model,
+	assistant_id, kwargs, multitask_strategy, message_count, stop_reason,
 	created_at, created_at_offset, updated_at, updated_at_offset`
 
 // putRunSQL creates the row or, when the owner is the same, replaces all
 // but owner_id and created_at. It returns the stored created_at, and no row
 // when another owner holds (thread_id, run_id).
 const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+		$16, $17, $18, $19, $20, $21, $22, $23, $24)
 	ON CONFLICT (thread_id, run_id) DO UPDATE SET
 		status = EXCLUDED.status, operation_kind = EXCLUDED.operation_kind,
 		model_name = EXCLUDED.model_name, metadata = EXCLUDED.metadata,
@@ -57,13 +59,16 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 		total_tokens = EXCLUDED.total_tokens, llm_call_count = EXCLUDED.llm_call_count,
 		lead_agent_tokens = EXCLUDED.lead_agent_tokens, subagent_tokens = EXCLUDED.subagent_tokens,
 		middleware_tokens = EXCLUDED.middleware_tokens, usage_by_model = EXCLUDED.usage_by_model,
+		assistant_id = EXCLUDED.assistant_id, kwargs = EXCLUDED.kwargs,
+		multitask_strategy = EXCLUDED.multitask_strategy, message_count = EXCLUDED.message_count,
+		stop_reason = EXCLUDED.stop_reason,
 		updated_at = EXCLUDED.updated_at, updated_at_offset = EXCLUDED.updated_at_offset
 	WHERE thread_runs.owner_id = EXCLUDED.owner_id
 	RETURNING created_at, created_at_offset`
 
 // PutRun creates or updates the run row.
 func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
-	r, err := runevents.PrepareRun(r, time.Now())
+	r, err := runevents.PrepareRunRow(r, time.Now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
@@ -84,6 +89,7 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 	err = s.pool.QueryRow(ctx, putRunSQL, r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName,
 		string(r.Metadata), u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
 		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		r.AssistantID, string(r.Kwargs), r.MultitaskStrategy, r.MessageCount, r.StopReason,
 		r.CreatedAt, zoneOffset(r.CreatedAt), r.UpdatedAt, zoneOffset(r.UpdatedAt)).Scan(&created, &offset)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows): // another owner's row: nothing written
@@ -170,7 +176,7 @@ func scanThreadRun(row pgx.Row) (runevents.ThreadRun, error) {
 	var (
 		r                            runevents.ThreadRun
 		status                       string
-		metadata                     []byte
+		metadata, kwargs             []byte
 		byModel                      *string
 		created, updated             time.Time
 		createdOffset, updatedOffset int32
@@ -179,10 +185,11 @@ func scanThreadRun(row pgx.Row) (runevents.ThreadRun, error) {
 	if err := row.Scan(&r.ThreadID, &r.RunID, &r.OwnerID, &status, &r.OperationKind, &r.ModelName, &metadata,
 		&u.TotalInputTokens, &u.TotalOutputTokens, &u.TotalTokens, &u.LLMCallCount,
 		&u.LeadAgentTokens, &u.SubagentTokens, &u.MiddlewareTokens, &byModel,
+		&r.AssistantID, &kwargs, &r.MultitaskStrategy, &r.MessageCount, &r.StopReason,
 		&created, &createdOffset, &updated, &updatedOffset); err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	r.Status, r.Metadata = runevents.RunStatus(status), metadata
+	r.Status, r.Metadata, r.Kwargs = runevents.RunStatus(status), metadata, kwargs
 	if byModel != nil {
 		if err := json.Unmarshal([]byte(*byModel), &u.ByModel); err != nil {
 			return runevents.ThreadRun{}, fmt.Errorf("usage_by_model of run %s: %w", r.RunID, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -68,24 +69,83 @@ type ThreadRun struct {
 	ModelName     string
 	// Metadata is a JSON object; regenerate_from_run_id and replay_kind
 	// ("edit") in it mark runs that supersede others.
-	Metadata  json.RawMessage
-	Usage     Usage
+	Metadata json.RawMessage
+	Usage    Usage
+	// AssistantID names the agent that ran ("" when unknown: null).
+	AssistantID string
+	// Kwargs is a JSON object: the run's creation arguments; nil means {}.
+	Kwargs json.RawMessage
+	// MultitaskStrategy is the run's concurrency strategy ("" means
+	// DefaultMultitaskStrategy).
+	MultitaskStrategy string
+	// MessageCount is how many messages the run persisted, as its producer
+	// counted them.
+	MessageCount int64
+	// StopReason says why the run stopped ("" when not given: null).
+	StopReason string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// DefaultMultitaskStrategy is the multitask_strategy of a run row that
+// gives none, as in the original run rows.
+const DefaultMultitaskStrategy = "reject"
+
+// PrepareRunRow is PrepareRun plus the checks and defaults of the run
+// row's DeerFlow fields: assistant id, multitask strategy and stop reason
+// valid UTF-8 without NUL, kwargs a JSON object ({} when empty, stored
+// compacted), multitask strategy DefaultMultitaskStrategy when empty,
+// message count >= 0. Every RunStore stores what it returns.
+func PrepareRunRow(r ThreadRun, now time.Time) (ThreadRun, error) {
+	r, err := PrepareRun(r, now)
+	if err != nil {
+		return r, err
+	}
+	for _, f := range []struct{ name, value string }{{"assistant id", r.AssistantID}, {"multitask strategy", r.MultitaskStrategy}, {"stop reason", r.StopReason}} {
+		if !utf8.ValidString(f.value) || strings.ContainsRune(f.value, 0) {
+			return r, runstream.Errorf(runstream.CodeInvalidArgument, "run %s must be valid UTF-8 without NUL characters", f.name)
+		}
+	}
+	if r.MessageCount < 0 {
+		return r, runstream.Errorf(runstream.CodeInvalidArgument, "run message count must not be negative")
+	}
+	if r.MultitaskStrategy == "" {
+		r.MultitaskStrategy = DefaultMultitaskStrategy
+	}
+	if len(r.Kwargs) == 0 {
+		r.Kwargs = json.RawMessage(`{}`)
+		return r, nil
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, r.Kwargs) != nil || buf.Len() == 0 || buf.Bytes()[0] != '{' || !utf8.Valid(buf.Bytes()) {
+		return r, runstream.Errorf(runstream.CodeInvalidArgument, "run kwargs must be a JSON object in valid UTF-8")
+	}
+	r.Kwargs = buf.Bytes()
+	return r, nil
+}
+
+// Feedback is a user's rating of a run, or of one message of it
+// (MessageID). A user has at most one feedback per run and message id
+// ("" for the run as a whole); writing again replaces it and keeps its id.
+type Feedback struct {
+	ID       string
+	ThreadID string
+	RunID    string
+	UserID   string
+	// MessageID scopes the feedback to one message of the run; "" rates
+	// the run.
+	MessageID string
+	Rating    json.RawMessage // a number or a string such as "up"
+	Comment   string
+	// Tags are reason slugs (FeedbackTags); nil when none.
+	Tags      []string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
 
-// Feedback is a user's rating of a run. A user has at most one feedback per
-// run; writing again replaces it and keeps its id.
-type Feedback struct {
-	ID        string
-	ThreadID  string
-	RunID     string
-	UserID    string
-	Rating    json.RawMessage // a number or a string such as "up"
-	Comment   string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-}
+// FeedbackTags are the reason slugs a feedback may carry, as the original
+// frontend offers them for a thumbs-down.
+var FeedbackTags = []string{"incorrect", "not_as_expected", "slow", "style_tone", "safety_legal", "other"}
 
 // RunStore persists thread run rows and feedback. It is safe for
 // concurrent use. Reads take an Owner like Store's; another owner's row
@@ -103,15 +163,24 @@ type RunStore interface {
 	// ListRuns returns the thread's runs, oldest first.
 	ListRuns(ctx context.Context, threadID string, owner Owner) ([]ThreadRun, error)
 
-	// PutFeedback creates or replaces the owner's feedback on a run.
+	// PutFeedback creates or replaces the owner's feedback on a run and
+	// message id (f.UserID, f.MessageID); a replaced feedback keeps its id
+	// and CreatedAt.
 	PutFeedback(ctx context.Context, f Feedback) (Feedback, error)
+	// ListRunFeedback returns every feedback on the run of the thread
+	// visible to owner (with AnyOwner, every user's), oldest first (ties
+	// by id).
+	ListRunFeedback(ctx context.Context, threadID, runID string, owner Owner) ([]Feedback, error)
+	// DeleteFeedbackByID deletes the feedback id on the run of the thread
+	// if owner sees it, and returns how many it deleted (0 or 1).
+	DeleteFeedbackByID(ctx context.Context, threadID, runID, id string, owner Owner) (int, error)
 	// ListFeedback returns the feedback of the given runs of a thread
-	// visible to owner, keyed by run id (one per run and user; with
-	// AnyOwner, the newest).
+	// visible to owner, keyed by run id: of each run the most recently
+	// updated (ties by id).
 	ListFeedback(ctx context.Context, threadID string, runIDs []string, owner Owner) (map[string]Feedback, error)
-	// DeleteFeedback deletes the feedback on a run of the thread visible
-	// to owner (the owner's own; with AnyOwner, everyone's) and returns
-	// how many it deleted.
+	// DeleteFeedback deletes every feedback on a run of the thread visible
+	// to owner (the owner's own, of every message id; with AnyOwner,
+	// everyone's) and returns how many it deleted.
 	DeleteFeedback(ctx context.Context, threadID, runID string, owner Owner) (int, error)
 }
 
@@ -121,6 +190,8 @@ const (
 	MaxFeedbackComment = 8 << 10
 	// MaxFeedbackRating bounds Feedback.Rating, in bytes of JSON.
 	MaxFeedbackRating = 256
+	// MaxFeedbackMessageID bounds Feedback.MessageID, in bytes.
+	MaxFeedbackMessageID = 256
 )
 
 // Prepare checks f's ids, rating and comment, and returns f with its
@@ -155,6 +226,23 @@ func (f Feedback) Prepare() (Feedback, error) {
 		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback comment must be valid UTF-8 of at most %d bytes without NUL characters", MaxFeedbackComment).
 			WithDetail("field", "comment")
 	}
+	if len(f.MessageID) > MaxFeedbackMessageID || !utf8.ValidString(f.MessageID) || strings.ContainsFunc(f.MessageID, isControl) {
+		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback message_id must be at most %d bytes of UTF-8 without control characters", MaxFeedbackMessageID).
+			WithDetail("field", "message_id")
+	}
+	seen := map[string]bool{}
+	for _, tag := range f.Tags {
+		if !slices.Contains(FeedbackTags, tag) || seen[tag] {
+			return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback tags must be distinct values of %s", strings.Join(FeedbackTags, ", ")).
+				WithDetail("field", "tags")
+		}
+		seen[tag] = true
+	}
+	if len(f.Tags) == 0 {
+		f.Tags = nil
+	} else {
+		f.Tags = slices.Clone(f.Tags)
+	}
 	var buf bytes.Buffer
 	json.Compact(&buf, f.Rating) // valid: it was just decoded
 	f.Rating = buf.Bytes()
@@ -166,4 +254,28 @@ func NewFeedbackID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return "fb_" + hex.EncodeToString(b[:])
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// EncodeTags returns the JSON array text a store keeps tags as ("[]" for
+// none); DecodeTags reads it back (nil for none).
+func EncodeTags(tags []string) string {
+	if len(tags) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(tags)
+	return string(b)
+}
+
+// DecodeTags reads the text EncodeTags wrote.
+func DecodeTags(text string) ([]string, error) {
+	var tags []string
+	if err := json.Unmarshal([]byte(text), &tags); err != nil {
+		return nil, runstream.Wrap(err, runstream.CodeInternal, "stored feedback tags are not a JSON array")
+	}
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	return tags, nil
 }

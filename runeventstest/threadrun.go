@@ -3,6 +3,7 @@ package runeventstest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 // RunStoreSuite runs the conformance tests of runevents.RunStore against
 // the stores open returns (a new, empty store per call, from parallel
 // subtests): PutRun's create and update rules, GetRun, FindRun and
-// ListRuns with their owner rules, and feedback upserts and listing.
+// ListRuns with their owner rules, feedback upserts and listing, and the
+// DeerFlow run row and feedback fields (deerflowRunTests).
 //
 // Decided semantics the suite pins, beyond the interface doc: an empty
 // OperationKind is stored as "run", nil Metadata as {}; zero timestamps
@@ -25,7 +27,7 @@ import (
 // CodeInvalidArgument.
 func RunStoreSuite(t *testing.T, open func(t *testing.T) runevents.RunStore) {
 	t.Helper()
-	for _, tc := range runStoreTests {
+	for _, tc := range slices.Concat(runStoreTests, deerflowRunTests) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)

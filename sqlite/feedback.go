@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"slices"
@@ -8,16 +9,21 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
-// putFeedbackSQL creates the user's feedback on a run or replaces its
-// rating and comment, and returns the id and created_at it keeps.
-const putFeedbackSQL = `INSERT INTO feedback (id, thread_id, run_id, user_id, rating, comment, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (thread_id, run_id, user_id) DO UPDATE SET
-		rating = excluded.rating, comment = excluded.comment, updated_at = excluded.updated_at
+// putFeedbackSQL creates the user's feedback on a run and message id or
+// replaces its rating, comment and tags, and returns the id and
+// created_at it keeps.
+const putFeedbackSQL = `INSERT INTO feedback (id, thread_id, run_id, user_id, message_id, rating, comment, tags, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (thread_id, run_id, user_id, message_id) DO UPDATE SET
+		rating = excluded.rating, comment = excluded.comment, tags = excluded.tags, updated_at = excluded.updated_at
 	RETURNING id, created_at`
 
-// PutFeedback creates or replaces f.UserID's feedback on the run. The id
-// and CreatedAt of an existing feedback are kept; f.ID is ignored.
+// feedbackColumns are the columns scanFeedbackRow reads, in its order.
+const feedbackColumns = `id, thread_id, run_id, user_id, message_id, rating, comment, tags, created_at, updated_at`
+
+// PutFeedback creates or replaces f.UserID's feedback on the run and
+// f.MessageID. The id and CreatedAt of an existing feedback are kept;
+// f.ID is ignored.
 func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runevents.Feedback, error) {
 	if err := checkDBOpen(s.db); err != nil {
 		return runevents.Feedback{}, err
@@ -28,7 +34,7 @@ func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runev
 	}
 	now := storeNow()
 	f.ID, f.CreatedAt, f.UpdatedAt = runevents.NewFeedbackID(), now, now
-	args := []any{f.ID, f.ThreadID, f.RunID, f.UserID, string(f.Rating), f.Comment, micros(now), micros(now)}
+	args := []any{f.ID, f.ThreadID, f.RunID, f.UserID, f.MessageID, string(f.Rating), f.Comment, runevents.EncodeTags(f.Tags), micros(now), micros(now)}
 	var (
 		id      string
 		created int64
@@ -47,8 +53,7 @@ func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runev
 }
 
 // listFeedbackQuery selects the feedback on runIDs of the thread visible
-// to owner, by run and oldest update first, so that the last row of a run
-// is its newest feedback.
+// to owner, in index order (ListFeedback picks each run's newest).
 func listFeedbackQuery(threadID string, runIDs []string, owner runevents.Owner) query {
 	ids := make([]any, len(runIDs))
 	for i, id := range runIDs {
@@ -58,13 +63,12 @@ func listFeedbackQuery(threadID string, runIDs []string, owner runevents.Owner) 
 	w.add("thread_id = ?", threadID)
 	w.in("run_id", ids)
 	w.owner(owner)
-	return query{sql: `SELECT id, thread_id, run_id, user_id, rating, comment, created_at, updated_at
-		FROM feedback WHERE ` + w.String() + ` ORDER BY run_id, updated_at, id`, args: w.args}
+	return query{sql: `SELECT ` + feedbackColumns + `
+		FROM feedback WHERE ` + w.String(), args: w.args}
 }
 
 // ListFeedback returns the feedback on the given runs visible to owner,
-// by run id: the owner's own, or with AnyOwner the most recently updated
-// (ties by id).
+// by run id: of each run the most recently updated (ties by id).
 func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
 	errs := []error{checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)}
 	for _, id := range runIDs {
@@ -76,37 +80,60 @@ func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []s
 	out := map[string]runevents.Feedback{}
 	// Chunks keep the statement far below SQLite's parameter limit.
 	for ids := range slices.Chunk(runIDs, 500) {
-		if err := s.scanFeedback(ctx, listFeedbackQuery(threadID, ids, owner), out); err != nil {
+		rows, err := s.queryFeedback(ctx, listFeedbackQuery(threadID, ids, owner))
+		if err != nil {
 			return nil, err
+		}
+		for _, f := range rows {
+			if old, ok := out[f.RunID]; !ok || cmp.Or(f.UpdatedAt.Compare(old.UpdatedAt), cmp.Compare(f.ID, old.ID)) > 0 {
+				out[f.RunID] = f
+			}
 		}
 	}
 	return out, nil
 }
 
-// scanFeedback runs q, a listFeedbackQuery, and keeps in out the last row
-// of each run.
-func (s *RunStore) scanFeedback(ctx context.Context, q query, out map[string]runevents.Feedback) error {
+// ListRunFeedback returns every feedback on the run visible to owner,
+// oldest first (ties by id).
+func (s *RunStore) ListRunFeedback(ctx context.Context, threadID, runID string, owner runevents.Owner) ([]runevents.Feedback, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return nil, err
+	}
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.add("run_id = ?", runID)
+	w.owner(owner)
+	return s.queryFeedback(ctx, query{sql: `SELECT ` + feedbackColumns + ` FROM feedback WHERE ` + w.String() + ` ORDER BY created_at, id`, args: w.args})
+}
+
+// queryFeedback runs q, a SELECT of feedbackColumns, on the read pool.
+func (s *RunStore) queryFeedback(ctx context.Context, q query) ([]runevents.Feedback, error) {
 	const op = "sqlite: list feedback"
 	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
 	if err != nil {
-		return sqlError(op, err)
+		return nil, sqlError(op, err)
 	}
 	defer rows.Close()
+	var out []runevents.Feedback
 	for rows.Next() {
 		var (
 			f                runevents.Feedback
+			tags             string
 			created, updated int64
 		)
-		if err := rows.Scan(&f.ID, &f.ThreadID, &f.RunID, &f.UserID, (*[]byte)(&f.Rating), &f.Comment, &created, &updated); err != nil {
-			return sqlError(op, err)
+		if err := rows.Scan(&f.ID, &f.ThreadID, &f.RunID, &f.UserID, &f.MessageID, (*[]byte)(&f.Rating), &f.Comment, &tags, &created, &updated); err != nil {
+			return nil, sqlError(op, err)
+		}
+		if f.Tags, err = runevents.DecodeTags(tags); err != nil {
+			return nil, err
 		}
 		f.CreatedAt, f.UpdatedAt = fromMicros(created), fromMicros(updated)
-		out[f.RunID] = f
+		out = append(out, f)
 	}
 	if err := rows.Err(); err != nil {
-		return sqlError(op, err)
+		return nil, sqlError(op, err)
 	}
-	return nil
+	return out, nil
 }
 
 // DeleteFeedback deletes the feedback on the run visible to owner and
@@ -119,6 +146,25 @@ func (s *RunStore) DeleteFeedback(ctx context.Context, threadID, runID string, o
 	w.add("thread_id = ?", threadID)
 	w.add("run_id = ?", runID)
 	w.owner(owner)
+	return s.deleteFeedback(ctx, w)
+}
+
+// DeleteFeedbackByID deletes the feedback id on the run if owner sees it,
+// and returns how many (0 or 1).
+func (s *RunStore) DeleteFeedbackByID(ctx context.Context, threadID, runID, id string, owner runevents.Owner) (int, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.ValidateID("run_id", runID), runevents.CheckOwner(owner)); err != nil {
+		return 0, err
+	}
+	w := where{}
+	w.add("id = ?", id)
+	w.add("thread_id = ?", threadID)
+	w.add("run_id = ?", runID)
+	w.owner(owner)
+	return s.deleteFeedback(ctx, w)
+}
+
+// deleteFeedback deletes the feedback rows w selects and returns how many.
+func (s *RunStore) deleteFeedback(ctx context.Context, w where) (int, error) {
 	var n int64
 	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM feedback WHERE `+w.String(), w.args...)

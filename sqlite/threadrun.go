@@ -13,7 +13,8 @@ import (
 )
 
 // RunStore is the runevents.RunStore of a DB: thread run rows in
-// thread_runs and feedback in feedback (migrations/0003_threads.sql).
+// thread_runs and feedback in feedback (migrations/0003_threads.sql,
+// 0005_deerflow_rows.sql).
 //
 // Writes go through the DB's group-commit loop; each is one upsert, so
 // the owner check and the write are atomic against every writer of the
@@ -46,13 +47,14 @@ func checkDBOpen(db *DB) error {
 const threadRunColumns = `thread_id, run_id, owner_id, status, operation_kind, model_name, metadata,
 	total_input_tokens, total_output_tokens, total_tokens, llm_call_count,
 	lead_agent_tokens, subagent_tokens, middleware_tokens, usage_by_model,
+	assistant_id, kwargs, multitask_strategy, message_count, stop_reason,
 	created_at, created_offset, updated_at, updated_offset`
 
 // putRunSQL creates the row or, when the owner is the same, replaces all
 // but created_at; it returns the stored created_at, and no row when
 // another owner holds (thread_id, run_id).
 const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (thread_id, run_id) DO UPDATE SET
 		status = excluded.status, operation_kind = excluded.operation_kind,
 		model_name = excluded.model_name, metadata = excluded.metadata,
@@ -60,6 +62,9 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 		total_tokens = excluded.total_tokens, llm_call_count = excluded.llm_call_count,
 		lead_agent_tokens = excluded.lead_agent_tokens, subagent_tokens = excluded.subagent_tokens,
 		middleware_tokens = excluded.middleware_tokens, usage_by_model = excluded.usage_by_model,
+		assistant_id = excluded.assistant_id, kwargs = excluded.kwargs,
+		multitask_strategy = excluded.multitask_strategy, message_count = excluded.message_count,
+		stop_reason = excluded.stop_reason,
 		updated_at = excluded.updated_at, updated_offset = excluded.updated_offset
 	WHERE thread_runs.owner_id = excluded.owner_id
 	RETURNING created_at, created_offset`
@@ -69,7 +74,7 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 	if err := checkDBOpen(s.db); err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	r, err := runevents.PrepareRun(r, time.Now())
+	r, err := runevents.PrepareRunRow(r, time.Now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
@@ -81,6 +86,7 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 	args := []any{r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName, string(r.Metadata),
 		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
 		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		r.AssistantID, string(r.Kwargs), r.MultitaskStrategy, r.MessageCount, r.StopReason,
 		r.CreatedAt.UnixMicro(), zoneOffset(r.CreatedAt), r.UpdatedAt.UnixMicro(), zoneOffset(r.UpdatedAt)}
 	var (
 		stored        bool
@@ -231,6 +237,7 @@ func scanThreadRun(row interface{ Scan(...any) error }) (runevents.ThreadRun, er
 	if err := row.Scan(&r.ThreadID, &r.RunID, &r.OwnerID, &status, &r.OperationKind, &r.ModelName, (*[]byte)(&r.Metadata),
 		&u.TotalInputTokens, &u.TotalOutputTokens, &u.TotalTokens, &u.LLMCallCount,
 		&u.LeadAgentTokens, &u.SubagentTokens, &u.MiddlewareTokens, &byModel,
+		&r.AssistantID, (*[]byte)(&r.Kwargs), &r.MultitaskStrategy, &r.MessageCount, &r.StopReason,
 		&created, &createdOffset, &updated, &updatedOffset); err != nil {
 		return runevents.ThreadRun{}, err
 	}
