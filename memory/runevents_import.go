@@ -8,20 +8,21 @@ import (
 
 var _ runevents.Importer = (*RunEventStore)(nil)
 
-// ImportThread stores recs, prepared by runevents.PrepareImport, with
-// their own seqs; the thread must never have had a row.
-func (s *RunEventStore) ImportThread(_ context.Context, recs []runevents.Record) error {
-	if len(recs) == 0 {
-		return nil
+// ImportThread stores events with their own seqs; the thread must never
+// have had a row.
+func (s *RunEventStore) ImportThread(_ context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
+	recs, err := runevents.PrepareImport(events, s.cfg.now(), s.cfg.maxTraceContent)
+	if err != nil || len(recs) == 0 {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return errClosed()
+		return nil, errClosed()
 	}
 	id := recs[0].ThreadID
 	if t := s.threads[id]; t != nil {
-		return runevents.ImportConflict(id, t.lastSeq)
+		return nil, runevents.ImportConflict(id, t.lastSeq)
 	}
 	t := &thread{runs: map[string]*run{}}
 	s.threads[id] = t
@@ -29,5 +30,5 @@ func (s *RunEventStore) ImportThread(_ context.Context, recs []runevents.Record)
 		t.lastSeq = rec.Seq - 1 // appendLocked assigns the next seq: rec's own
 		s.appendLocked(rec.Clone())
 	}
-	return nil
+	return recs, nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,21 +26,21 @@ const importRows = `WITH inserted AS (
 )
 SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || $2::bigint)`
 
-// ImportThread stores recs, prepared by runevents.PrepareImport, with
-// their own seqs in one transaction: it creates the thread's counter row
+// ImportThread stores events with their own seqs in one transaction: it creates the thread's counter row
 // at the highest seq, which fails when the thread has one already (it has
 // or had rows), and inserts the rows.
-func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Record) error {
-	if len(recs) == 0 {
-		return s.checkOpen()
+func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	recs, err := runevents.PrepareImport(events, time.Now(), s.maxTrace)
+	if err != nil || len(recs) == 0 {
+		return nil, err
 	}
 	for i, r := range recs {
 		if err := checkStorable(r, i); err != nil {
-			return err
+			return nil, err
 		}
-	}
-	if err := s.checkOpen(); err != nil {
-		return err
 	}
 	thread, last := recs[0].ThreadID, recs[len(recs)-1].Seq
 	var cols columns
@@ -52,7 +53,7 @@ func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Recor
 	args[1] = last
 	var existing int64
 	errConflict := errors.New("thread not empty")
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
 			ON CONFLICT (thread_id) DO NOTHING`, thread, last)
 		if err != nil {
@@ -69,9 +70,9 @@ func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Recor
 	})
 	switch {
 	case errors.Is(err, errConflict):
-		return runevents.ImportConflict(thread, existing)
+		return nil, runevents.ImportConflict(thread, existing)
 	case err != nil:
-		return dbError(err, "import run events")
+		return nil, dbError(err, "import run events")
 	}
-	return nil
+	return recs, nil
 }

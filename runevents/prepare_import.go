@@ -20,13 +20,13 @@ type ImportEvent struct {
 // rows with the seqs they already carry (an import of DeerFlow's data,
 // say), where Put and PutBatch assign seqs themselves.
 type Importer interface {
-	// ImportThread stores recs, every row of one thread as PrepareImport
-	// returns them (ascending, distinct seqs; gaps allowed), in one
-	// transaction, and makes later appends continue after the highest
-	// seq. The thread must never have had a row (LastThreadSeq 0);
-	// otherwise it fails with CodeConflict and writes nothing. An empty
-	// recs writes nothing.
-	ImportThread(ctx context.Context, recs []Record) error
+	// ImportThread prepares events, rows of one thread, with
+	// PrepareImport (ascending, distinct seqs; gaps allowed), stores them
+	// in one transaction and returns them as stored; later appends
+	// continue after the highest seq. The thread must never have had a
+	// row (LastThreadSeq 0); otherwise it fails with CodeConflict and
+	// writes nothing. No events write nothing.
+	ImportThread(ctx context.Context, events []ImportEvent) ([]Record, error)
 }
 
 // PrepareImport prepares the rows of one thread for Importer.ImportThread

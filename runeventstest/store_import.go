@@ -1,6 +1,7 @@
 package runeventstest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,10 +19,10 @@ func importer(t *testing.T, s runevents.Store) runevents.Importer {
 	return i
 }
 
-// importRows prepares rows of one thread with the given seqs: a message of
+// importRows returns rows of one thread with the given seqs: a message of
 // alice, a trace of bob, a middleware row without owner, ... in turn over
 // runs r1 and r2.
-func importRows(t *testing.T, thread string, seqs ...int64) []runevents.Record {
+func importRows(t *testing.T, thread string, seqs ...int64) []runevents.ImportEvent {
 	t.Helper()
 	at := time.Date(2026, 3, 1, 10, 0, 0, 123456000, time.UTC)
 	events := make([]runevents.ImportEvent, len(seqs))
@@ -39,11 +40,26 @@ func importRows(t *testing.T, thread string, seqs ...int64) []runevents.Record {
 		e.CreatedAt = at.Add(time.Duration(i) * time.Second)
 		events[i] = runevents.ImportEvent{NewEvent: e, Seq: seq}
 	}
+	return events
+}
+
+// prepared returns events as every store keeps them.
+func prepared(t *testing.T, events []runevents.ImportEvent) []runevents.Record {
+	t.Helper()
 	recs, err := runevents.PrepareImport(events, time.Now(), 0)
 	if err != nil {
 		t.Fatalf("PrepareImport: %v", err)
 	}
 	return recs
+}
+
+func importThread(t *testing.T, imp runevents.Importer, events []runevents.ImportEvent) {
+	t.Helper()
+	recs, err := imp.ImportThread(t.Context(), events)
+	if err != nil {
+		t.Fatalf("ImportThread: %v", err)
+	}
+	sameRecords(t, "ImportThread's records", recs, prepared(t, events))
 }
 
 // threadRows returns every row of a thread's runs r1 and r2, by seq.
@@ -59,13 +75,19 @@ func threadRows(t *testing.T, s runevents.Store, thread string) []runevents.Reco
 }
 
 var importTests = []test{
+	{"RefusesBadSeqs", func(t *testing.T, s runevents.Store) {
+		imp := importer(t, s)
+		for _, seqs := range [][]int64{{0, 1}, {2, 2}, {3, 1}} {
+			_, err := imp.ImportThread(t.Context(), importRows(t, "t1", seqs...))
+			wantCode(t, err, runstream.CodeInvalidArgument, fmt.Sprintf("ImportThread of seqs %v", seqs))
+		}
+		importThread(t, imp, importRows(t, "t1", 1)) // nothing was written
+	}},
 	{"KeepsSeqsOwnersAndTimes", func(t *testing.T, s runevents.Store) {
 		imp := importer(t, s)
-		want := importRows(t, "t1", 2, 3, 7, 8, 11, 40)
-		if err := imp.ImportThread(t.Context(), want); err != nil {
-			t.Fatalf("ImportThread: %v", err)
-		}
-		sameRecords(t, "rows after the import", threadRows(t, s, "t1"), want)
+		events := importRows(t, "t1", 2, 3, 7, 8, 11, 40)
+		importThread(t, imp, events)
+		sameRecords(t, "rows after the import", threadRows(t, s, "t1"), prepared(t, events))
 		msgs := listMessages(t, s, runevents.ListMessagesParams{ThreadID: "t1", Owner: asAlice, Limit: 10})
 		if got := seqs(msgs); !equalSeqs(got, []int64{2, 8}) {
 			t.Errorf("alice's messages %v, want [2 8]", got)
@@ -90,7 +112,7 @@ var importTests = []test{
 	{"RefusesThreadWithRows", func(t *testing.T, s runevents.Store) {
 		imp := importer(t, s)
 		before := put(t, s, msg("t1", "r1"))
-		err := imp.ImportThread(t.Context(), importRows(t, "t1", 5, 6))
+		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 5, 6))
 		wantCode(t, err, runstream.CodeConflict, "ImportThread into a thread with a row")
 		sameRecords(t, "rows after the refused import", threadRows(t, s, "t1"), []runevents.Record{before})
 	}},
@@ -100,7 +122,7 @@ var importTests = []test{
 		if _, err := s.DeleteByThread(t.Context(), "t1", runevents.AnyOwner); err != nil {
 			t.Fatalf("DeleteByThread: %v", err)
 		}
-		err := imp.ImportThread(t.Context(), importRows(t, "t1", 5))
+		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 5))
 		wantCode(t, err, runstream.CodeConflict, "ImportThread into a thread whose rows were deleted")
 		if rows := threadRows(t, s, "t1"); len(rows) != 0 {
 			t.Errorf("rows after the refused import: seqs %v, want none", seqs(rows))
@@ -108,16 +130,12 @@ var importTests = []test{
 	}},
 	{"Twice", func(t *testing.T, s runevents.Store) {
 		imp := importer(t, s)
-		want := importRows(t, "t1", 1, 2, 3)
-		if err := imp.ImportThread(t.Context(), want); err != nil {
-			t.Fatalf("ImportThread: %v", err)
-		}
-		err := imp.ImportThread(t.Context(), want)
+		events := importRows(t, "t1", 1, 2, 3)
+		importThread(t, imp, events)
+		_, err := imp.ImportThread(t.Context(), events)
 		wantCode(t, err, runstream.CodeConflict, "the second ImportThread of a thread")
-		sameRecords(t, "rows after the second import", threadRows(t, s, "t1"), want)
+		sameRecords(t, "rows after the second import", threadRows(t, s, "t1"), prepared(t, events))
 		// Other threads are not affected.
-		if err := imp.ImportThread(t.Context(), importRows(t, "t2", 9)); err != nil {
-			t.Errorf("ImportThread of another thread: %v", err)
-		}
+		importThread(t, imp, importRows(t, "t2", 9))
 	}},
 }

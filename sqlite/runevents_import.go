@@ -3,22 +3,23 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/runstream/runstream/runevents"
 )
 
 var _ runevents.Importer = (*RunEventStore)(nil)
 
-// ImportThread stores recs, prepared by runevents.PrepareImport, with
-// their own seqs in one write transaction: it creates the thread's counter
+// ImportThread stores events with their own seqs in one write transaction: it creates the thread's counter
 // at the highest seq, which fails when the thread has one already (it has
 // or had rows), and inserts the rows.
-func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Record) error {
+func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
 	if err := s.checkOpen(); err != nil {
-		return err
+		return nil, err
 	}
-	if len(recs) == 0 {
-		return nil
+	recs, err := runevents.PrepareImport(events, time.Now(), s.maxTrace)
+	if err != nil || len(recs) == 0 {
+		return nil, err
 	}
 	thread := recs[0].ThreadID
 	args := rowArgs(recs)
@@ -26,7 +27,7 @@ func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Recor
 		args[i*insertColumns+seqColumn] = r.Seq
 	}
 	var conflict int64 = -1 // the thread's last seq when it is not empty
-	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		conflict = -1
 		if err := s.flushAppends(ctx, tx); err != nil { // appends earlier in the group come first
 			return err
@@ -48,10 +49,10 @@ func (s *RunEventStore) ImportThread(ctx context.Context, recs []runevents.Recor
 		return s.insertArgs(ctx, tx, args)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if conflict >= 0 {
-		return runevents.ImportConflict(thread, conflict)
+		return nil, runevents.ImportConflict(thread, conflict)
 	}
-	return nil
+	return recs, nil
 }
