@@ -1,6 +1,7 @@
 // Command runstream is the runstream server and its command-line tools.
 //
 //	runstream serve      run the server (SQLite under ./runstream-data by default)
+//	runstream import     copy a DeerFlow deployment's data into the store
 //	runstream version    print the version
 //
 // Run "runstream help" or "runstream COMMAND --help" for the flags; every

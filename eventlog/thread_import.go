@@ -1,0 +1,74 @@
+package eventlog
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
+	"github.com/runstream/runstream/runevents"
+)
+
+// CheckImport checks and redacts the rows of one thread of another system
+// exactly as Append checks a batch, except that the batch limits do not
+// apply (a thread is imported whole) and each row keeps its own owner and
+// seq. It returns redacted copies, or CodeValidationFailed with
+// details.problems at /events/<index> for every row refused, or
+// CodePayloadTooLarge naming the first row above the event size limit.
+func (l *ThreadLog) CheckImport(events []runevents.ImportEvent) ([]runevents.ImportEvent, error) {
+	var problems []contracts.Problem
+	out := make([]runevents.ImportEvent, len(events))
+	for i, e := range events {
+		at := "/events/" + strconv.Itoa(i)
+		if size := len(e.Content) + len(e.Metadata); size > l.limits.MaxEventBytes {
+			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata, the limit is %d", i, size, l.limits.MaxEventBytes).
+				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
+		}
+		before := len(problems)
+		problems = l.check(problems, at, &e.NewEvent, events[0].ThreadID)
+		if len(problems) > before {
+			continue
+		}
+		var err error
+		if e.Content, err = l.redactJSON(e.Content); err != nil {
+			problems = append(problems, contracts.Problem{Path: at + "/content", Message: "not valid JSON"})
+		}
+		if e.Metadata, err = l.redactJSON(e.Metadata); err != nil {
+			problems = append(problems, contracts.Problem{Path: at + "/metadata", Message: "not valid JSON"})
+		}
+		out[i] = e
+	}
+	if len(problems) > 0 {
+		p := problems[0]
+		return nil, (&runstream.Error{Code: runstream.CodeValidationFailed,
+			Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
+	}
+	return out, nil
+}
+
+// ImportThread checks and redacts events with CheckImport and stores them,
+// seqs kept, through the store's runevents.Importer in one transaction
+// (the thread must be empty: CodeConflict otherwise), then publishes the
+// stored records. A store without the capability refuses with
+// CodeUnavailable.
+func (l *ThreadLog) ImportThread(ctx context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
+	store, ok := l.store.(runevents.Importer)
+	if !ok {
+		return nil, runstream.Errorf(runstream.CodeUnavailable, "this store does not support imports")
+	}
+	events, err := l.CheckImport(events)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err = started(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := store.ImportThread(ctx, events)
+	if err != nil {
+		return nil, err
+	}
+	l.publish(recs)
+	return recs, nil
+}
