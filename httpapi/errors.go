@@ -27,6 +27,8 @@ type errorBody struct {
 	NodeID    string              `json:"nodeId,omitempty"`
 	Details   map[string]any      `json:"details,omitempty"`
 	RequestID string              `json:"requestId"`
+	// Detail is FastAPI's member, on the thread API only (fastAPIDetail).
+	Detail any `json:"detail,omitempty"`
 }
 
 // writeError answers err with the unified error body. Errors that are not a
@@ -61,6 +63,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			body.Message = "internal error"
 			body.Details = nil
 		}
+	}
+	if threadAPI(r.URL.Path) {
+		body.Detail = fastAPIDetail(body.Code, body.Message, body.Details)
 	}
 	writeJSON(w, status, body)
 }

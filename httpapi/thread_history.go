@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/threadsvc"
 )
 
@@ -37,7 +38,8 @@ func (s *Server) pageThreadMessages(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if _, ok := r.URL.Query()["after_seq"]; ok {
-		return badParam("after_seq", "not supported by this backward-only endpoint")
+		// DeerFlow's own check, answered with a string detail.
+		return runstream.Errorf(runstream.CodeValidationFailed, "after_seq is not supported by this backward-only endpoint")
 	}
 	c, err := parseHistoryCursors(r)
 	if err != nil {

@@ -23,6 +23,10 @@ const IdempotencyKeyHeader = "Idempotency-Key"
 
 // ingestEvent is one event of an ingest request.
 type ingestEvent struct {
+	// RunID names the event's run in a thread batch (POST
+	// /api/threads/{thread_id}/events); the run's own route names it in
+	// its path.
+	RunID     *string         `json:"run_id"`
 	EventType string          `json:"event_type"`
 	Category  string          `json:"category"`
 	Content   json.RawMessage `json:"content"`
@@ -47,6 +51,25 @@ func (s *Server) appendThreadEvents(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
+	return s.ingest(w, r, threadID, runID)
+}
+
+// appendThreadBatch is POST /api/threads/{thread_id}/events:
+// {"events":[{run_id, event_type, ...}]}, a batch whose events name their
+// runs, any number of them, as DeerFlow's history seeds write. It is
+// appendThreadEvents otherwise (validation, redaction, Idempotency-Key,
+// if_absent), all or nothing: one bad event stores none.
+func (s *Server) appendThreadBatch(w http.ResponseWriter, r *http.Request) error {
+	threadID, err := pathID(r, "thread_id")
+	if err != nil {
+		return err
+	}
+	return s.ingest(w, r, threadID, "")
+}
+
+// ingest answers an ingest request of the thread: of the run runID, or,
+// when runID is "", of the runs its events name.
+func (s *Server) ingest(w http.ResponseWriter, r *http.Request, threadID, runID string) error {
 	ifAbsent, err := queryBool(r.URL.Query(), "if_absent", false)
 	if err != nil {
 		return err
@@ -115,9 +138,9 @@ func ifAbsentStatus(created bool) int {
 	return http.StatusOK
 }
 
-// decodeIngest decodes an ingest body into events of the thread and run.
-// Unknown members are refused, so a misspelt field is never dropped
-// silently.
+// decodeIngest decodes an ingest body into events of the thread and run;
+// with runID "", each event names its run (run_id, required). Unknown
+// members are refused, so a misspelt field is never dropped silently.
 func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runevents.NewEvent, error) {
 	var req struct {
 		Events []json.RawMessage `json:"events"`
@@ -142,10 +165,14 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 		if err := decodeStrict(raw, &in); err != nil {
 			return nil, bodyProblem(at, err)
 		}
+		run, err := ingestRun(at, runID, in.RunID)
+		if err != nil {
+			return nil, err
+		}
 		if in.EventType == "" {
 			return nil, bodyProblem(at+"/event_type", errors.New("required"))
 		}
-		e := runevents.NewEvent{ThreadID: threadID, RunID: runID, EventType: runevents.EventType(in.EventType),
+		e := runevents.NewEvent{ThreadID: threadID, RunID: run, EventType: runevents.EventType(in.EventType),
 			Category: runevents.Category(in.Category), Content: in.Content, Metadata: in.Metadata}
 		if string(e.Metadata) == "null" {
 			e.Metadata = nil
@@ -160,6 +187,22 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 		out[i] = e
 	}
 	return out, nil
+}
+
+// ingestRun returns the run of the event at path at: pathRun, which then
+// may not be repeated in the event, or else the event's own run_id.
+func ingestRun(at, pathRun string, eventRun *string) (string, error) {
+	switch {
+	case pathRun != "" && eventRun != nil:
+		return "", threadsvc.Problem(at+"/run_id", "not allowed: the path names the run")
+	case pathRun != "":
+		return pathRun, nil
+	case eventRun == nil:
+		return "", threadsvc.Problem(at+"/run_id", "required: a thread batch names each event's run")
+	case runevents.ValidateID("run_id", *eventRun) != nil:
+		return "", threadsvc.Problem(at+"/run_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
+	}
+	return *eventRun, nil
 }
 
 // decodeStrict decodes a JSON object into v, refusing unknown members,

@@ -22,13 +22,17 @@ func testPutThreadRunCreatesAndUpdates(t *testing.T, b threadBackend) {
 	create := `{"status":"running","created_at":"2026-05-01T09:00:00Z","updated_at":"2026-05-01T09:00:01Z","model_name":"gpt-x",
 		"metadata":{"regenerate_from_run_id":"r0","replay_kind":"edit"},"total_input_tokens":10,"total_output_tokens":5,"total_tokens":15,
 		"llm_call_count":2,"lead_agent_tokens":12,"subagent_tokens":3,"middleware_tokens":0,
-		"token_usage_by_model":{"gpt-x":{"input_tokens":10,"output_tokens":5,"total_tokens":15}}}`
+		"token_usage_by_model":{"gpt-x":{"input_tokens":10,"output_tokens":5,"total_tokens":15}},
+		"assistant_id":"lead_agent","kwargs":{"stream_mode":["values"],"api_key":"sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"},
+		"multitask_strategy":"enqueue","message_count":4,"stop_reason":"end_turn"}`
 	rec := env.do(t, "PUT", "/api/threads/t1/runs/r1", create)
 	if rec.Code != 200 {
 		t.Fatalf("create: %d %s", rec.Code, rec.Body)
 	}
-	want := `{"thread_id":"t1","run_id":"r1","user_id":"alice","status":"running","operation_kind":"run","model_name":"gpt-x",` +
-		`"metadata":{"regenerate_from_run_id":"r0","replay_kind":"edit"},"created_at":"2026-05-01T09:00:00.000000+00:00",` +
+	// DeerFlow's RunResponse members, kwargs redacted as metadata is.
+	want := `{"thread_id":"t1","run_id":"r1","assistant_id":"lead_agent","user_id":"alice","status":"running","operation_kind":"run","model_name":"gpt-x",` +
+		`"metadata":{"regenerate_from_run_id":"r0","replay_kind":"edit"},"kwargs":{"api_key":"[REDACTED:key]","stream_mode":["values"]},` +
+		`"multitask_strategy":"enqueue","message_count":4,"stop_reason":"end_turn","created_at":"2026-05-01T09:00:00.000000+00:00",` +
 		`"updated_at":"2026-05-01T09:00:01.000000+00:00","total_input_tokens":10,"total_output_tokens":5,"total_tokens":15,` +
 		`"llm_call_count":2,"lead_agent_tokens":12,"subagent_tokens":3,"middleware_tokens":0,` +
 		`"token_usage_by_model":{"gpt-x":{"input_tokens":10,"output_tokens":5,"total_tokens":15}}}` + "\n"
@@ -43,7 +47,8 @@ func testPutThreadRunCreatesAndUpdates(t *testing.T, b threadBackend) {
 	rec = env.do(t, "PUT", "/api/threads/t1/runs/r1", update)
 	row := decodeAs[map[string]any](t, rec)
 	if row["status"] != "success" || row["created_at"] != "2026-05-01T09:00:00.000000+00:00" || row["updated_at"] != "2026-05-01T09:00:07.000000+00:00" ||
-		row["operation_kind"] != "title" || row["model_name"] != nil || row["total_tokens"] != 0.0 {
+		row["operation_kind"] != "title" || row["model_name"] != nil || row["total_tokens"] != 0.0 ||
+		row["assistant_id"] != nil || row["stop_reason"] != nil || row["multitask_strategy"] != "reject" || row["message_count"] != 0.0 || fmt.Sprint(row["kwargs"]) != "map[]" {
 		t.Errorf("updated row %s; want the new fields, the first created_at", rec.Body)
 	}
 	env.do(t, "PUT", "/api/threads/t1/runs/r0", `{"status":"success","created_at":"2026-05-01T08:00:00Z"}`)
@@ -128,7 +133,7 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 	}
 	// DeerFlow's FeedbackResponse members, plus updated_at.
 	if first["thread_id"] != "t1" || first["run_id"] != "r1" || first["user_id"] != "alice" || first["created_at"] == "" || first["created_at"] == nil ||
-		first["updated_at"] == nil || len(first) != 9 {
+		first["updated_at"] == nil || len(first) != 10 || fmt.Sprint(first["tags"]) != "[]" {
 		t.Errorf("feedback members = %v", first)
 	}
 	if v, ok := first["message_id"]; !ok || v != nil {
@@ -139,7 +144,7 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 		t.Errorf("replaced feedback = %v; want the same id, rating -1, comment null", second)
 	}
 	list := decodeAs[[]map[string]any](t, env.get(t, "/api/runs/r1/feedback", ""))
-	if len(list) != 1 || list[0]["feedback_id"] != id || list[0]["run_id"] != "r1" || list[0]["thread_id"] != "t1" || list[0]["user_id"] != "alice" || len(list[0]) != 9 {
+	if len(list) != 1 || list[0]["feedback_id"] != id || list[0]["run_id"] != "r1" || list[0]["thread_id"] != "t1" || list[0]["user_id"] != "alice" || len(list[0]) != 10 {
 		t.Errorf("feedback list = %v", list)
 	}
 	env.putRun(t, runevents.ThreadRun{RunID: "r2"}, 1, 5)

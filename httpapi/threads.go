@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadruns"
 )
 
 // The thread API: ingest of run events, run rows and feedback, the
@@ -20,12 +20,13 @@ func (s *Server) threadRoutes() {
 	s.handleThreads("DELETE /api/threads/{thread_id}/runs/{run_id}/events", s.deleteThreadRunEvents)
 	s.handleThreads("DELETE /api/threads/{thread_id}/events", s.deleteThreadEvents)
 
-	s.handleThreads("PUT /api/threads/{thread_id}/runs/{run_id}", s.putThreadRun)
-	s.handleThreads("GET /api/threads/{thread_id}/runs/{run_id}", s.getThreadRun)
-	s.handleThreads("GET /api/threads/{thread_id}/runs", s.listThreadRuns)
-	s.handleThreads("PUT /api/threads/{thread_id}/runs/{run_id}/feedback", s.putThreadRunFeedback)
-	s.handleThreads("DELETE /api/threads/{thread_id}/runs/{run_id}/feedback", s.deleteThreadRunFeedback)
-	s.handleThreads("GET /api/runs/{run_id}/feedback", s.listRunFeedback)
+	s.handleThreads("POST /api/threads/{thread_id}/events", s.limitAppends(s.appendThreadBatch))
+
+	// Run rows, feedback and the routes of executing runs (package
+	// threadruns).
+	for _, route := range threadruns.Routes(s.threads, threadruns.Kit{User: userOf, ReadJSON: readJSONBody, Decode: decodeBody, WriteJSON: writeJSON}) {
+		s.handleThreads(route.Pattern, handlerFunc(route.Handler))
+	}
 
 	s.handleThreads("GET /api/threads/{thread_id}/messages", s.listThreadMessages)
 	s.handleThreads("GET /api/threads/{thread_id}/messages/page", s.pageThreadMessages)
@@ -48,22 +49,18 @@ func (s *Server) handleThreads(pattern string, h handlerFunc) {
 	s.handleAPI(pattern, h)
 }
 
-// pathID returns a path parameter that must be a thread or run id.
-func pathID(r *http.Request, name string) (string, error) {
-	id := r.PathValue(name)
-	if runevents.ValidateID(name, id) != nil {
-		return "", runstream.Errorf(runstream.CodeValidationFailed, "%s must match ^[A-Za-z0-9_-]{1,64}$", name).
-			WithDetail("parameter", name)
-	}
-	return id, nil
-}
+// pathID and threadAndRun read the id path parameters as the run and
+// feedback routes do.
+var (
+	pathID       = threadruns.PathID
+	threadAndRun = threadruns.ThreadAndRun
+)
 
-// threadAndRun returns the thread_id and run_id path parameters.
-func threadAndRun(r *http.Request) (string, string, error) {
-	thread, err := pathID(r, "thread_id")
-	if err != nil {
-		return "", "", err
+// decodeBody decodes a JSON object into v as decodeStrict does, its error
+// VALIDATION_FAILED naming the member at fault.
+func decodeBody(raw []byte, v any) error {
+	if err := decodeStrict(raw, v); err != nil {
+		return bodyProblem("", err)
 	}
-	run, err := pathID(r, "run_id")
-	return thread, run, err
+	return nil
 }

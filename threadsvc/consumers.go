@@ -180,7 +180,7 @@ type TokenUsage struct {
 	TotalRuns         int                     `json:"total_runs"`
 	ByModel           map[string]*ModelTokens `json:"by_model"`
 	ByCaller          map[string]int64        `json:"by_caller"`
-	ContextUsage      *struct{}               `json:"context_usage"`
+	ContextUsage      *ContextUsage           `json:"context_usage"`
 }
 
 // ModelTokens is the tokens and runs of one model.
@@ -193,8 +193,9 @@ type ModelTokens struct {
 // never of events, over runs with operation_kind "run" and status success
 // or error (and running with includeActive). ByModel adds each model of a
 // run's token_usage_by_model, or, when the run has none, its model_name
-// (else "unknown") with the run's total. ContextUsage is always null:
-// runstream keeps no checkpoints to count a context from.
+// (else "unknown") with the run's total. ContextUsage is read from the
+// usage of the thread's last lead AI message (contextUsage), null when
+// there is none.
 func (s *Service) TokenUsage(ctx context.Context, user, threadID string, includeActive bool) (TokenUsage, error) {
 	rows, err := s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
 	if err != nil {
@@ -235,6 +236,10 @@ func (s *Service) TokenUsage(ctx context.Context, user, threadID string, include
 			model = "unknown"
 		}
 		add(model, u.TotalTokens)
+	}
+	out.ContextUsage, err = s.contextUsage(ctx, user, threadID, rows)
+	if err != nil {
+		return TokenUsage{}, err
 	}
 	return out, nil
 }

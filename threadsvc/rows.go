@@ -53,11 +53,12 @@ type FeedbackView struct {
 	ID      string          `json:"feedback_id"`
 	Rating  json.RawMessage `json:"rating"`
 	Comment *string         `json:"comment"`
+	Tags    []string        `json:"tags,omitempty"`
 }
 
 // NewFeedbackView returns the view of f.
 func NewFeedbackView(f runevents.Feedback) *FeedbackView {
-	v := &FeedbackView{ID: f.ID, Rating: f.Rating}
+	v := &FeedbackView{ID: f.ID, Rating: f.Rating, Tags: f.Tags}
 	if f.Comment != "" {
 		v.Comment = &f.Comment
 	}

@@ -3,6 +3,7 @@ package threadsvc
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,7 +23,7 @@ const MaxRunMetadataBytes = 256 << 10
 // /api/threads/{thread_id}/runs/{run_id}): status (required), created_at,
 // updated_at, model_name, operation_kind (default "run"), metadata (an
 // object; its regenerate_from_run_id and replay_kind, when present, are
-// strings), and the usage totals, all >= 0. Optional members are nil
+// strings), the usage totals, all >= 0, and the DeerFlow fields below. Optional members are nil
 // when absent.
 type RunParams struct {
 	ThreadID string `json:"-"`
@@ -36,7 +37,19 @@ type RunParams struct {
 	OperationKind *string             `json:"operation_kind"`
 	Metadata      json.RawMessage     `json:"metadata"`
 	runevents.Usage
+	// The DeerFlow run row fields: assistant_id and stop_reason (strings
+	// or null), kwargs (an object, redacted as metadata is),
+	// multitask_strategy (reject, rollback, interrupt or enqueue; default
+	// reject) and message_count (>= 0).
+	AssistantID       *string         `json:"assistant_id"`
+	Kwargs            json.RawMessage `json:"kwargs"`
+	MultitaskStrategy *string         `json:"multitask_strategy"`
+	MessageCount      int64           `json:"message_count"`
+	StopReason        *string         `json:"stop_reason"`
 }
+
+// MultitaskStrategies are the values of a run row's multitask_strategy.
+var MultitaskStrategies = []string{"reject", "rollback", "interrupt", "enqueue"}
 
 // row checks p and returns its run row; a broken rule is VALIDATION_FAILED
 // naming the member.
@@ -87,6 +100,9 @@ func (b RunParams) row() (runevents.ThreadRun, error) {
 		}
 		run.Metadata = b.Metadata
 	}
+	if err := b.deerflowFields(&run); err != nil {
+		return run, err
+	}
 	u := b.Usage
 	for name, n := range map[string]int64{
 		"total_input_tokens": u.TotalInputTokens, "total_output_tokens": u.TotalOutputTokens, "total_tokens": u.TotalTokens,
@@ -103,6 +119,45 @@ func (b RunParams) row() (runevents.ThreadRun, error) {
 		}
 	}
 	return redactRun(run)
+}
+
+// deerflowFields checks the DeerFlow run row fields of b and sets them on
+// run.
+func (b RunParams) deerflowFields(run *runevents.ThreadRun) error {
+	for _, f := range []struct {
+		path  string
+		value *string
+		into  *string
+	}{{"/assistant_id", b.AssistantID, &run.AssistantID}, {"/stop_reason", b.StopReason, &run.StopReason}} {
+		if f.value == nil || *f.value == "" {
+			continue
+		}
+		if !validLabel(*f.value) {
+			return Problem(f.path, "must have at most 128 characters without control characters")
+		}
+		*f.into = *f.value
+	}
+	if b.MultitaskStrategy != nil {
+		if !slices.Contains(MultitaskStrategies, *b.MultitaskStrategy) {
+			return Problem("/multitask_strategy", "must be one of "+strings.Join(MultitaskStrategies, ", "))
+		}
+		run.MultitaskStrategy = *b.MultitaskStrategy
+	}
+	if b.MessageCount < 0 {
+		return Problem("/message_count", "must not be negative")
+	}
+	run.MessageCount = b.MessageCount
+	if len(b.Kwargs) > MaxRunMetadataBytes {
+		return Problem("/kwargs", fmt.Sprintf("must have at most %d bytes of JSON", MaxRunMetadataBytes))
+	}
+	if len(b.Kwargs) > 0 && string(b.Kwargs) != "null" {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(b.Kwargs, &obj) != nil {
+			return Problem("/kwargs", "must be an object")
+		}
+		run.Kwargs = b.Kwargs
+	}
+	return nil
 }
 
 // rowRedactor cleans what a run row or feedback keeps, as the event log
@@ -136,6 +191,15 @@ func redactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
 		}
 		run.Metadata = meta
 	}
+	if len(run.Kwargs) > 0 {
+		kwargs, _, err := rowRedactor.JSON(run.Kwargs)
+		if err != nil {
+			return run, Problem("/kwargs", "must be an object")
+		}
+		run.Kwargs = kwargs
+	}
+	run.AssistantID = redact.Text(run.AssistantID)
+	run.StopReason = redact.Text(run.StopReason)
 	return run, nil
 }
 

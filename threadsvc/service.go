@@ -25,7 +25,12 @@ var _ EventStore = runevents.Store(nil)
 
 // Config holds the optional parts of a Service. Idempotency keys need
 // none: they commit with their events, in the event log's store.
-type Config struct{}
+type Config struct {
+	// ContextWindows maps model names to their maximum context in tokens,
+	// for the context_usage of token usage (see contextWindow for how a
+	// name matches). Nil: DefaultContextWindows.
+	ContextWindows map[string]int64
+}
 
 // Service is the thread service. It is safe for concurrent use.
 type Service struct {
@@ -34,6 +39,7 @@ type Service struct {
 	runs    runevents.RunStore
 	log     *eventlog.ThreadLog
 	hub     *live.Hub
+	windows map[string]int64
 }
 
 // New returns the service over events (read and deleted), threads (a
@@ -42,7 +48,11 @@ type Service struct {
 // events) and hub (live followers). A nil log makes Append and
 // AppendIfAbsent answer UNAVAILABLE, a nil hub OpenStream.
 func New(events EventStore, threads runevents.ThreadReader, runs runevents.RunStore, log *eventlog.ThreadLog, hub *live.Hub, cfg Config) *Service {
-	return &Service{events: events, threads: threads, runs: runs, log: log, hub: hub}
+	windows := cfg.ContextWindows
+	if windows == nil {
+		windows = DefaultContextWindows
+	}
+	return &Service{events: events, threads: threads, runs: runs, log: log, hub: hub, windows: windows}
 }
 
 func unavailable(what string) error {
@@ -200,56 +210,4 @@ func (s *Service) ListRuns(ctx context.Context, user, threadID string) ([]runeve
 		return nil, err
 	}
 	return s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
-}
-
-// PutFeedback stores the user's feedback (f.UserID) on one of their runs,
-// created or replaced (its id is kept). f is checked first
-// (Feedback.Prepare, whose error names the member at fault), then the run;
-// the secrets of its comment and rating are redacted before it is stored.
-func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runevents.Feedback, error) {
-	if _, err := f.Prepare(); err != nil {
-		return runevents.Feedback{}, err
-	}
-	f, err := redactFeedback(f)
-	if err != nil {
-		return runevents.Feedback{}, err
-	}
-	if _, err := s.runs.GetRun(ctx, f.ThreadID, f.RunID, runevents.OwnedBy(f.UserID)); err != nil {
-		return runevents.Feedback{}, err
-	}
-	return s.runs.PutFeedback(ctx, f)
-}
-
-// DeleteFeedback deletes the user's feedback on one of their runs of the
-// thread. NOT_FOUND when the user has no such run, or no feedback on it
-// (DeerFlow's "No feedback found for this run").
-func (s *Service) DeleteFeedback(ctx context.Context, user, threadID, runID string) error {
-	owner := runevents.OwnedBy(user)
-	if _, err := s.runs.GetRun(ctx, threadID, runID, owner); err != nil {
-		return err
-	}
-	n, err := s.runs.DeleteFeedback(ctx, threadID, runID, owner)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return runstream.Errorf(runstream.CodeNotFound, "No feedback found for this run")
-	}
-	return nil
-}
-
-// RunFeedback returns the user's feedback on their run, ok false when
-// there is none; NOT_FOUND when the user has no such run.
-func (s *Service) RunFeedback(ctx context.Context, user, runID string) (f runevents.Feedback, ok bool, err error) {
-	owner := runevents.OwnedBy(user)
-	run, err := s.runs.FindRun(ctx, runID, owner)
-	if err != nil {
-		return runevents.Feedback{}, false, err
-	}
-	byRun, err := s.runs.ListFeedback(ctx, run.ThreadID, []string{runID}, owner)
-	if err != nil {
-		return runevents.Feedback{}, false, err
-	}
-	f, ok = byRun[runID]
-	return f, ok, nil
 }

@@ -1,0 +1,125 @@
+package threadruns
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadsvc"
+)
+
+// runView is a run row as the API shows it: DeerFlow's RunResponse
+// members, its token usage totals flat, plus user_id, operation_kind,
+// model_name and token_usage_by_model.
+type runView struct {
+	ThreadID          string              `json:"thread_id"`
+	RunID             string              `json:"run_id"`
+	AssistantID       *string             `json:"assistant_id"`
+	UserID            *string             `json:"user_id"`
+	Status            runevents.RunStatus `json:"status"`
+	OperationKind     string              `json:"operation_kind"`
+	ModelName         *string             `json:"model_name"`
+	Metadata          json.RawMessage     `json:"metadata"`
+	Kwargs            json.RawMessage     `json:"kwargs"`
+	MultitaskStrategy string              `json:"multitask_strategy"`
+	MessageCount      int64               `json:"message_count"`
+	StopReason        *string             `json:"stop_reason"`
+	CreatedAt         string              `json:"created_at"`
+	UpdatedAt         string              `json:"updated_at"`
+	runevents.Usage
+}
+
+// nullable is s, or nil (JSON null) when it is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// orDefault is raw, or def when raw is empty.
+func orDefault(raw json.RawMessage, def string) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage(def)
+	}
+	return raw
+}
+
+func newRunView(r runevents.ThreadRun) runView {
+	v := runView{
+		ThreadID: r.ThreadID, RunID: r.RunID, AssistantID: nullable(r.AssistantID), UserID: nullable(r.OwnerID),
+		Status: r.Status, OperationKind: r.OperationKind, ModelName: nullable(r.ModelName),
+		Metadata: orDefault(r.Metadata, `{}`), Kwargs: orDefault(r.Kwargs, `{}`),
+		MultitaskStrategy: r.MultitaskStrategy, MessageCount: r.MessageCount, StopReason: nullable(r.StopReason),
+		CreatedAt: r.CreatedAt.Format(runevents.CreatedAtLayout), UpdatedAt: r.UpdatedAt.Format(runevents.CreatedAtLayout),
+		Usage: r.Usage,
+	}
+	if v.MultitaskStrategy == "" {
+		v.MultitaskStrategy = runevents.DefaultMultitaskStrategy
+	}
+	if v.ByModel == nil {
+		v.ByModel = map[string]runevents.ModelUsage{}
+	}
+	return v
+}
+
+// putRun is PUT /api/threads/{thread_id}/runs/{run_id}: create the run
+// row or replace its mutable fields (every field but created_at and the
+// owner, kept from the first write). The body is threadsvc.RunParams:
+// status (required), created_at, updated_at, model_name, operation_kind
+// (default "run"), metadata (an object), the usage totals (>= 0) and
+// token_usage_by_model, assistant_id, kwargs, multitask_strategy,
+// message_count and stop_reason.
+func (h handlers) putRun(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := ThreadAndRun(r)
+	if err != nil {
+		return err
+	}
+	raw, err := h.ReadJSON(r)
+	if err != nil {
+		return err
+	}
+	p := threadsvc.RunParams{ThreadID: threadID, RunID: runID, User: h.User(r)}
+	if err := h.Decode(raw, &p); err != nil {
+		return err
+	}
+	stored, err := h.threads.PutRun(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	h.WriteJSON(w, http.StatusOK, newRunView(stored))
+	return nil
+}
+
+// getRun is GET /api/threads/{thread_id}/runs/{run_id}.
+func (h handlers) getRun(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := ThreadAndRun(r)
+	if err != nil {
+		return err
+	}
+	run, err := h.threads.GetRun(r.Context(), h.User(r), threadID, runID)
+	if err != nil {
+		return err
+	}
+	h.WriteJSON(w, http.StatusOK, newRunView(run))
+	return nil
+}
+
+// listRuns is GET /api/threads/{thread_id}/runs: the caller's runs of the
+// thread, oldest first, as a bare array.
+func (h handlers) listRuns(w http.ResponseWriter, r *http.Request) error {
+	threadID, err := PathID(r, "thread_id")
+	if err != nil {
+		return err
+	}
+	rows, err := h.threads.ListRuns(r.Context(), h.User(r), threadID)
+	if err != nil {
+		return err
+	}
+	views := make([]runView, len(rows))
+	for i, run := range rows {
+		views[i] = newRunView(run)
+	}
+	h.WriteJSON(w, http.StatusOK, views)
+	return nil
+}

@@ -1,0 +1,68 @@
+package threadruns
+
+import (
+	"net/http"
+
+	"github.com/runstream/runstream"
+)
+
+// The routes of an executing run. runstream stores runs; it executes
+// none of DeerFlow's, so every run is, in DeerFlow's words, "not active on
+// this worker": the routes answer CONFLICT (409) with DeerFlow's message
+// for a run the caller has, NOT_FOUND ("Run <id> not found") otherwise
+// (threadsvc.Service.StoreOnlyRun). The action query parameter, when
+// given, must be interrupt or rollback, as DeerFlow's; wait is ignored.
+
+// cancelRun is POST /api/threads/{thread_id}/runs/{run_id}/cancel
+// (?wait=false&action=interrupt).
+func (h handlers) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := ThreadAndRun(r)
+	if err != nil {
+		return err
+	}
+	if _, err := queryAction(r); err != nil {
+		return err
+	}
+	return h.threads.StoreOnlyRun(r.Context(), h.User(r), threadID, runID, "cancel")
+}
+
+// joinRun is GET /api/threads/{thread_id}/runs/{run_id}/join.
+func (h handlers) joinRun(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := ThreadAndRun(r)
+	if err != nil {
+		return err
+	}
+	return h.threads.StoreOnlyRun(r.Context(), h.User(r), threadID, runID, "stream")
+}
+
+// streamRun is GET and POST /api/threads/{thread_id}/runs/{run_id}/stream
+// (?action=interrupt|rollback&wait=0): with an action it is a cancel
+// (DeerFlow's stop button), else a join.
+func (h handlers) streamRun(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := ThreadAndRun(r)
+	if err != nil {
+		return err
+	}
+	action, err := queryAction(r)
+	if err != nil {
+		return err
+	}
+	what := "stream"
+	if action != "" {
+		what = "cancel"
+	}
+	return h.threads.StoreOnlyRun(r.Context(), h.User(r), threadID, runID, what)
+}
+
+// queryAction returns the action query parameter ("" when absent): one
+// of interrupt and rollback.
+func queryAction(r *http.Request) (string, error) {
+	values, ok := r.URL.Query()["action"]
+	if !ok {
+		return "", nil
+	}
+	if len(values) != 1 || (values[0] != "interrupt" && values[0] != "rollback") {
+		return "", runstream.Errorf(runstream.CodeValidationFailed, "action: must be interrupt or rollback").WithDetail("parameter", "action")
+	}
+	return values[0], nil
+}
