@@ -3,7 +3,9 @@ package threadsvc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/runstream/runstream/runevents"
@@ -130,4 +132,16 @@ func (s *Service) contextWindow(model string) (int64, bool) {
 		}
 	}
 	return n, best != ""
+}
+
+// ParseContextWindow reads MODEL=TOKENS (a serve flag): a model name and
+// a positive token count.
+func ParseContextWindow(s string) (string, int64, error) {
+	model, tokens, ok := strings.Cut(s, "=")
+	n, err := strconv.ParseInt(strings.TrimSpace(tokens), 10, 64)
+	model = strings.TrimSpace(model)
+	if !ok || model == "" || err != nil || n <= 0 {
+		return "", 0, fmt.Errorf("context window %q: want MODEL=TOKENS with TOKENS a positive integer", s)
+	}
+	return model, n, nil
 }

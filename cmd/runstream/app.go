@@ -87,7 +87,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	var threads *threadsvc.Service
 	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
 		// Without them the thread endpoints answer UNAVAILABLE.
-		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{})
+		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{ContextWindows: cfg.contextWindows})
 	}
 	// One registry of node types for publishing and for running, and one
 	// artifact storage for the engine that writes and the API that reads.

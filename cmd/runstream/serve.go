@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/runstream/runstream/engine/openaillm"
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/threadsvc"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -65,6 +67,10 @@ type serveConfig struct {
 	sealKeyFile, sealKey string
 	// auth holds the authentication and per-user limit flags.
 	auth authFlags
+	// contextWindows are the models' maximum contexts for the thread API's
+	// context_usage: threadsvc.DefaultContextWindows and the
+	// --context-window flags over it.
+	contextWindows map[string]int64
 }
 
 // secretEnvPrefix prefixes the environment variables of secrets.
@@ -94,6 +100,17 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.leaseDuration, "lease-duration", engine.DefaultLeaseDuration, "how long a workflow run's claim lasts unless renewed (every third of it); another instance takes over a run whose lease expired")
 	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
 	fs.StringVar(&cfg.dataDir, "data-dir", "./runstream-data", "directory of the server's files: workflow artifacts go under DIR/artifacts (a memory: store keeps them in memory)")
+	fs.Func("context-window", "a model's maximum context in tokens, MODEL=TOKENS, for the context_usage of /api/threads/{id}/token-usage (a name also matches the models it prefixes); repeat for several; they add to and override the default table (docs/DEERFLOW.md)", func(s string) error {
+		model, n, err := threadsvc.ParseContextWindow(s)
+		if err != nil {
+			return err
+		}
+		if cfg.contextWindows == nil {
+			cfg.contextWindows = maps.Clone(threadsvc.DefaultContextWindows)
+		}
+		cfg.contextWindows[model] = n
+		return nil
+	})
 	fs.Func("sql-database", "a database that sql nodes may query, NAME=sqlite:PATH (opened read-only) or NAME=postgres://…; repeat the flag for several", func(s string) error {
 		spec, err := sqlnode.ParseSpec(s)
 		if err != nil {
