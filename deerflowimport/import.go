@@ -369,43 +369,39 @@ func sameUsage(a, b runevents.Usage) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// feedback writes a feedback row, or finds it there already: the same
-// user's on the same run and message.
+// feedback writes a feedback row with its id and time
+// (runevents.FeedbackImporter), or finds it there already: the same user's
+// on the same run and message.
 func (im *importer) feedback(ctx context.Context, f Feedback, add func(Problem)) error {
+	fi, ok := im.t.Runs.(runevents.FeedbackImporter)
+	if !ok {
+		return fmt.Errorf("the run store %T cannot import feedback", im.t.Runs)
+	}
 	if f.Row.UserID == "" {
 		f.Row.UserID = im.ownerOf(f.Row.ThreadID, f.Row.RunID)
 	}
-	want, err := f.Row.Prepare()
-	if err != nil {
+	got, created, err := fi.ImportFeedback(ctx, f.Row)
+	switch code := runstream.ErrorCodeOf(err); {
+	case err == nil:
+	case code == runstream.CodeConflict:
+		im.sum.Conflicts++
 		add(Problem{f.Loc, err})
 		return nil
-	}
-	list, err := im.t.Runs.ListRunFeedback(ctx, want.ThreadID, want.RunID, runevents.AnyOwner)
-	if err != nil {
-		if runstream.ErrorCodeOf(err) == runstream.CodeInvalidArgument {
-			add(Problem{f.Loc, err})
-			return nil
-		}
+	case code == runstream.CodeInvalidArgument || code == runstream.CodeNotFound:
+		add(Problem{f.Loc, err})
+		return nil
+	default:
 		return fmt.Errorf("%s: %w", f.Loc, err)
 	}
-	i := slices.IndexFunc(list, func(g runevents.Feedback) bool { return g.UserID == want.UserID && g.MessageID == want.MessageID })
-	if i >= 0 {
-		g := list[i]
-		if jsonEqual(g.Rating, want.Rating) && g.Comment == want.Comment && slices.Equal(g.Tags, want.Tags) {
-			im.sum.FeedbackUnchanged++
-			return nil
-		}
-		im.sum.Conflicts++
-		add(Problem{f.Loc, fmt.Errorf("conflict: runstream holds other feedback of this user on run %s; left as it is", want.RunID)})
+	if created {
+		im.sum.Feedback++
 		return nil
 	}
-	if _, err := im.t.Runs.PutFeedback(ctx, want); err != nil {
-		if code := runstream.ErrorCodeOf(err); code == runstream.CodeInvalidArgument || code == runstream.CodeNotFound {
-			add(Problem{f.Loc, err})
-			return nil
-		}
-		return fmt.Errorf("%s: %w", f.Loc, err)
+	if got.ID == f.Row.ID && jsonEqual(got.Rating, f.Row.Rating) && got.Comment == f.Row.Comment && slices.Equal(got.Tags, f.Row.Tags) {
+		im.sum.FeedbackUnchanged++
+		return nil
 	}
-	im.sum.Feedback++
+	im.sum.Conflicts++
+	add(Problem{f.Loc, fmt.Errorf("conflict: runstream holds other feedback (%s) of this user on run %s; left as it is", got.ID, f.Row.RunID)})
 	return nil
 }

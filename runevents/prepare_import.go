@@ -65,3 +65,42 @@ func ImportConflict(threadID string, lastSeq int64) error {
 	return runstream.Errorf(runstream.CodeConflict, "thread %s already has rows (last seq %d): an import takes an empty thread only", threadID, lastSeq).
 		WithDetail("last_seq", lastSeq)
 }
+
+// FeedbackImporter is implemented by the run stores that take another
+// system's feedback with the id and times it already has.
+type FeedbackImporter interface {
+	// ImportFeedback stores f, prepared by PrepareImportFeedback, unless
+	// its user has feedback on that run and message id already: then it
+	// writes nothing and returns that feedback and created=false. An id
+	// that another feedback holds is CodeConflict.
+	ImportFeedback(ctx context.Context, f Feedback) (stored Feedback, created bool, err error)
+}
+
+// PrepareImportFeedback checks f as Feedback.Prepare does, and its id
+// (^[A-Za-z0-9_-]{1,64}$, required); it fills CreatedAt with now when
+// zero and UpdatedAt with CreatedAt when zero, both in UTC, truncated to
+// microseconds.
+func PrepareImportFeedback(f Feedback, now time.Time) (Feedback, error) {
+	if err := ValidateID("feedback_id", f.ID); err != nil {
+		return f, err
+	}
+	f, err := f.Prepare()
+	if err != nil {
+		return f, err
+	}
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = now
+	}
+	if f.UpdatedAt.IsZero() {
+		f.UpdatedAt = f.CreatedAt
+	}
+	f.CreatedAt = f.CreatedAt.UTC().Truncate(time.Microsecond)
+	f.UpdatedAt = f.UpdatedAt.UTC().Truncate(time.Microsecond)
+	return f, nil
+}
+
+// FeedbackIDConflict is the error of ImportFeedback when another feedback
+// holds the id.
+func FeedbackIDConflict(id string) error {
+	return runstream.Errorf(runstream.CodeConflict, "feedback id %s belongs to another feedback", id)
+}

@@ -27,7 +27,7 @@ import (
 // CodeInvalidArgument.
 func RunStoreSuite(t *testing.T, open func(t *testing.T) runevents.RunStore) {
 	t.Helper()
-	for _, tc := range slices.Concat(runStoreTests, deerflowRunTests) {
+	for _, tc := range slices.Concat(runStoreTests, deerflowRunTests, importFeedbackTests) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)

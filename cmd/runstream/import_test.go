@@ -560,8 +560,8 @@ func checkImportedReads(t *testing.T, base string) {
 		fb, _ := r["feedback"].(map[string]any)
 		switch seq {
 		case 6:
-			if fb["rating"] != -1.0 || fb["comment"] != "wrong" || fmt.Sprint(fb["tags"]) != "[incorrect]" {
-				t.Errorf("seq 6 feedback %v, want rating -1, comment wrong, tags [incorrect]", r["feedback"])
+			if fb["feedback_id"] != "fb-1" || fb["rating"] != -1.0 || fb["comment"] != "wrong" || fmt.Sprint(fb["tags"]) != "[incorrect]" {
+				t.Errorf("seq 6 feedback %v, want fb-1, rating -1, comment wrong, tags [incorrect]", r["feedback"])
 			}
 			if d := path(r, "content", "additional_kwargs", "turn_duration"); d != 7.0 {
 				t.Errorf("seq 6 turn_duration %v, want 7", d)
@@ -570,8 +570,8 @@ func checkImportedReads(t *testing.T, base string) {
 				t.Errorf("seq 6 metadata %v, want the journal's, without DeerFlow's SQL markers", r["metadata"])
 			}
 		case 12:
-			if fb["rating"] != 1.0 || fb["comment"] != "good" {
-				t.Errorf("seq 12 feedback %v, want rating 1, comment good", r["feedback"])
+			if fb["feedback_id"] != "fb-2" || fb["rating"] != 1.0 || fb["comment"] != "good" {
+				t.Errorf("seq 12 feedback %v, want fb-2, rating 1, comment good", r["feedback"])
 			}
 			if r["event_type"] != "ai_message" || path(r, "metadata", "finish_reason") != "stop" {
 				t.Errorf("seq 12 = %v, want the legacy ai_message row as written", r)
@@ -655,8 +655,8 @@ func checkImportedReads(t *testing.T, base string) {
 
 	// Feedback of the run.
 	code, body, _ = get(t, base+"/api/runs/r2/feedback")
-	if code != 200 || !strings.Contains(body, `"comment":"good"`) {
-		t.Errorf("r2 feedback = %d %s", code, body)
+	if code != 200 || !strings.Contains(body, `"feedback_id":"fb-2"`) || !strings.Contains(body, `"comment":"good"`) || !strings.Contains(body, `"created_at":"2026-03-01T10:03:00`) {
+		t.Errorf("r2 feedback = %d %s, want fb-2 of 10:03", code, body)
 	}
 
 	// §2.2 branch-seed regression (#4458): the live run supersedes the
