@@ -64,7 +64,7 @@ func (s *Service) RunMessages(ctx context.Context, user, threadID, runID string,
 // RunMessages, without duration stamping (reference §2.4).
 func (s *Service) FindRunMessages(ctx context.Context, user, runID string, c Cursors) (RunMessagePage, error) {
 	owner := runevents.OwnedBy(user)
-	run, err := s.runs.FindRun(ctx, runID, owner)
+	run, err := s.findUserRun(ctx, user, runID)
 	if err != nil {
 		return RunMessagePage{}, err
 	}

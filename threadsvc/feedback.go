@@ -26,7 +26,7 @@ func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runeve
 	if err != nil {
 		return runevents.Feedback{}, err
 	}
-	if _, err := s.runs.GetRun(ctx, f.ThreadID, f.RunID, runevents.OwnedBy(f.UserID)); err != nil {
+	if _, err := s.userRun(ctx, f.UserID, f.ThreadID, f.RunID); err != nil {
 		return runevents.Feedback{}, err
 	}
 	return s.runs.PutFeedback(ctx, f)
@@ -37,7 +37,7 @@ func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runeve
 // or no feedback on it (DeerFlow's "No feedback found for this run").
 func (s *Service) DeleteFeedback(ctx context.Context, user, threadID, runID string) error {
 	owner := runevents.OwnedBy(user)
-	if _, err := s.runs.GetRun(ctx, threadID, runID, owner); err != nil {
+	if _, err := s.userRun(ctx, user, threadID, runID); err != nil {
 		return err
 	}
 	n, err := s.runs.DeleteFeedback(ctx, threadID, runID, owner)
@@ -56,7 +56,7 @@ func (s *Service) DeleteFeedback(ctx context.Context, user, threadID, runID stri
 // is not theirs to delete.
 func (s *Service) DeleteFeedbackByID(ctx context.Context, user, threadID, runID, id string) error {
 	owner := runevents.OwnedBy(user)
-	if _, err := s.runs.GetRun(ctx, threadID, runID, owner); err != nil {
+	if _, err := s.userRun(ctx, user, threadID, runID); err != nil {
 		return err
 	}
 	n, err := s.runs.DeleteFeedbackByID(ctx, threadID, runID, id, owner)
@@ -73,7 +73,7 @@ func (s *Service) DeleteFeedbackByID(ctx context.Context, user, threadID, runID,
 // the thread, every user's, oldest first; NOT_FOUND when the user has no
 // such run.
 func (s *Service) ThreadRunFeedback(ctx context.Context, user, threadID, runID string) ([]runevents.Feedback, error) {
-	if _, err := s.runs.GetRun(ctx, threadID, runID, runevents.OwnedBy(user)); err != nil {
+	if _, err := s.userRun(ctx, user, threadID, runID); err != nil {
 		return nil, err
 	}
 	return s.runs.ListRunFeedback(ctx, threadID, runID, runevents.AnyOwner)
@@ -82,7 +82,7 @@ func (s *Service) ThreadRunFeedback(ctx context.Context, user, threadID, runID s
 // RunFeedback is ThreadRunFeedback of the run id in whatever thread holds
 // the user's run (GET /api/runs/{run_id}/feedback).
 func (s *Service) RunFeedback(ctx context.Context, user, runID string) ([]runevents.Feedback, error) {
-	run, err := s.runs.FindRun(ctx, runID, runevents.OwnedBy(user))
+	run, err := s.findUserRun(ctx, user, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -123,11 +123,8 @@ func (s *Service) RunFeedbackStats(ctx context.Context, user, threadID, runID st
 // found") when the user has no such run, else CONFLICT. action is
 // "cancel" or "stream"; status says why a cancel is refused.
 func (s *Service) StoreOnlyRun(ctx context.Context, user, threadID, runID, action string) error {
-	run, err := s.runs.GetRun(ctx, threadID, runID, runevents.OwnedBy(user))
+	run, err := s.userRun(ctx, user, threadID, runID)
 	if err != nil {
-		if runstream.AsError(err).Code == runstream.CodeNotFound {
-			return runstream.Errorf(runstream.CodeNotFound, "Run %s not found", runID)
-		}
 		return err
 	}
 	msg := fmt.Sprintf("Run %s is not active on this worker and cannot be streamed", runID)
@@ -138,4 +135,25 @@ func (s *Service) StoreOnlyRun(ctx context.Context, user, threadID, runID, actio
 		}
 	}
 	return runstream.Errorf(runstream.CodeConflict, "%s", msg)
+}
+
+// userRun is the user's run row of the thread; NOT_FOUND says it as
+// DeerFlow does ("Run <id> not found").
+func (s *Service) userRun(ctx context.Context, user, threadID, runID string) (runevents.ThreadRun, error) {
+	run, err := s.runs.GetRun(ctx, threadID, runID, runevents.OwnedBy(user))
+	return run, deerflowRunNotFound(err, runID)
+}
+
+// findUserRun is the user's row of runID, in whatever thread holds it,
+// with userRun's NOT_FOUND.
+func (s *Service) findUserRun(ctx context.Context, user, runID string) (runevents.ThreadRun, error) {
+	run, err := s.runs.FindRun(ctx, runID, runevents.OwnedBy(user))
+	return run, deerflowRunNotFound(err, runID)
+}
+
+func deerflowRunNotFound(err error, runID string) error {
+	if runstream.ErrorCodeOf(err) == runstream.CodeNotFound {
+		return runstream.Errorf(runstream.CodeNotFound, "Run %s not found", runID)
+	}
+	return err
 }

@@ -201,7 +201,7 @@ func (s *Service) PutRun(ctx context.Context, p RunParams) (runevents.ThreadRun,
 
 // GetRun returns the user's run row.
 func (s *Service) GetRun(ctx context.Context, user, threadID, runID string) (runevents.ThreadRun, error) {
-	return s.runs.GetRun(ctx, threadID, runID, runevents.OwnedBy(user))
+	return s.userRun(ctx, user, threadID, runID)
 }
 
 // ListRuns returns the user's run rows of the thread, oldest first.
