@@ -452,7 +452,7 @@ func TestImportDeerFlow(t *testing.T) {
 	t.Parallel()
 	for _, v := range importVariants(t) {
 		t.Run(v.name, func(t *testing.T) {
-			err, stderr := runImport(t, v)
+			err, stderr := runImport(t, v, "--progress-every", "5")
 			if err == nil || exitCode(err) != 1 {
 				t.Fatalf("first import: %v, want exit status 1 for t-bad's row\n%s", err, stderr)
 			}
@@ -461,6 +461,7 @@ func TestImportDeerFlow(t *testing.T) {
 				"deerflow import: thread t-bad: not imported",
 				"threads: 3 imported, 0 unchanged, 1 left out",
 				"runs: 7 imported, 0 unchanged; feedback: 2 imported, 0 unchanged; 0 conflicts",
+				"deerflow import: 23 rows read, 20 imported, 3 threads imported, 0 unchanged", // progress, its last line
 			} {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("first import: stderr lacks %q:\n%s", want, stderr)
