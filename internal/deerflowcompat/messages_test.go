@@ -1,0 +1,175 @@
+package deerflowcompat
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The thread history the frontend reads (core/threads: GET
+// /messages/page), with the assertions of test_thread_messages_page.py.
+func TestMessagesPage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		// A new chat: DeerFlow answers the empty page, not 404
+		// ("Failed to load thread history.").
+		empty := map[string]any{"data": []any{}, "has_more": false, "next_before_seq": nil}
+		if got := c.want(200, "GET", "/api/threads/t-new/messages/page", nil); !sameJSON(got, empty) {
+			t.Errorf("empty thread page = %v", got)
+		}
+		// 6 rows across 3 runs, limit=3 → [4,5,6], has_more, next 4; then [1,2,3].
+		for i := 1; i <= 3; i++ {
+			run := fmt.Sprintf("r%d", i)
+			c.run("t1", run, "success", nil)
+			c.post("t1", run, human(fmt.Sprintf("h%d", i), "question"), ai(fmt.Sprintf("a%d", i), "answer", "lead_agent", 10, 5))
+		}
+		page := c.want(200, "GET", "/api/threads/t1/messages/page?limit=3", nil).(map[string]any)
+		if !slices.Equal(seqsOf(page), []int{4, 5, 6}) || page["has_more"] != true || page["next_before_seq"] != 4.0 {
+			t.Errorf("limit=3 page = %v %v %v; want [4 5 6] true 4", seqsOf(page), page["has_more"], page["next_before_seq"])
+		}
+		page = c.want(200, "GET", "/api/threads/t1/messages/page?limit=3&before_seq=4", nil).(map[string]any)
+		if !slices.Equal(seqsOf(page), []int{1, 2, 3}) || page["has_more"] != false || page["next_before_seq"] != nil {
+			t.Errorf("before_seq=4 page = %v %v %v; want [1 2 3] false null", seqsOf(page), page["has_more"], page["next_before_seq"])
+		}
+		// Exactly limit rows: has_more false.
+		if page := c.want(200, "GET", "/api/threads/t1/messages/page?limit=6", nil).(map[string]any); page["has_more"] != false {
+			t.Errorf("exactly limit rows: has_more %v", page["has_more"])
+		}
+		// Feedback lands on each run's last AI row only; every other row
+		// carries feedback null.
+		c.want(200, "PUT", "/api/threads/t1/runs/r3/feedback", map[string]any{"rating": 1, "comment": "good"})
+		rows := c.want(200, "GET", "/api/threads/t1/messages/page", nil).(map[string]any)["data"].([]any)
+		for _, r := range rows {
+			row := r.(map[string]any)
+			fb, has := row["feedback"]
+			switch {
+			case !has:
+				t.Errorf("row %v has no feedback member", row["seq"])
+			case row["seq"] == 6.0:
+				f, _ := fb.(map[string]any)
+				if f["rating"] != 1.0 || f["comment"] != "good" || f["feedback_id"] == nil {
+					t.Errorf("last AI row of r3: feedback %v", fb)
+				}
+			case fb != nil:
+				t.Errorf("row %v: feedback %v, want null", row["seq"], fb)
+			}
+		}
+
+		// Middleware rows and subagent AI rows are hidden; the lead's task
+		// call, the subagent's tool result (with subagent_status) and the
+		// lead's answer stay, in order.
+		c.run("t2", "r1", "success", nil)
+		c.post("t2", "r1", human("h1", "go"), ai("a1", "", "lead_agent", 5, 5), middleware("title"),
+			ai("s1", "sub", "subagent:general-purpose", 5, 5), tool("call-1", "done", map[string]any{"subagent_status": "completed"}),
+			middleware("title"), ai("a2", "final", "lead_agent", 5, 5), middleware("title"))
+		page = c.want(200, "GET", "/api/threads/t2/messages/page?limit=10", nil).(map[string]any)
+		if !slices.Equal(seqsOf(page), []int{1, 2, 5, 7}) {
+			t.Errorf("hidden rows: page %v, want [1 2 5 7]", seqsOf(page))
+		}
+		page = c.want(200, "GET", "/api/threads/t2/messages/page?limit=2", nil).(map[string]any)
+		if !slices.Equal(seqsOf(page), []int{5, 7}) || page["has_more"] != true || page["next_before_seq"] != 5.0 {
+			t.Errorf("hidden rows, limit=2: %v %v %v; want [5 7] true 5", seqsOf(page), page["has_more"], page["next_before_seq"])
+		}
+
+		// Superseded runs: a successful regenerate hides its source run.
+		for i, run := range []string{"ra", "rb", "rc"} {
+			c.run("t3", run, "success", map[string]any{"created_at": fmt.Sprintf("2026-01-01T00:00:0%dZ", i)})
+			c.post("t3", run, ai("m-"+run, "answer", "lead_agent", 1, 1))
+		}
+		c.run("t3", "rc", "success", map[string]any{"created_at": "2026-01-01T00:00:02Z", "metadata": map[string]any{"regenerate_from_run_id": "rb"}})
+		c.run("t3", "rd", "success", map[string]any{"metadata": map[string]any{"regenerate_from_run_id": "ra"}})
+		page = c.want(200, "GET", "/api/threads/t3/messages/page?limit=2", nil).(map[string]any)
+		if !slices.Equal(seqsOf(page), []int{3}) || page["has_more"] != false {
+			t.Errorf("superseded: %v %v; want only rc's [3], has_more false", seqsOf(page), page["has_more"])
+		}
+
+		// Another user's thread reads as an empty one.
+		if got := c.as("bob").want(200, "GET", "/api/threads/t1/messages/page", nil); !sameJSON(got, empty) {
+			t.Errorf("bob reads alice's thread: %v, want the empty page", got)
+		}
+
+		// Validation: after_seq is DeerFlow's own string detail; limit and
+		// before_seq are FastAPI's list naming the query parameter.
+		c.detail(422, "GET", "/api/threads/t1/messages/page?after_seq=1", nil, "after_seq is not supported by this backward-only endpoint")
+		c.detail(422, "GET", "/api/threads/t1/messages/page?after_seq=", nil, "after_seq is not supported by this backward-only endpoint")
+		for q, param := range map[string]string{"limit=0": "limit", "limit=201": "limit", "before_seq=0": "before_seq"} {
+			if got := locs(c.want(422, "GET", "/api/threads/t1/messages/page?"+q, nil)); !sameJSON(got, [][]any{{"query", param}}) {
+				t.Errorf("%s: detail locs %v, want [[query %s]]", q, got, param)
+			}
+		}
+	})
+}
+
+// The legacy feed GET /messages (reference §2.1): a bare array, hidden
+// runs removed, feedback on the last llm.ai.response row of each run.
+func TestLegacyMessages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		if got := c.want(200, "GET", "/api/threads/t-new/messages", nil); !sameJSON(got, []any{}) {
+			t.Errorf("empty thread feed = %v, want []", got)
+		}
+		c.run("t1", "r1", "success", nil)
+		c.post("t1", "r1", human("h1", "q"), ai("a1", "draft", "lead_agent", 1, 1), ai("a2", "final", "lead_agent", 1, 1))
+		c.want(200, "PUT", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": -1})
+		rows := c.want(200, "GET", "/api/threads/t1/messages?limit=2", nil).([]any)
+		if !slices.Equal(seqsOf(rows), []int{2, 3}) {
+			t.Fatalf("limit=2 feed = %v, want [2 3]", seqsOf(rows))
+		}
+		if rows[0].(map[string]any)["feedback"] != nil || rows[1].(map[string]any)["feedback"].(map[string]any)["rating"] != -1.0 {
+			t.Errorf("feed feedback = %v, %v; want null then rating -1", rows[0].(map[string]any)["feedback"], rows[1].(map[string]any)["feedback"])
+		}
+		if got := seqsOf(c.want(200, "GET", "/api/threads/t1/messages?after_seq=1", nil)); !slices.Equal(got, []int{2, 3}) {
+			t.Errorf("after_seq=1 feed = %v, want [2 3]", got)
+		}
+		for _, q := range []string{"limit=0", "limit=201", "before_seq=0", "after_seq=-1"} {
+			param, _, _ := strings.Cut(q, "=")
+			if got := locs(c.want(422, "GET", "/api/threads/t1/messages?"+q, nil)); !sameJSON(got, [][]any{{"query", param}}) {
+				t.Errorf("%s: detail locs %v", q, got)
+			}
+		}
+	})
+}
+
+// Run message pages, with test_thread_run_messages_pagination.py's
+// assertions, on the thread route (§2.3) and the stateless one (§2.4).
+func TestRunMessagesPagination(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		small := map[string]any{"data": []any{}, "has_more": false}
+		for _, target := range []string{"/api/threads/t-new/runs/r-new/messages", "/api/threads/t1/runs/r1/messages"} {
+			if got := c.want(200, "GET", target, nil); !sameJSON(got, small) {
+				t.Errorf("%s before any row = %v", target, got)
+			}
+		}
+		c.run("t1", "r1", "success", nil)
+		var events []event
+		for i := 1; i <= 61; i++ {
+			events = append(events, human(fmt.Sprintf("h%d", i), "m"))
+		}
+		c.post("t1", "r1", events...)
+		for _, base := range []string{"/api/threads/t1/runs/r1/messages", "/api/runs/r1/messages"} {
+			for _, tc := range []struct {
+				query   string
+				want    []int
+				hasMore bool
+			}{
+				{"", seqRange(12, 61), true},
+				{"?limit=3&before_seq=4", []int{1, 2, 3}, false},
+				{"?before_seq=18&limit=16", seqRange(2, 17), true},
+				{"?after_seq=10", seqRange(11, 60), true},
+				{"?after_seq=58", []int{59, 60, 61}, false},
+			} {
+				page := c.want(200, "GET", base+tc.query, nil).(map[string]any)
+				if !slices.Equal(seqsOf(page), tc.want) || page["has_more"] != tc.hasMore || len(page) != 2 {
+					t.Errorf("%s%s = %v has_more %v (%d members); want %v %v", base, tc.query, seqsOf(page), page["has_more"], len(page), tc.want, tc.hasMore)
+				}
+			}
+			for _, q := range []string{"before_seq=0", "after_seq=-1", "limit=0", "limit=201"} {
+				param, _, _ := strings.Cut(q, "=")
+				if got := locs(c.want(422, "GET", base+"?"+q, nil)); !sameJSON(got, [][]any{{"query", param}}) {
+					t.Errorf("%s?%s: detail locs %v", base, q, got)
+				}
+			}
+		}
+		c.detail(404, "GET", "/api/runs/nope/messages", nil, "Run nope not found")
+		c.as("bob").detail(404, "GET", "/api/runs/r1/messages", nil, "Run r1 not found")
+	})
+}
