@@ -189,26 +189,12 @@ func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runev
 	var problems []contracts.Problem
 	out := make([]runevents.NewEvent, len(events))
 	for i, e := range events {
-		at := "/events/" + strconv.Itoa(i)
-		before := len(problems)
-		problems = l.check(problems, at, &e, events[0].ThreadID)
-		if len(problems) > before {
-			continue
-		}
-		var err error
-		if e.Content, err = l.redactJSON(e.Content); err != nil {
-			problems = append(problems, contracts.Problem{Path: at + "/content", Message: "not valid JSON"})
-		}
-		if e.Metadata, err = l.redactJSON(e.Metadata); err != nil {
-			problems = append(problems, contracts.Problem{Path: at + "/metadata", Message: "not valid JSON"})
-		}
+		problems = l.checkAndRedact(problems, "/events/"+strconv.Itoa(i), &e, events[0].ThreadID)
 		e.UserID = userID
 		out[i] = e
 	}
-	if len(problems) > 0 {
-		p := problems[0]
-		return nil, (&runstream.Error{Code: runstream.CodeValidationFailed,
-			Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
+	if err := problemsError(problems); err != nil {
+		return nil, err
 	}
 	// Redaction markers may be longer than what they replace: what is
 	// stored keeps to the limits too.
@@ -216,6 +202,36 @@ func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runev
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkAndRedact appends the problems of event e, found at path at, and
+// fills its defaults (check); when it has none, it redacts e's content and
+// metadata.
+func (l *ThreadLog) checkAndRedact(problems []contracts.Problem, at string, e *runevents.NewEvent, threadID string) []contracts.Problem {
+	before := len(problems)
+	problems = l.check(problems, at, e, threadID)
+	if len(problems) > before {
+		return problems
+	}
+	var err error
+	if e.Content, err = l.redactJSON(e.Content); err != nil {
+		problems = append(problems, contracts.Problem{Path: at + "/content", Message: "not valid JSON"})
+	}
+	if e.Metadata, err = l.redactJSON(e.Metadata); err != nil {
+		problems = append(problems, contracts.Problem{Path: at + "/metadata", Message: "not valid JSON"})
+	}
+	return problems
+}
+
+// problemsError is the CodeValidationFailed error listing problems in
+// details.problems, named by the first; nil when there are none.
+func problemsError(problems []contracts.Problem) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	p := problems[0]
+	return (&runstream.Error{Code: runstream.CodeValidationFailed,
+		Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
 }
 
 // checkSizes enforces the event and batch limits on the content and

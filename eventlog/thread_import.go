@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 
 	"github.com/runstream/runstream"
@@ -25,24 +24,11 @@ func (l *ThreadLog) CheckImport(events []runevents.ImportEvent) ([]runevents.Imp
 			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata, the limit is %d", i, size, l.limits.MaxEventBytes).
 				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
 		}
-		before := len(problems)
-		problems = l.check(problems, at, &e.NewEvent, events[0].ThreadID)
-		if len(problems) > before {
-			continue
-		}
-		var err error
-		if e.Content, err = l.redactJSON(e.Content); err != nil {
-			problems = append(problems, contracts.Problem{Path: at + "/content", Message: "not valid JSON"})
-		}
-		if e.Metadata, err = l.redactJSON(e.Metadata); err != nil {
-			problems = append(problems, contracts.Problem{Path: at + "/metadata", Message: "not valid JSON"})
-		}
+		problems = l.checkAndRedact(problems, at, &e.NewEvent, events[0].ThreadID)
 		out[i] = e
 	}
-	if len(problems) > 0 {
-		p := problems[0]
-		return nil, (&runstream.Error{Code: runstream.CodeValidationFailed,
-			Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
+	if err := problemsError(problems); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/runstream/runstream/runevents"
@@ -35,9 +34,6 @@ func (s *RunStore) ImportFeedback(ctx context.Context, f runevents.Feedback) (ru
 	if err != nil {
 		return runevents.Feedback{}, false, err
 	}
-	i := slices.IndexFunc(list, func(g runevents.Feedback) bool { return g.UserID == f.UserID && g.MessageID == f.MessageID })
-	if i < 0 {
-		return runevents.Feedback{}, false, runevents.FeedbackIDConflict(f.ID)
-	}
-	return list[i], false, nil
+	found, err := runevents.ImportedFeedback(list, f)
+	return found, false, err
 }

@@ -104,3 +104,16 @@ func PrepareImportFeedback(f Feedback, now time.Time) (Feedback, error) {
 func FeedbackIDConflict(id string) error {
 	return runstream.Errorf(runstream.CodeConflict, "feedback id %s belongs to another feedback", id)
 }
+
+// ImportedFeedback returns, among a run's feedback, the one of f's user
+// and message id: what ImportFeedback answers when its insert did nothing.
+// When there is none the insert met f's id on another feedback:
+// FeedbackIDConflict.
+func ImportedFeedback(runFeedback []Feedback, f Feedback) (Feedback, error) {
+	for _, g := range runFeedback {
+		if g.UserID == f.UserID && g.MessageID == f.MessageID {
+			return g, nil
+		}
+	}
+	return Feedback{}, FeedbackIDConflict(f.ID)
+}
