@@ -650,8 +650,16 @@ func checkImportedReads(t *testing.T, base string) {
 	// The run row keeps its id, owner's view, times and fields.
 	code, body, _ = get(t, base+"/api/threads/t1/runs/r1")
 	var run map[string]any
-	if code != 200 || json.Unmarshal([]byte(body), &run) != nil || run["created_at"] == nil || run["assistant_id"] != "lead_agent" || run["status"] != "success" {
+	if code != 200 || json.Unmarshal([]byte(body), &run) != nil || !strings.HasPrefix(fmt.Sprint(run["created_at"]), "2026-03-01T10:00:00") ||
+		!strings.HasPrefix(fmt.Sprint(run["updated_at"]), "2026-03-01T10:00:07") || run["assistant_id"] != "lead_agent" || run["status"] != "success" ||
+		run["multitask_strategy"] != "reject" || run["message_count"] != 2.0 || path(run, "kwargs", "input") == nil {
 		t.Errorf("run r1 = %d %s", code, body)
+	}
+
+	// §2.4: the stateless run messages.
+	page = getPage(t, base+"/api/runs/r1/messages?limit=2")
+	if got := pageSeqs(page); fmt.Sprint(got) != "[5 6]" || !page.HasMore {
+		t.Errorf("/api/runs/r1/messages?limit=2: seqs %v has_more %v, want [5 6] true", got, page.HasMore)
 	}
 
 	// Feedback of the run.
