@@ -374,7 +374,7 @@ func testIngestIntoAnotherUsersThread(t *testing.T, b threadBackend) {
 	if rec := env.do(t, "POST", eventsPath, batch(startJSON)); rec.Code != 201 {
 		t.Fatalf("alice: %d %s", rec.Code, rec.Body)
 	}
-	unknown := env.do(t, "GET", "/api/threads/t-none/runs", "", testUserHeader, "bob")
+	unknown := env.do(t, "DELETE", "/api/threads/t-none/events", "", testUserHeader, "bob")
 	for name, rec := range map[string]*httptest.ResponseRecorder{
 		"events":    env.do(t, "POST", eventsPath, batch(startJSON), testUserHeader, "bob"),
 		"run row":   env.do(t, "PUT", "/api/threads/t1/runs/r9", `{"status":"running"}`, testUserHeader, "bob"),

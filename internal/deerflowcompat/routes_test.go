@@ -142,6 +142,15 @@ func TestRunRows(t *testing.T) {
 			t.Errorf("runs list = %v", list)
 		}
 		c.detail(404, "GET", "/api/threads/t1/runs/nope", nil, "Run nope not found")
+		// A thread without runs lists none; another user's answers alike.
+		for _, who := range []*client{c, c.as("bob")} {
+			if got := who.want(200, "GET", "/api/threads/t-new/runs", nil); !sameJSON(got, []any{}) {
+				t.Errorf("runs of a new thread as %s = %v", who.user, got)
+			}
+		}
+		if got := c.as("bob").want(200, "GET", "/api/threads/t1/runs", nil); !sameJSON(got, []any{}) {
+			t.Errorf("bob lists alice's runs: %v", got)
+		}
 		if got := locs(c.want(422, "PUT", "/api/threads/t1/runs/r3", map[string]any{"status": "success", "multitask_strategy": "later"})); !sameJSON(got, [][]any{{"body", "multitask_strategy"}}) {
 			t.Errorf("bad multitask_strategy: detail locs %v", got)
 		}
