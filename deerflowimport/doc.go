@@ -10,9 +10,10 @@
 // whole or not at all: one refused row leaves its thread out (reported),
 // unless Options.SkipBadRows imports the rest. A thread already present
 // with the same rows is skipped; with other rows it is a conflict, reported
-// and left as it is. Run rows and feedback are written through
-// runevents.RunStore with the same rule: absent → written, equal →
-// skipped, different → conflict.
+// and left as it is. Run rows and feedback, redacted as the thread API
+// redacts them, are written through runevents.RunStore (feedback through
+// runevents.FeedbackImporter, keeping its id) with the same rule: absent →
+// written, equal → skipped, different → conflict.
 //
 // What is converted, and how (see docs/DEERFLOW.md, "Importing DeerFlow
 // data"):

@@ -321,12 +321,17 @@ func (im *importer) ownerOf(thread, run string) string {
 	return im.opt.DefaultOwner
 }
 
-// run writes a run row, or finds it there already.
+// run writes a run row, redacted, or finds it there already.
 func (im *importer) run(ctx context.Context, r Run, add func(Problem)) error {
 	if r.Row.OwnerID == "" {
 		r.Row.OwnerID = im.opt.DefaultOwner
 	}
-	want, err := runevents.PrepareRunRow(r.Row, time.Now())
+	row, err := redactRun(r.Row)
+	if err != nil {
+		add(Problem{r.Loc, err})
+		return nil
+	}
+	want, err := runevents.PrepareRunRow(row, time.Now())
 	if err != nil {
 		add(Problem{r.Loc, err})
 		return nil
@@ -369,7 +374,7 @@ func sameUsage(a, b runevents.Usage) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// feedback writes a feedback row with its id and time
+// feedback writes a feedback row, redacted, with its id and time
 // (runevents.FeedbackImporter), or finds it there already: the same user's
 // on the same run and message.
 func (im *importer) feedback(ctx context.Context, f Feedback, add func(Problem)) error {
@@ -380,7 +385,12 @@ func (im *importer) feedback(ctx context.Context, f Feedback, add func(Problem))
 	if f.Row.UserID == "" {
 		f.Row.UserID = im.ownerOf(f.Row.ThreadID, f.Row.RunID)
 	}
-	got, created, err := fi.ImportFeedback(ctx, f.Row)
+	row, err := redactFeedback(f.Row)
+	if err != nil {
+		add(Problem{f.Loc, err})
+		return nil
+	}
+	got, created, err := fi.ImportFeedback(ctx, row)
 	switch code := runstream.ErrorCodeOf(err); {
 	case err == nil:
 	case code == runstream.CodeConflict:
@@ -397,7 +407,7 @@ func (im *importer) feedback(ctx context.Context, f Feedback, add func(Problem))
 		im.sum.Feedback++
 		return nil
 	}
-	if got.ID == f.Row.ID && jsonEqual(got.Rating, f.Row.Rating) && got.Comment == f.Row.Comment && slices.Equal(got.Tags, f.Row.Tags) {
+	if got.ID == row.ID && jsonEqual(got.Rating, row.Rating) && got.Comment == row.Comment && slices.Equal(got.Tags, row.Tags) {
 		im.sum.FeedbackUnchanged++
 		return nil
 	}

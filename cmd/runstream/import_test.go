@@ -37,6 +37,10 @@ type dfRow struct {
 	file              string
 }
 
+// importSecret is a credential in the source: the import stores it
+// redacted, as the ingest would.
+var importSecret = "sk-" + strings.Repeat("Zq7", 16)
+
 type dfRun struct {
 	thread, run, user, status, model string
 	meta, byModel, kwargs            string
@@ -103,7 +107,7 @@ func deerflowFixture(t *testing.T) ([]dfRow, []dfRun, []dfFeedback) {
 		{"t1", "r1", "local", 2, "llm.human.input", "message", msgContent("human", "What is 2+2?", "h1"), lead(), at("10:00:00.100000"), ""},
 		{"t1", "r1", "local", 3, "llm.ai.response", "message", msgContent("ai", "", "a1", "tool_calls", []any{map[string]any{"name": "calc", "args": map[string]any{"x": "2+2"}, "id": "call1"}}),
 			lead("usage", usage(5), "latency_ms", 120, "llm_call_index", 1), at("10:00:01.000000"), ""},
-		{"t1", "r1", "local", 4, "llm.tool.result", "message", msgContent("tool", "4", "tool1", "tool_call_id", "call1"), map[string]any{}, at("10:00:02.000000"), ""},
+		{"t1", "r1", "local", 4, "llm.tool.result", "message", msgContent("tool", "4", "tool1", "tool_call_id", "call1", "artifact", "key "+importSecret), map[string]any{}, at("10:00:02.000000"), ""},
 		{"t1", "r1", "local", 5, "llm.ai.response", "message", msgContent("ai", "Arithmetic", "m1"),
 			map[string]any{"caller": "middleware:title", "usage": map[string]any{}, "latency_ms": nil, "llm_call_index": 2}, at("10:00:03.000000"), ""},
 		{"t1", "r1", "local", 6, "llm.ai.response", "message", msgContent("ai", "4", "a2"), lead("usage", usage(10), "latency_ms", 80, "llm_call_index", 3), at("10:00:04.000000"), ""},
@@ -131,7 +135,7 @@ func deerflowFixture(t *testing.T) ([]dfRow, []dfRun, []dfFeedback) {
 	}
 	runs := []dfRun{
 		{"t1", "r1", "local", "success", "gpt-4o", `{}`, `{"gpt-4o":{"input_tokens":25,"output_tokens":15,"total_tokens":40}}`, `{"input":{"messages":[]}}`, 25, 15, 40, 40, 0, at("10:00:00.000000"), at("10:00:07.000000")},
-		{"t1", "r2", "local", "success", "gpt-4o", `{}`, `{}`, `{}`, 60, 40, 100, 80, 20, at("10:01:00.000000"), at("10:01:05.000000")},
+		{"t1", "r2", "local", "success", "gpt-4o", `{}`, `{}`, `{"config":{"note":"key ` + importSecret + `"}}`, 60, 40, 100, 80, 20, at("10:01:00.000000"), at("10:01:05.000000")},
 		{"t-branch", b1, "local", "success", "gpt-4o", `{}`, `{}`, `{}`, 0, 0, 0, 0, 0, at("11:00:00.000000"), at("11:00:00.000000")},
 		{"t-branch", b2, "local", "success", "gpt-4o", `{}`, `{}`, `{}`, 0, 0, 0, 0, 0, at("11:00:00.000000"), at("11:00:00.000000")},
 		{"t-branch", "live", "local", "success", "gpt-4o", `{"regenerate_from_run_id":"` + b2 + `"}`, `{}`, `{}`, 3, 3, 6, 6, 0, at("11:01:00.000000"), at("11:01:03.000000")},
@@ -660,6 +664,13 @@ func checkImportedReads(t *testing.T, base string) {
 	page = getPage(t, base+"/api/runs/r1/messages?limit=2")
 	if got := pageSeqs(page); fmt.Sprint(got) != "[5 6]" || !page.HasMore {
 		t.Errorf("/api/runs/r1/messages?limit=2: seqs %v has_more %v, want [5 6] true", got, page.HasMore)
+	}
+
+	// Secrets in the source are redacted, in rows as in run rows.
+	for _, u := range []string{"/api/threads/t1/runs/r2", "/api/threads/t1/runs/r1/messages", "/api/threads/t1/messages/page"} {
+		if _, body, _ := get(t, base+u); strings.Contains(body, importSecret) || !strings.Contains(body, "key ") {
+			t.Errorf("GET %s holds the source's secret, or lost its text: %s", u, body)
+		}
 	}
 
 	// Feedback of the run.
