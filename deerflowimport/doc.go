@@ -9,7 +9,8 @@
 // one transaction per thread (runevents.Importer). A thread is imported
 // whole or not at all: one refused row leaves its thread out (reported),
 // unless Options.SkipBadRows imports the rest. A thread already present
-// with the same rows is skipped; with other rows it is a conflict, reported
+// with the same rows is skipped; with the first of them, it gets the rest
+// (the source went on writing); with other rows it is a conflict, reported
 // and left as it is. Run rows and feedback, redacted as the thread API
 // redacts them, are written through runevents.RunStore (feedback through
 // runevents.FeedbackImporter, keeping its id) with the same rule: absent →

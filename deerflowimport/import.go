@@ -47,20 +47,21 @@ type Options struct {
 // Summary counts what an import did. Problems lists every row it could
 // not take and every conflict, with its location.
 type Summary struct {
-	RowsRead, Rows                            int
-	Threads, ThreadsUnchanged, ThreadsLeftOut int
-	Runs, RunsUnchanged                       int
-	Feedback, FeedbackUnchanged               int
-	Conflicts                                 int
-	Problems                                  []Problem
+	RowsRead, Rows                             int
+	Threads, ThreadsExtended, ThreadsUnchanged int
+	ThreadsLeftOut                             int
+	Runs, RunsUnchanged                        int
+	Feedback, FeedbackUnchanged                int
+	Conflicts                                  int
+	Problems                                   []Problem
 }
 
 // OK reports whether everything was imported or already present.
 func (s Summary) OK() bool { return len(s.Problems) == 0 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("threads: %d imported, %d unchanged, %d left out; rows: %d read, %d imported; runs: %d imported, %d unchanged; feedback: %d imported, %d unchanged; %d conflicts, %d problems",
-		s.Threads, s.ThreadsUnchanged, s.ThreadsLeftOut, s.RowsRead, s.Rows, s.Runs, s.RunsUnchanged, s.Feedback, s.FeedbackUnchanged, s.Conflicts, len(s.Problems))
+	return fmt.Sprintf("threads: %d imported, %d extended, %d unchanged, %d left out; rows: %d read, %d imported; runs: %d imported, %d unchanged; feedback: %d imported, %d unchanged; %d conflicts, %d problems",
+		s.Threads, s.ThreadsExtended, s.ThreadsUnchanged, s.ThreadsLeftOut, s.RowsRead, s.Rows, s.Runs, s.RunsUnchanged, s.Feedback, s.FeedbackUnchanged, s.Conflicts, len(s.Problems))
 }
 
 type importer struct {
@@ -170,7 +171,12 @@ func (im *importer) thread(ctx context.Context, id string, rows []Row, unreadabl
 		return err
 	}
 	if len(existing) > 0 {
-		return im.compare(at, existing, checked, add)
+		n, err := im.compare(at, existing, checked, add)
+		if err != nil || n == 0 {
+			return err
+		}
+		// The source has rows the thread gained since an import: its tail.
+		checked = checked[len(checked)-n:]
 	}
 	recs, err := im.t.Log.ImportThread(ctx, checked)
 	switch {
@@ -181,7 +187,11 @@ func (im *importer) thread(ctx context.Context, id string, rows []Row, unreadabl
 	case err != nil:
 		return fmt.Errorf("import %s: %w", at, err)
 	}
-	im.sum.Threads++
+	if len(existing) > 0 {
+		im.sum.ThreadsExtended++
+	} else {
+		im.sum.Threads++
+	}
 	im.sum.Rows += len(recs)
 	return nil
 }
@@ -278,26 +288,26 @@ func (im *importer) existing(ctx context.Context, thread string) ([]runevents.Re
 }
 
 // compare finds a thread that holds rows already unchanged when they are
-// the rows the import would store, and a conflict otherwise.
-func (im *importer) compare(at string, existing []runevents.Record, events []runevents.ImportEvent, add func(Problem)) error {
+// the rows the import would store, and a conflict when they are not even
+// the first of them; it returns how many rows of the source follow those
+// the thread holds (its tail, to import), 0 otherwise.
+func (im *importer) compare(at string, existing []runevents.Record, events []runevents.ImportEvent, add func(Problem)) (int, error) {
 	want, err := runevents.PrepareImport(events, time.Now(), 0)
 	if err != nil {
-		return fmt.Errorf("prepare %s: %w", at, err)
+		return 0, fmt.Errorf("prepare %s: %w", at, err)
 	}
-	for i := range max(len(existing), len(want)) {
-		if i < len(existing) && i < len(want) && sameRecord(existing[i], want[i]) {
+	for i, rec := range existing {
+		if i < len(want) && sameRecord(rec, want[i]) {
 			continue
 		}
-		seq := want[min(i, len(want)-1)].Seq
-		if i < len(existing) {
-			seq = existing[i].Seq
-		}
 		im.sum.Conflicts++
-		add(Problem{at, fmt.Errorf("conflict: runstream holds %d rows of this thread, the source %d, first different at seq %d; left as it is", len(existing), len(want), seq)})
-		return nil
+		add(Problem{at, fmt.Errorf("conflict: runstream holds %d rows of this thread, the source %d, first different at seq %d; left as it is", len(existing), len(want), rec.Seq)})
+		return 0, nil
 	}
-	im.sum.ThreadsUnchanged++
-	return nil
+	if len(existing) == len(want) {
+		im.sum.ThreadsUnchanged++
+	}
+	return len(want) - len(existing), nil
 }
 
 func sameRecord(a, b runevents.Record) bool {

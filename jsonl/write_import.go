@@ -8,9 +8,9 @@ import (
 
 var _ runevents.Importer = (*RunEventStore)(nil)
 
-// ImportThread writes events with their own seqs, each to its run's file, and returns once all are
-// durable; on a write error no row is kept. The thread must never have had
-// a row (no row in its files and no last_seq file).
+// ImportThread writes events with their own seqs, all above the thread's
+// last seq (of its files and its last_seq file), each to its run's file,
+// and returns once all are durable; on a write error no row is kept.
 func (s *RunEventStore) ImportThread(_ context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
 	recs, err := runevents.PrepareImport(events, s.now(), s.maxTrace)
 	if err != nil || len(recs) == 0 {
@@ -26,10 +26,10 @@ func (s *RunEventStore) ImportThread(_ context.Context, events []runevents.Impor
 		return nil, err
 	}
 	t.mu.Lock()
-	if t.lastSeq > 0 {
+	if t.lastSeq >= recs[0].Seq {
 		last := t.lastSeq
 		t.mu.Unlock()
-		return nil, runevents.ImportConflict(t.id, last)
+		return nil, runevents.ImportConflict(t.id, last, recs[0].Seq)
 	}
 	err = s.writeLocked(t, recs, nil)
 	last := t.lastSeq

@@ -8,8 +8,8 @@ import (
 
 var _ runevents.Importer = (*RunEventStore)(nil)
 
-// ImportThread stores events with their own seqs; the thread must never
-// have had a row.
+// ImportThread stores events with their own seqs, all above the thread's
+// last seq.
 func (s *RunEventStore) ImportThread(_ context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
 	recs, err := runevents.PrepareImport(events, s.cfg.now(), s.cfg.maxTraceContent)
 	if err != nil || len(recs) == 0 {
@@ -21,11 +21,14 @@ func (s *RunEventStore) ImportThread(_ context.Context, events []runevents.Impor
 		return nil, errClosed()
 	}
 	id := recs[0].ThreadID
-	if t := s.threads[id]; t != nil {
-		return nil, runevents.ImportConflict(id, t.lastSeq)
+	t := s.threads[id]
+	switch {
+	case t == nil:
+		t = &thread{runs: map[string]*run{}}
+		s.threads[id] = t
+	case t.lastSeq >= recs[0].Seq:
+		return nil, runevents.ImportConflict(id, t.lastSeq, recs[0].Seq)
 	}
-	t := &thread{runs: map[string]*run{}}
-	s.threads[id] = t
 	for _, rec := range recs {
 		t.lastSeq = rec.Seq - 1 // appendLocked assigns the next seq: rec's own
 		s.appendLocked(rec.Clone())

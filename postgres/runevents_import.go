@@ -26,9 +26,9 @@ const importRows = `WITH inserted AS (
 )
 SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || $2::bigint)`
 
-// ImportThread stores events with their own seqs in one transaction: it creates the thread's counter row
-// at the highest seq, which fails when the thread has one already (it has
-// or had rows), and inserts the rows.
+// ImportThread stores events with their own seqs in one transaction: it
+// locks the thread's counter row (created when missing), moves it to the
+// highest seq when it is below the first one, and inserts the rows.
 func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -54,23 +54,25 @@ func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.Imp
 	var existing int64
 	errConflict := errors.New("thread not empty")
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
-			ON CONFLICT (thread_id) DO NOTHING`, thread, last)
+		// Adding 0 takes the counter row's lock, creating the row for a
+		// new thread, as PutIfAbsent does.
+		err := tx.QueryRow(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, 0)
+			ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq RETURNING last_seq`, thread).Scan(&existing)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			if err := tx.QueryRow(ctx, `SELECT last_seq FROM run_event_threads WHERE thread_id = $1`, thread).Scan(&existing); err != nil {
-				return err
-			}
+		if existing >= recs[0].Seq {
 			return errConflict
+		}
+		if _, err := tx.Exec(ctx, `UPDATE run_event_threads SET last_seq = $2 WHERE thread_id = $1`, thread, last); err != nil {
+			return err
 		}
 		_, err = tx.Exec(ctx, importRows, args...)
 		return err
 	})
 	switch {
 	case errors.Is(err, errConflict):
-		return nil, runevents.ImportConflict(thread, existing)
+		return nil, runevents.ImportConflict(thread, existing, recs[0].Seq)
 	case err != nil:
 		return nil, dbError(err, "import run events")
 	}

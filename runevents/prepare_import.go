@@ -23,8 +23,11 @@ type Importer interface {
 	// ImportThread prepares events, rows of one thread, with
 	// PrepareImport (ascending, distinct seqs; gaps allowed), stores them
 	// in one transaction and returns them as stored; later appends
-	// continue after the highest seq. The thread must never have had a
-	// row (LastThreadSeq 0); otherwise it fails with CodeConflict and
+	// continue after the highest seq. Every seq must be above the
+	// highest the thread has handed out (LastThreadSeq: 0 for a new
+	// thread; deleted rows count), so that seqs stay unique and in commit
+	// order: a whole thread goes into a new one, the rows a thread gained
+	// since an import after them. Otherwise it fails with CodeConflict and
 	// writes nothing. No events write nothing.
 	ImportThread(ctx context.Context, events []ImportEvent) ([]Record, error)
 }
@@ -59,10 +62,10 @@ func PrepareImport(events []ImportEvent, now time.Time, maxTraceContent int) ([]
 	return out, nil
 }
 
-// ImportConflict is the error of ImportThread on a thread that has, or
-// had, rows.
-func ImportConflict(threadID string, lastSeq int64) error {
-	return runstream.Errorf(runstream.CodeConflict, "thread %s already has rows (last seq %d): an import takes an empty thread only", threadID, lastSeq).
+// ImportConflict is the error of ImportThread when the thread has handed
+// out seq lastSeq already and the import starts at seq first.
+func ImportConflict(threadID string, lastSeq, first int64) error {
+	return runstream.Errorf(runstream.CodeConflict, "thread %s has handed out seqs up to %d: an import starting at seq %d must start above", threadID, lastSeq, first).
 		WithDetail("last_seq", lastSeq)
 }
 

@@ -109,24 +109,33 @@ var importTests = []test{
 			t.Errorf("Put after the import got seq %d, want 41", rec.Seq)
 		}
 	}},
-	{"RefusesThreadWithRows", func(t *testing.T, s runevents.Store) {
+	{"AboveTheLastSeqOnly", func(t *testing.T, s runevents.Store) {
 		imp := importer(t, s)
-		before := put(t, s, msg("t1", "r1"))
-		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 5, 6))
-		wantCode(t, err, runstream.CodeConflict, "ImportThread into a thread with a row")
-		sameRecords(t, "rows after the refused import", threadRows(t, s, "t1"), []runevents.Record{before})
+		before := []runevents.Record{put(t, s, msg("t1", "r1")), put(t, s, msg("t1", "r1"))}
+		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 2, 6))
+		wantCode(t, err, runstream.CodeConflict, "ImportThread at a seq the thread has")
+		sameRecords(t, "rows after the refused import", threadRows(t, s, "t1"), before)
+		// Rows above the last seq are the thread's tail: imported.
+		tail := importRows(t, "t1", 5, 6)
+		importThread(t, imp, tail)
+		sameRecords(t, "rows after the tail's import", threadRows(t, s, "t1"), append(before, prepared(t, tail)...))
+		if rec := put(t, s, msg("t1", "r1")); rec.Seq != 7 {
+			t.Errorf("Put after the tail got seq %d, want 7", rec.Seq)
+		}
 	}},
-	{"RefusesThreadHadRows", func(t *testing.T, s runevents.Store) {
+	{"DeletedSeqsCount", func(t *testing.T, s runevents.Store) {
 		imp := importer(t, s)
+		put(t, s, msg("t1", "r1"))
 		put(t, s, msg("t1", "r1"))
 		if _, err := s.DeleteByThread(t.Context(), "t1", runevents.AnyOwner); err != nil {
 			t.Fatalf("DeleteByThread: %v", err)
 		}
-		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 5))
-		wantCode(t, err, runstream.CodeConflict, "ImportThread into a thread whose rows were deleted")
+		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 2))
+		wantCode(t, err, runstream.CodeConflict, "ImportThread at a deleted seq")
 		if rows := threadRows(t, s, "t1"); len(rows) != 0 {
 			t.Errorf("rows after the refused import: seqs %v, want none", seqs(rows))
 		}
+		importThread(t, imp, importRows(t, "t1", 3))
 	}},
 	{"Twice", func(t *testing.T, s runevents.Store) {
 		imp := importer(t, s)
@@ -134,6 +143,8 @@ var importTests = []test{
 		importThread(t, imp, events)
 		_, err := imp.ImportThread(t.Context(), events)
 		wantCode(t, err, runstream.CodeConflict, "the second ImportThread of a thread")
+		_, err = imp.ImportThread(t.Context(), importRows(t, "t1", 3, 4))
+		wantCode(t, err, runstream.CodeConflict, "an ImportThread overlapping the first")
 		sameRecords(t, "rows after the second import", threadRows(t, s, "t1"), prepared(t, events))
 		// Other threads are not affected.
 		importThread(t, imp, importRows(t, "t2", 9))

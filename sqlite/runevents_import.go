@@ -10,9 +10,9 @@ import (
 
 var _ runevents.Importer = (*RunEventStore)(nil)
 
-// ImportThread stores events with their own seqs in one write transaction: it creates the thread's counter
-// at the highest seq, which fails when the thread has one already (it has
-// or had rows), and inserts the rows.
+// ImportThread stores events with their own seqs in one write
+// transaction: it moves the thread's counter (created when missing) to the
+// highest seq when it is below the first one, and inserts the rows.
 func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.ImportEvent) ([]runevents.Record, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -32,19 +32,18 @@ func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.Imp
 		if err := s.flushAppends(ctx, tx); err != nil { // appends earlier in the group come first
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES (?, ?)
-			ON CONFLICT (thread_id) DO NOTHING`, thread, recs[len(recs)-1].Seq)
+		var last int64
+		err := tx.QueryRowContext(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES (?, 0)
+			ON CONFLICT (thread_id) DO UPDATE SET last_seq = last_seq RETURNING last_seq`, thread).Scan(&last)
 		if err != nil {
 			return sqlError("sqlite: import run events: counter", err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			if err != nil {
-				return sqlError("sqlite: import run events: counter", err)
-			}
-			if err := tx.QueryRowContext(ctx, `SELECT last_seq FROM run_event_threads WHERE thread_id = ?`, thread).Scan(&conflict); err != nil {
-				return sqlError("sqlite: import run events: counter", err)
-			}
+		if last >= recs[0].Seq {
+			conflict = last
 			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE run_event_threads SET last_seq = ? WHERE thread_id = ?`, recs[len(recs)-1].Seq, thread); err != nil {
+			return sqlError("sqlite: import run events: counter", err)
 		}
 		return s.insertArgs(ctx, tx, args)
 	})
@@ -52,7 +51,7 @@ func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.Imp
 		return nil, err
 	}
 	if conflict >= 0 {
-		return nil, runevents.ImportConflict(thread, conflict)
+		return nil, runevents.ImportConflict(thread, conflict, recs[0].Seq)
 	}
 	return recs, nil
 }

@@ -339,8 +339,30 @@ type importVariant struct {
 	from   []string
 	badLoc string
 	store  []string
-	// rewriteT1 changes a row of t1 in the source, for the conflict check.
-	rewriteT1 func(t *testing.T)
+	// rewriteT1 changes a row of t1 in the source, for the conflict check;
+	// grow adds seq 7 to t-branch (DeerFlow went on writing).
+	rewriteT1, grow func(t *testing.T)
+}
+
+// grownRow is the row grow adds.
+var grownRow = dfRow{"t-branch", "live", "local", 7, "llm.human.input", "message", msgContent("human", "q3", "h3"), lead(), at("11:02:00.000000"), ""}
+
+// sqlGrow inserts grownRow into a DeerFlow database.
+func sqlGrow(db *sql.DB, pg bool) func(t *testing.T) {
+	return func(t *testing.T) {
+		content, meta := encodeContent(t, grownRow.content, grownRow.meta)
+		q := `INSERT INTO run_events (thread_id, run_id, user_id, event_type, category, content, event_metadata, seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		var created any = grownRow.at.Format("2006-01-02 15:04:05.000000")
+		if pg {
+			n := 0
+			q = rewrite(q, func() string { n++; return fmt.Sprintf("$%d", n) })
+			created = grownRow.at
+		}
+		r := grownRow
+		if _, err := db.Exec(q, r.thread, r.run, r.user, r.typ, r.cat, content, meta, r.seq, created); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func importVariants(t *testing.T) []importVariant {
@@ -368,6 +390,22 @@ func importVariants(t *testing.T) []importVariant {
 				t.Fatal(err)
 			}
 		},
+		grow: func(t *testing.T) {
+			grown := filepath.Join(t.TempDir(), "grown")
+			writeJSONL(t, grown, []dfRow{grownRow})
+			line, err := os.ReadFile(filepath.Join(grown, "threads", "t-branch", "runs", "live.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(filepath.Join(jdir, "deer-flow", "threads", "t-branch", "runs", "live.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write(line); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 
 	// Everything in DeerFlow's SQLite database.
@@ -385,6 +423,7 @@ func importVariants(t *testing.T) []importVariant {
 				t.Fatal(err)
 			}
 		},
+		grow: sqlGrow(db, false),
 	})
 
 	// Everything in DeerFlow's PostgreSQL database, imported into
@@ -429,6 +468,7 @@ func importVariants(t *testing.T) []importVariant {
 				t.Fatal(err)
 			}
 		},
+		grow: sqlGrow(pg, true),
 	})
 	return out
 }
@@ -463,7 +503,7 @@ func TestImportDeerFlow(t *testing.T) {
 			for _, want := range []string{
 				"deerflow import: " + v.badLoc + ": ",
 				"deerflow import: thread t-bad: not imported",
-				"threads: 3 imported, 0 unchanged, 1 left out",
+				"threads: 3 imported, 0 extended, 0 unchanged, 1 left out",
 				"runs: 7 imported, 0 unchanged; feedback: 2 imported, 0 unchanged; 0 conflicts",
 				"deerflow import: 23 rows read, 20 imported, 3 threads imported, 0 unchanged", // progress, its last line
 			} {
@@ -474,7 +514,7 @@ func TestImportDeerFlow(t *testing.T) {
 
 			// Idempotent: the second import adds nothing.
 			err, stderr = runImport(t, v)
-			if err == nil || !strings.Contains(stderr, "threads: 0 imported, 3 unchanged, 1 left out; rows: 23 read, 0 imported; runs: 0 imported, 7 unchanged; feedback: 0 imported, 2 unchanged; 0 conflicts, 2 problems") {
+			if err == nil || !strings.Contains(stderr, "threads: 0 imported, 0 extended, 3 unchanged, 1 left out; rows: 23 read, 0 imported; runs: 0 imported, 7 unchanged; feedback: 0 imported, 2 unchanged; 0 conflicts, 2 problems") {
 				t.Errorf("second import: %v\n%s", err, stderr)
 			}
 
@@ -494,15 +534,27 @@ func TestImportDeerFlow(t *testing.T) {
 				t.Errorf("import of a changed row: %v\n%s", err, stderr)
 			}
 
+			// Rows DeerFlow wrote since, after those imported, are
+			// imported: the thread is extended.
+			v.grow(t)
+			err, stderr = runImport(t, v)
+			if !strings.Contains(stderr, "threads: 0 imported, 1 extended, 1 unchanged, 1 left out; rows: 24 read, 1 imported") {
+				t.Errorf("import of a grown thread: %v\n%s", err, stderr)
+			}
+
 			// --skip-bad-rows imports t-bad without its bad row.
 			err, stderr = runImport(t, v, "--skip-bad-rows")
-			if !strings.Contains(stderr, "threads: 1 imported, 2 unchanged, 0 left out") {
+			if !strings.Contains(stderr, "threads: 1 imported, 0 extended, 2 unchanged, 0 left out") {
 				t.Errorf("import with --skip-bad-rows: %v\n%s", err, stderr)
 			}
 			p = runServe(t, nil, append(v.store, "--data-dir", dataDir)...)
 			page := getPage(t, p.base+"/api/threads/t-bad/messages/page")
 			if got := pageSeqs(page); fmt.Sprint(got) != "[1 3]" {
 				t.Errorf("t-bad after --skip-bad-rows: seqs %v, want [1 3]", got)
+			}
+			page = getPage(t, p.base+"/api/threads/t-branch/runs/live/messages")
+			if got := pageSeqs(page); fmt.Sprint(got) != "[5 6 7]" || path(page.Data[2], "content", "id") != "h3" {
+				t.Errorf("t-branch's live run after its growth: seqs %v, want [5 6 7]", got)
 			}
 		})
 	}
