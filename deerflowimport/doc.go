@@ -14,7 +14,8 @@
 // and left as it is. Run rows and feedback, redacted as the thread API
 // redacts them, are written through runevents.RunStore (feedback through
 // runevents.FeedbackImporter, keeping its id) with the same rule: absent →
-// written, equal → skipped, different → conflict.
+// written, equal → skipped, different → conflict, except that a run row
+// newer at the source (later updated_at) replaces runstream's.
 //
 // What is converted, and how (see docs/DEERFLOW.md, "Importing DeerFlow
 // data"):

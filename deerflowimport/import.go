@@ -50,7 +50,7 @@ type Summary struct {
 	RowsRead, Rows                             int
 	Threads, ThreadsExtended, ThreadsUnchanged int
 	ThreadsLeftOut                             int
-	Runs, RunsUnchanged                        int
+	Runs, RunsUpdated, RunsUnchanged           int
 	Feedback, FeedbackUnchanged                int
 	Conflicts                                  int
 	Problems                                   []Problem
@@ -60,8 +60,8 @@ type Summary struct {
 func (s Summary) OK() bool { return len(s.Problems) == 0 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("threads: %d imported, %d extended, %d unchanged, %d left out; rows: %d read, %d imported; runs: %d imported, %d unchanged; feedback: %d imported, %d unchanged; %d conflicts, %d problems",
-		s.Threads, s.ThreadsExtended, s.ThreadsUnchanged, s.ThreadsLeftOut, s.RowsRead, s.Rows, s.Runs, s.RunsUnchanged, s.Feedback, s.FeedbackUnchanged, s.Conflicts, len(s.Problems))
+	return fmt.Sprintf("threads: %d imported, %d extended, %d unchanged, %d left out; rows: %d read, %d imported; runs: %d imported, %d updated, %d unchanged; feedback: %d imported, %d unchanged; %d conflicts, %d problems",
+		s.Threads, s.ThreadsExtended, s.ThreadsUnchanged, s.ThreadsLeftOut, s.RowsRead, s.Rows, s.Runs, s.RunsUpdated, s.RunsUnchanged, s.Feedback, s.FeedbackUnchanged, s.Conflicts, len(s.Problems))
 }
 
 type importer struct {
@@ -331,7 +331,9 @@ func (im *importer) ownerOf(thread, run string) string {
 	return im.opt.DefaultOwner
 }
 
-// run writes a run row, redacted, or finds it there already.
+// run writes a run row, redacted, or finds it there already, or updates
+// it when the source's is newer (updated_at later, same owner and
+// creation).
 func (im *importer) run(ctx context.Context, r Run, add func(Problem)) error {
 	if r.Row.OwnerID == "" {
 		r.Row.OwnerID = im.opt.DefaultOwner
@@ -361,12 +363,20 @@ func (im *importer) run(ctx context.Context, r Run, add func(Problem)) error {
 	case err != nil:
 		return fmt.Errorf("%s: %w", r.Loc, err)
 	}
-	if sameRun(got, want) {
+	switch {
+	case sameRun(got, want):
 		im.sum.RunsUnchanged++
+		return nil
+	case got.OwnerID == want.OwnerID && got.CreatedAt.Equal(want.CreatedAt) && want.UpdatedAt.After(got.UpdatedAt):
+		// The source's row is newer: the run went on in DeerFlow.
+		if _, err := im.t.Runs.PutRun(ctx, want); err != nil {
+			return fmt.Errorf("%s: %w", r.Loc, err)
+		}
+		im.sum.RunsUpdated++
 		return nil
 	}
 	im.sum.Conflicts++
-	add(Problem{r.Loc, fmt.Errorf("conflict: runstream holds another row for run %s of thread %s; left as it is", want.RunID, want.ThreadID)})
+	add(Problem{r.Loc, fmt.Errorf("conflict: runstream holds another row for run %s of thread %s, as new as the source's or newer; left as it is", want.RunID, want.ThreadID)})
 	return nil
 }
 

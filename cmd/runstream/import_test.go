@@ -347,9 +347,21 @@ type importVariant struct {
 // grownRow is the row grow adds.
 var grownRow = dfRow{"t-branch", "live", "local", 7, "llm.human.input", "message", msgContent("human", "q3", "h3"), lead(), at("11:02:00.000000"), ""}
 
-// sqlGrow inserts grownRow into a DeerFlow database.
-func sqlGrow(db *sql.DB, pg bool) func(t *testing.T) {
+// sqlGrow inserts grownRow into a DeerFlow database (events: into
+// run_events too) and moves the updated_at of its run on.
+func sqlGrow(db *sql.DB, pg, events bool) func(t *testing.T) {
 	return func(t *testing.T) {
+		update := `UPDATE runs SET updated_at = ?, message_count = 3 WHERE run_id = 'live'`
+		var updated any = at("11:02:01.000000").Format("2006-01-02 15:04:05.000000")
+		if pg {
+			update, updated = strings.Replace(update, "?", "$1", 1), at("11:02:01.000000")
+		}
+		if _, err := db.Exec(update, updated); err != nil {
+			t.Fatal(err)
+		}
+		if !events {
+			return
+		}
 		content, meta := encodeContent(t, grownRow.content, grownRow.meta)
 		q := `INSERT INTO run_events (thread_id, run_id, user_id, event_type, category, content, event_metadata, seq, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 		var created any = grownRow.at.Format("2006-01-02 15:04:05.000000")
@@ -374,7 +386,8 @@ func importVariants(t *testing.T) []importVariant {
 	jdir := t.TempDir()
 	dir := jdir
 	writeJSONL(t, filepath.Join(dir, "deer-flow"), rows)
-	writeSQL(t, openSQLiteFixture(t, filepath.Join(dir, "deerflow-runs.db")), false, false, rows, runs, feedback)
+	runsDB := openSQLiteFixture(t, filepath.Join(dir, "deerflow-runs.db"))
+	writeSQL(t, runsDB, false, false, rows, runs, feedback)
 	out = append(out, importVariant{
 		name:   "jsonl",
 		from:   []string{filepath.Join(dir, "deer-flow"), filepath.Join(dir, "deerflow-runs.db")},
@@ -391,6 +404,7 @@ func importVariants(t *testing.T) []importVariant {
 			}
 		},
 		grow: func(t *testing.T) {
+			sqlGrow(runsDB, false, false)(t)
 			grown := filepath.Join(t.TempDir(), "grown")
 			writeJSONL(t, grown, []dfRow{grownRow})
 			line, err := os.ReadFile(filepath.Join(grown, "threads", "t-branch", "runs", "live.jsonl"))
@@ -423,7 +437,7 @@ func importVariants(t *testing.T) []importVariant {
 				t.Fatal(err)
 			}
 		},
-		grow: sqlGrow(db, false),
+		grow: sqlGrow(db, false, true),
 	})
 
 	// Everything in DeerFlow's PostgreSQL database, imported into
@@ -468,7 +482,7 @@ func importVariants(t *testing.T) []importVariant {
 				t.Fatal(err)
 			}
 		},
-		grow: sqlGrow(pg, true),
+		grow: sqlGrow(pg, true, true),
 	})
 	return out
 }
@@ -504,7 +518,7 @@ func TestImportDeerFlow(t *testing.T) {
 				"deerflow import: " + v.badLoc + ": ",
 				"deerflow import: thread t-bad: not imported",
 				"threads: 3 imported, 0 extended, 0 unchanged, 1 left out",
-				"runs: 7 imported, 0 unchanged; feedback: 2 imported, 0 unchanged; 0 conflicts",
+				"runs: 7 imported, 0 updated, 0 unchanged; feedback: 2 imported, 0 unchanged; 0 conflicts",
 				"deerflow import: 23 rows read, 20 imported, 3 threads imported, 0 unchanged", // progress, its last line
 			} {
 				if !strings.Contains(stderr, want) {
@@ -514,7 +528,7 @@ func TestImportDeerFlow(t *testing.T) {
 
 			// Idempotent: the second import adds nothing.
 			err, stderr = runImport(t, v)
-			if err == nil || !strings.Contains(stderr, "threads: 0 imported, 0 extended, 3 unchanged, 1 left out; rows: 23 read, 0 imported; runs: 0 imported, 7 unchanged; feedback: 0 imported, 2 unchanged; 0 conflicts, 2 problems") {
+			if err == nil || !strings.Contains(stderr, "threads: 0 imported, 0 extended, 3 unchanged, 1 left out; rows: 23 read, 0 imported; runs: 0 imported, 0 updated, 7 unchanged; feedback: 0 imported, 2 unchanged; 0 conflicts, 2 problems") {
 				t.Errorf("second import: %v\n%s", err, stderr)
 			}
 
@@ -538,7 +552,7 @@ func TestImportDeerFlow(t *testing.T) {
 			// imported: the thread is extended.
 			v.grow(t)
 			err, stderr = runImport(t, v)
-			if !strings.Contains(stderr, "threads: 0 imported, 1 extended, 1 unchanged, 1 left out; rows: 24 read, 1 imported") {
+			if !strings.Contains(stderr, "threads: 0 imported, 1 extended, 1 unchanged, 1 left out; rows: 24 read, 1 imported; runs: 0 imported, 1 updated, 6 unchanged") {
 				t.Errorf("import of a grown thread: %v\n%s", err, stderr)
 			}
 
@@ -555,6 +569,9 @@ func TestImportDeerFlow(t *testing.T) {
 			page = getPage(t, p.base+"/api/threads/t-branch/runs/live/messages")
 			if got := pageSeqs(page); fmt.Sprint(got) != "[5 6 7]" || path(page.Data[2], "content", "id") != "h3" {
 				t.Errorf("t-branch's live run after its growth: seqs %v, want [5 6 7]", got)
+			}
+			if _, body, _ := get(t, p.base+"/api/threads/t-branch/runs/live"); !strings.Contains(body, `"message_count":3`) || !strings.Contains(body, `"updated_at":"2026-03-01T11:02:01`) {
+				t.Errorf("t-branch's live run row after its growth: %s", body)
 			}
 		})
 	}
