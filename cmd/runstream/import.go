@@ -34,7 +34,7 @@ func (m *Main) importCommand(ctx context.Context, args []string, stdout, stderr 
 	fs.StringVar(&cfg.runEvents, "run-events", "", "where runstream keeps thread run events, as for serve: jsonl:DIR, or nothing for --store")
 	fs.StringVar(&cfg.sqliteSync, "sqlite-synchronous", "FULL", "SQLite synchronous mode, as for serve")
 	fs.StringVar(&cfg.postgresSchema, "postgres-schema", "", "PostgreSQL schema of runstream's tables, as for serve")
-	fs.StringVar(&opt.DefaultOwner, "owner", "local", "owner of the rows, run rows and feedback that name none and whose run row names none (every JSONL row): a user id of runstream's auth; the default is the user of --auth none")
+	fs.StringVar(&opt.DefaultOwner, "owner", "local", "owner given to the rows, run rows and feedback that name none and whose run row names none either (JSONL rows have no user_id: they take their run row's owner from a --from database, else this): a user id of runstream's auth; the default is the user of --auth none")
 	fs.BoolVar(&opt.SkipBadRows, "skip-bad-rows", false, "import a thread without its refused rows instead of leaving the thread out (the rows are reported either way)")
 	fs.IntVar(&opt.Every, "progress-every", 1000, "print a progress line every N rows read")
 	if err := m.parseFlags(fs, args[1:], stderr, "runstream import deerflow --from DIR|FILE|URL [flags]"); err != nil {
