@@ -173,3 +173,43 @@ func TestRunMessagesPagination(t *testing.T) {
 		c.as("bob").detail(404, "GET", "/api/runs/r1/messages", nil, "Run r1 not found")
 	})
 }
+
+// test_thread_messages_feedback.py and the turn-duration tests: feedback
+// and turn_duration land on the run's thread-global last visible AI row,
+// never on an earlier draft, even when the page holds only the draft.
+func TestMessagesFeedbackAndDuration(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		c.run("t1", "r1", "success", map[string]any{"created_at": "2026-03-01T10:00:00Z", "updated_at": "2026-03-01T10:00:07Z"})
+		c.post("t1", "r1", ai("draft", "draft", "lead_agent", 1, 1), human("h", "more"), ai("final", "final", "lead_agent", 1, 1), middleware("title"))
+		fb := c.want(200, "PUT", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": 1, "comment": "good"}).(map[string]any)
+		want := map[string]any{"feedback_id": fb["feedback_id"], "rating": 1, "comment": "good"}
+		rows := c.want(200, "GET", "/api/threads/t1/messages/page", nil).(map[string]any)["data"].([]any)
+		if !slices.Equal(seqsOf(rows), []int{1, 2, 3}) {
+			t.Fatalf("page = %v, want [1 2 3]", seqsOf(rows))
+		}
+		for i, r := range rows {
+			row := r.(map[string]any)
+			content := row["content"].(map[string]any)
+			kwargs, _ := content["additional_kwargs"].(map[string]any)
+			if i == 2 {
+				if !sameJSON(row["feedback"], want) || kwargs["turn_duration"] != 7.0 {
+					t.Errorf("final AI row: feedback %v, turn_duration %v; want %v and 7", row["feedback"], kwargs["turn_duration"], want)
+				}
+				continue
+			}
+			if row["feedback"] != nil || kwargs["turn_duration"] != nil {
+				t.Errorf("row %d: feedback %v, turn_duration %v; want neither", i+1, row["feedback"], kwargs["turn_duration"])
+			}
+		}
+		older := c.want(200, "GET", "/api/threads/t1/messages/page?before_seq=3", nil).(map[string]any)["data"].([]any)
+		if draft := older[0].(map[string]any); draft["feedback"] != nil {
+			t.Errorf("the draft, alone on its page, carries feedback %v", draft["feedback"])
+		}
+		// The run's own messages stamp its duration on its last AI row too.
+		run := c.want(200, "GET", "/api/threads/t1/runs/r1/messages", nil).(map[string]any)["data"].([]any)
+		final := run[2].(map[string]any)["content"].(map[string]any)["additional_kwargs"].(map[string]any)
+		if final["turn_duration"] != 7.0 {
+			t.Errorf("run messages: final row's turn_duration %v, want 7", final["turn_duration"])
+		}
+	})
+}
