@@ -51,9 +51,9 @@ func (s *Service) DeleteFeedback(ctx context.Context, user, threadID, runID stri
 }
 
 // DeleteFeedbackByID deletes the user's feedback id on one of their runs
-// of the thread. NOT_FOUND ("Feedback <id> not found") when the user has
-// no such run, or no feedback of that id on it: another user's feedback
-// is not theirs to delete.
+// of the thread. NOT_FOUND: "Run <id> not found" when the user has no such
+// run, "Feedback <id> not found" when they have no feedback of that id on
+// it (another user's feedback is not theirs to delete).
 func (s *Service) DeleteFeedbackByID(ctx context.Context, user, threadID, runID, id string) error {
 	owner := runevents.OwnedBy(user)
 	if _, err := s.userRun(ctx, user, threadID, runID); err != nil {
