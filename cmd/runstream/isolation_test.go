@@ -40,6 +40,7 @@ type matrixFixture struct {
 	token                               string // the resume token
 	workflowID, runID, artifactID       string
 	threadID, threadRunID, contractName string
+	feedbackID                          string // the feedback on the thread run
 }
 
 // rowKind says what a route is and how the matrix checks it.
@@ -124,6 +125,17 @@ func matrixRows() map[string]matrixRow {
 		"GET /api/threads/{thread_id}/runs/{run_id}/workspace-changes": {kind: owned, status: 200},
 		"GET /api/threads/{thread_id}/token-usage":                     {kind: owned, status: 200},
 		"GET /api/threads/{thread_id}/stream":                          {kind: owned, status: 200, stream: true},
+		"POST /api/threads/{thread_id}/events": {kind: ownedWrite, status: 201, mutates: true, body: func(f matrixFixture) string {
+			return `{"events":[{"run_id":"` + f.threadRunID + `",` + runEventFixture("llm.human.input")[1:] + `]}`
+		}},
+		"POST /api/threads/{thread_id}/runs/{run_id}/feedback":                 {kind: owned, status: 200, body: func(matrixFixture) string { return `{"rating":-1,"message_id":"m1"}` }, mutates: true},
+		"GET /api/threads/{thread_id}/runs/{run_id}/feedback":                  {kind: owned, status: 200},
+		"GET /api/threads/{thread_id}/runs/{run_id}/feedback/stats":            {kind: owned, status: 200},
+		"DELETE /api/threads/{thread_id}/runs/{run_id}/feedback/{feedback_id}": {kind: owned, status: 200, mutates: true},
+		"POST /api/threads/{thread_id}/runs/{run_id}/cancel":                   {kind: owned, status: 409},
+		"GET /api/threads/{thread_id}/runs/{run_id}/join":                      {kind: owned, status: 409},
+		"GET /api/threads/{thread_id}/runs/{run_id}/stream":                    {kind: owned, status: 409},
+		"POST /api/threads/{thread_id}/runs/{run_id}/stream":                   {kind: owned, status: 409},
 	}
 }
 
@@ -361,14 +373,14 @@ func fillPath(path string, f matrixFixture) string {
 		run = f.runID
 	}
 	return strings.NewReplacer("{workflow_id}", f.workflowID, "{run_id}", run, "{artifact_id}", f.artifactID,
-		"{thread_id}", f.threadID, "{name}", f.contractName).Replace(path)
+		"{thread_id}", f.threadID, "{name}", f.contractName, "{feedback_id}", f.feedbackID).Replace(path)
 }
 
 // normalize removes what may differ between two answers that tell the
 // same thing: the request id, and the ids the request named.
 func normalize(body []byte, f matrixFixture, _ matrixFixture) string {
 	s := string(body)
-	for _, id := range []string{f.workflowID, f.runID, f.artifactID, f.threadID, f.threadRunID} {
+	for _, id := range []string{f.workflowID, f.runID, f.artifactID, f.threadID, f.threadRunID, f.feedbackID} {
 		if id != "" {
 			s = strings.ReplaceAll(s, id, "{id}")
 		}
@@ -477,7 +489,11 @@ func (m *matrix) fixture(t *testing.T, token string) matrixFixture {
 	thread := "/api/threads/" + f.threadID + "/runs/" + f.threadRunID
 	m.mustJSON(t, "POST", thread+"/events", token, `{"events":[`+runEventFixture("llm.human.input")+`,`+runEventFixture("llm.ai.response")+`,`+runEventFixture("workspace_changes")+`]}`, 201, nil)
 	m.mustJSON(t, "PUT", thread, token, `{"status":"success","model_name":"gpt-4o","total_tokens":7}`, 200, nil)
-	m.mustJSON(t, "PUT", thread+"/feedback", token, `{"rating":1,"comment":"good"}`, 200, nil)
+	var feedback struct {
+		ID string `json:"feedback_id"`
+	}
+	m.mustJSON(t, "PUT", thread+"/feedback", token, `{"rating":1,"comment":"good"}`, 200, &feedback)
+	f.feedbackID = feedback.ID
 	return f
 }
 
@@ -505,6 +521,7 @@ func lookalikeFixture(f matrixFixture) matrixFixture {
 		threadID:     lookalike(f.threadID),
 		threadRunID:  lookalike(f.threadRunID),
 		contractName: f.contractName,
+		feedbackID:   lookalike(f.feedbackID),
 	}
 }
 
