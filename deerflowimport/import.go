@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -161,9 +162,9 @@ func (im *importer) thread(ctx context.Context, id string, rows []Row, unreadabl
 			return err
 		}
 	}
-	if checked == nil {
+	if len(checked) == 0 {
 		im.sum.ThreadsLeftOut++
-		add(Problem{at, fmt.Errorf("not imported: some of its %d rows were refused (--skip-bad-rows imports the others)", len(rows))})
+		add(Problem{at, errors.New("not imported: rows of it were refused (--skip-bad-rows imports the others)")})
 		return nil
 	}
 	existing, err := im.existing(ctx, id)
