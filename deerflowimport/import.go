@@ -240,7 +240,8 @@ func refused(err error) map[int]string {
 	switch e.Code {
 	case runstream.CodePayloadTooLarge:
 		if i, ok := e.Details["index"].(int); ok {
-			return map[int]string{i: e.Message}
+			_, msg, _ := strings.Cut(e.Message, "] ") // "events[i] has …"
+			return map[int]string{i: "the row " + msg + " (--max-row-bytes)"}
 		}
 	case runstream.CodeValidationFailed:
 		problems, _ := e.Details["problems"].([]contracts.Problem)

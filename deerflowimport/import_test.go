@@ -1,12 +1,16 @@
 package deerflowimport
 
 import (
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/runevents"
 )
 
 // fakeSource yields one thread's rows and problems.
@@ -39,6 +43,34 @@ func TestImportThreadWithoutReadableRows(t *testing.T) {
 		sum, err := Import(t.Context(), target, []Source{src}, Options{DefaultOwner: "local", SkipBadRows: skip}, nil)
 		if err != nil || sum.Threads != 0 || sum.ThreadsLeftOut != 1 || len(sum.Problems) != 2 || sum.OK() {
 			t.Errorf("skip %v: %s, %v; want the thread left out and 2 problems", skip, sum, err)
+		}
+	}
+}
+
+// TestImportRowLimit refuses a row above the target's event limit with its
+// location, and takes it under a larger one.
+func TestImportRowLimit(t *testing.T) {
+	t.Parallel()
+	v, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := `{"type":"human","content":[{"type":"image_url","image_url":"data:image/png;base64,` + strings.Repeat("A", 300<<10) + `"}]}`
+	row := Row{Loc: "run_events id=7", Owned: true, Event: runevents.ImportEvent{Seq: 1, NewEvent: runevents.NewEvent{
+		ThreadID: "t1", RunID: "r1", UserID: "u", EventType: runevents.EventLLMHumanInput, Category: runevents.CategoryMessage,
+		Content: json.RawMessage(image), Metadata: json.RawMessage(`{"caller":"lead_agent"}`), CreatedAt: time.Now()}}}
+	for _, limit := range []int{0, 512 << 10} {
+		events := memory.NewRunEventStore()
+		target := Target{Log: eventlog.NewThreadLog(events, v, nil, eventlog.ThreadLimits{MaxEventBytes: limit}), Threads: events, Runs: memory.NewRunStore()}
+		var problems []string
+		sum, err := Import(t.Context(), target, []Source{fakeSource{rows: []Row{row}}}, Options{}, func(p Problem) { problems = append(problems, p.String()) })
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case limit == 0 && (sum.ThreadsLeftOut != 1 || len(problems) == 0 || !strings.HasPrefix(problems[0], "run_events id=7: the row has ") || !strings.Contains(problems[0], "the limit is 262144")):
+			t.Errorf("default limit: %s %q", sum, problems)
+		case limit > 0 && (sum.Threads != 1 || !sum.OK()):
+			t.Errorf("512 KiB limit: %s %q", sum, problems)
 		}
 	}
 }

@@ -104,8 +104,8 @@ func TestRefused(t *testing.T) {
 	if len(got) != 2 || got[0] != "/event_type: unknown" || got[2] != "/content/type: bad; worse" {
 		t.Errorf("refused = %v", got)
 	}
-	big := runstream.Errorf(runstream.CodePayloadTooLarge, "too big").WithDetail("index", 3)
-	if got := refused(big); got[3] != "too big" {
+	big := runstream.Errorf(runstream.CodePayloadTooLarge, "events[3] has 9 bytes of content and metadata, the limit is 4").WithDetail("index", 3)
+	if got := refused(big); got[3] != "the row has 9 bytes of content and metadata, the limit is 4 (--max-row-bytes)" {
 		t.Errorf("refused(too large) = %v", got)
 	}
 	if refused(errors.New("disk full")) != nil {

@@ -37,6 +37,7 @@ func (m *Main) importCommand(ctx context.Context, args []string, stdout, stderr 
 	fs.StringVar(&opt.DefaultOwner, "owner", "local", "owner given to the rows, run rows and feedback that name none and whose run row names none either (JSONL rows have no user_id: they take their run row's owner from a --from database, else this): a user id of runstream's auth; the default is the user of --auth none")
 	fs.BoolVar(&opt.SkipBadRows, "skip-bad-rows", false, "import a thread without its refused rows instead of leaving the thread out (the rows are reported either way)")
 	fs.IntVar(&opt.Every, "progress-every", 1000, "print a progress line every N rows read")
+	maxRow := fs.Int("max-row-bytes", eventlog.DefaultMaxEventBytes, "largest content and metadata of one row, in bytes, as the ingest's limit; DeerFlow rows above it (a message with an inline image, say) are refused unless it is raised")
 	if err := m.parseFlags(fs, args[1:], stderr, "runstream import deerflow --from DIR|FILE|URL [flags]"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -48,8 +49,8 @@ func (m *Main) importCommand(ctx context.Context, args []string, stdout, stderr 
 		return fmt.Errorf("%w: --from is required: DeerFlow's JSONL directory, SQLite file or PostgreSQL URL", errUsage)
 	case cfg.store == "memory:":
 		return fmt.Errorf("%w: --store memory: keeps nothing once the import ends; name the store serve uses", errUsage)
-	case opt.Every < 1:
-		return fmt.Errorf("%w: --progress-every must be positive", errUsage)
+	case opt.Every < 1 || *maxRow < 1:
+		return fmt.Errorf("%w: --progress-every and --max-row-bytes must be positive", errUsage)
 	}
 	sources, err := openSources(ctx, from)
 	if err != nil {
@@ -78,7 +79,7 @@ func (m *Main) importCommand(ctx context.Context, args []string, stdout, stderr 
 		return fmt.Errorf("load contracts: %w", err)
 	}
 	target := deerflowimport.Target{
-		Log:     eventlog.NewThreadLog(b.runEvents, validator, nil, eventlog.ThreadLimits{}),
+		Log:     eventlog.NewThreadLog(b.runEvents, validator, nil, eventlog.ThreadLimits{MaxEventBytes: *maxRow}),
 		Threads: b.threads,
 		Runs:    b.runs,
 	}
