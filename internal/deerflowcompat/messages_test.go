@@ -213,3 +213,50 @@ func TestMessagesFeedbackAndDuration(t *testing.T) {
 		}
 	})
 }
+
+// contentIDs returns content.id of each row of a page.
+func contentIDs(page any) []string {
+	var out []string
+	for _, r := range page.(map[string]any)["data"].([]any) {
+		id, _ := r.(map[string]any)["content"].(map[string]any)["id"].(string)
+		out = append(out, id)
+	}
+	return out
+}
+
+// The branch-seed regression (#4458) and edit visibility of
+// test_thread_messages_page.py: history seeds written as one batch across
+// synthetic runs, a live run that regenerates the last seeded turn, and
+// edit replays whose latest attempt decides.
+func TestMessagesPageSeedsAndEdits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		withRun := func(run string, e event) event { e["run_id"] = run; return e }
+		c.want(201, "POST", "/api/threads/t1/events", map[string]any{"events": []event{
+			withRun("seed-1", human("h1", "q1")), withRun("seed-1", ai("a1", "a1", "lead_agent", 1, 1)),
+			withRun("seed-2", human("h2", "q2")), withRun("seed-2", ai("a2", "a2", "lead_agent", 1, 1)),
+		}})
+		c.run("t1", "seed-1", "success", nil)
+		c.run("t1", "seed-2", "success", nil)
+		c.run("t1", "live", "success", map[string]any{"metadata": map[string]any{"regenerate_from_run_id": "seed-2"}})
+		c.post("t1", "live", human("h2", "q2"), ai("a2-new", "a2 again", "lead_agent", 1, 1))
+		if got := contentIDs(c.want(200, "GET", "/api/threads/t1/messages/page", nil)); !slices.Equal(got, []string{"h1", "a1", "h2", "a2-new"}) {
+			t.Errorf("branch seeds = %v, want [h1 a1 h2 a2-new]", got)
+		}
+
+		edit := func(source string) map[string]any {
+			return map[string]any{"metadata": map[string]any{"replay_kind": "edit", "regenerate_from_run_id": source}}
+		}
+		for i, run := range []struct{ id, status string }{{"source-success", "success"}, {"edit-success", "success"}, {"source-failed", "success"}, {"edit-failed", "error"}} {
+			extra := map[string]any{"created_at": fmt.Sprintf("2026-02-01T00:00:0%dZ", i)}
+			if strings.HasPrefix(run.id, "edit-") {
+				extra = edit(strings.Replace(run.id, "edit-", "source-", 1))
+				extra["created_at"] = fmt.Sprintf("2026-02-01T00:00:0%dZ", i)
+			}
+			c.run("t2", run.id, run.status, extra)
+			c.post("t2", run.id, ai(run.id, run.id, "lead_agent", 1, 1))
+		}
+		if got := contentIDs(c.want(200, "GET", "/api/threads/t2/messages/page", nil)); !slices.Equal(got, []string{"edit-success", "source-failed"}) {
+			t.Errorf("edit visibility = %v, want [edit-success source-failed]", got)
+		}
+	})
+}
