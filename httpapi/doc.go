@@ -12,7 +12,9 @@
 //	{"code", "message", "retryable", "nodeId"?, "details"?, "requestId"}
 //
 // whose status comes from the one table of this package (ErrorStatus,
-// generated from contracts/errors.json). Internal
+// generated from contracts/errors.json); on the thread API it also carries
+// FastAPI's detail, for DeerFlow's clients (fastAPIDetail). The run row
+// and feedback routes are package threadruns', mounted here. Internal
 // errors are logged with their cause under the request id; the body carries
 // only a generic message, so driver text, SQL and connection strings never
 // reach a caller.

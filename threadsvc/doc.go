@@ -12,7 +12,10 @@
 //
 // Every method acts for one user: a thread exists for a user when it
 // holds rows or run rows of theirs, and one that does not is NOT_FOUND,
-// whether it is unknown or another user's. Writes to a thread that holds
+// whether it is unknown or another user's, except where DeerFlow answers
+// an empty one (the history reads, the runs list, token usage), which
+// then answer another user's thread exactly like an empty one; a run the
+// user does not own is DeerFlow's "Run <id> not found". Writes to a thread that holds
 // only other users' rows are NOT_FOUND too (the check is not atomic with
 // the write: two users creating one thread id at the same instant may
 // both succeed, and each still reads only their own rows).
