@@ -111,6 +111,8 @@ type Engine struct {
 	started  bool
 	stopping bool
 	runs     map[string]*runner
+	// parents are the spans that queued or resumed runs (NotifyContext).
+	parents runParents
 	// hardCtx is cancelled when the engine abandons its runs.
 	hardCtx context.Context
 	abandon context.CancelFunc

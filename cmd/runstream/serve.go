@@ -15,6 +15,8 @@ import (
 	"github.com/runstream/runstream/engine/openaillm"
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/tracing"
+	"github.com/runstream/runstream/tracing/otelenv"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -142,6 +144,12 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := cfg.auth.build(cfg.addr, logger); err != nil {
 		return err
 	}
+	tracer, err := otelenv.Setup(ctx, version, logger)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	// Last: the spans of the shutdown itself are flushed too.
+	defer shutdownTracing(tracer, cfg.shutdownTimeout, logger)
 
 	a, err := newApp(ctx, cfg, logger)
 	if err != nil {
@@ -150,11 +158,20 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	defer a.close()
 	cfg.auth.reloadOnSIGHUP(ctx, logger)
 	logger.Info("store opened", "store", a.backend.name, "location", a.backend.location, "durability", a.backend.durability)
+	if tracer.Exporting {
+		logger.Info("tracing", "exporting", true, "protocol", tracer.Protocol)
+	} else {
+		logger.Debug("tracing", "exporting", false, "reason", tracer.Disabled)
+	}
 
 	requestCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
+	var handler http.Handler = a.api
+	if tracer.Exporting {
+		handler = tracing.Handler(a.api, a.api.Pattern)
+	}
 	srv := &http.Server{
-		Handler:           a.api,
+		Handler:           handler,
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
@@ -206,12 +223,23 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	return nil
 }
 
+// newLogger returns serve's logger: a line logged with the context of
+// traced work names its trace_id and span_id (tracing.LogHandler).
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
+}
+
+// shutdownTracing flushes the spans not yet exported, within timeout.
+func shutdownTracing(t *otelenv.Tracing, timeout time.Duration, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		logger.Warn("tracing shutdown", "error", err)
+	}
 }
 
 // readNodeEnv sets what the node types read from the environment: the
