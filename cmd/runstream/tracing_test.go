@@ -29,12 +29,20 @@ const (
 type traceparents struct {
 	mu   sync.Mutex
 	seen []string
+	// usage is set when an llm request asked for its token usage.
+	usage bool
 }
 
 func (tp *traceparents) record(r *http.Request) {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
 	tp.seen = append(tp.seen, r.Header.Get("traceparent"))
+}
+
+func (tp *traceparents) askedUsage() bool {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.usage
 }
 
 func (tp *traceparents) all() []string {
@@ -44,8 +52,9 @@ func (tp *traceparents) all() []string {
 }
 
 // tracedServers starts the servers a traced workflow calls: a plain HTTP
-// service and an OpenAI-compatible one that streams "hi" and reports 7
-// prompt and 3 completion tokens.
+// service and an OpenAI-compatible one that streams "hi" and, as OpenAI
+// does when the request asks for it (stream_options.include_usage),
+// reports 7 prompt and 3 completion tokens.
 func tracedServers(t *testing.T) (remote, llm *httptest.Server, remoteSeen, llmSeen *traceparents) {
 	remoteSeen, llmSeen = &traceparents{}, &traceparents{}
 	remote = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,10 +65,21 @@ func tracedServers(t *testing.T) (remote, llm *httptest.Server, remoteSeen, llmS
 	t.Cleanup(remote.Close)
 	llm = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		llmSeen.record(r)
+		var body struct {
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		llmSeen.mu.Lock()
+		llmSeen.usage = llmSeen.usage || body.StreamOptions.IncludeUsage
+		llmSeen.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\n"+
-			`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`+"\n\n"+
-			"data: [DONE]\n\n")
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`+"\n\n")
+		if body.StreamOptions.IncludeUsage {
+			io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`+"\n\n")
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
 	}))
 	t.Cleanup(llm.Close)
 	return remote, llm, remoteSeen, llmSeen
@@ -224,12 +244,16 @@ func TestServeExportsTheTraceOfARun(t *testing.T) {
 	}
 
 	// The resumed stream: one server span, named by its route, with its
-	// resume.
+	// resume, that lasted until the stream ended (it counts the bytes the
+	// stream wrote after it took the connection over from its handler).
 	var resumed bool
 	for _, s := range find("GET /api/workflows/runs/{run_id}/stream") {
 		for _, e := range s.Events {
 			if e.Name == "stream.resume" && e.Attributes["runstream.stream.cursor"] == int64(2) {
 				resumed = true
+				if size, _ := s.Attributes["http.response.body.size"].(int64); size == 0 {
+					t.Errorf("the stream span ended before the stream wrote its events: %v", s.Attributes)
+				}
 			}
 		}
 	}
@@ -278,6 +302,9 @@ func TestServeWithoutOTELTracesNothing(t *testing.T) {
 		if seen != "" {
 			t.Errorf("a node's request carried traceparent %q", seen)
 		}
+	}
+	if llmSeen.askedUsage() {
+		t.Error("an untraced llm call asked for its token usage")
 	}
 	if strings.Contains(p.stderr.String(), "trace_id") {
 		t.Errorf("a log line names a trace:\n%s", p.stderr)

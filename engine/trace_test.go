@@ -1,0 +1,131 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/engine"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// spansOf returns the ended spans whose runstream.run.id is runID.
+func spansOf(rec *tracetest.SpanRecorder, runID string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		for _, kv := range s.Attributes() {
+			if kv.Key == "runstream.run.id" && kv.Value.AsString() == runID {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	out := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		out[kv.Key] = kv.Value
+	}
+	return out
+}
+
+// A run's execution is a span, the child of the span that queued it
+// (NotifyContext), and each node attempt a child span of it with its type,
+// attempt, status, error code and retry, and an llm node's tokens. A run
+// queued by no traced work of this engine is the root of its own trace.
+// Not parallel: it installs the global tracer provider.
+func TestRunTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		run := e.createRun(t, `{"name":"retry","nodes":[
+			{"id":"draft","type":"llm","retry":{"maxAttempts":3,"backoffMs":1000},
+			 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":2}},
+			{"id":"shout","type":"transform","needs":["draft"],"config":{"expression":"upper(nodes.draft.output.text)"}}],
+			"output":"shout"}`, `{}`)
+		untraced := e.createRun(t, `{"name":"plain","nodes":[{"id":"only","type":"transform","config":{"expression":"1"}}]}`, `{}`)
+		eng, err := engine.New(engine.Config{Store: e.store, Log: e.log, PollInterval: 20 * time.Millisecond, LeaseDuration: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqCtx, req := tp.Tracer("test").Start(context.Background(), "POST /runs")
+		eng.NotifyContext(reqCtx, run.ID)
+		req.End()
+		if err := eng.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Stop(context.Background())
+		e.waitTerminal(t, run.ID)
+		e.waitTerminal(t, untraced.ID)
+		eng.Stop(context.Background())
+
+		spans := spansOf(rec, run.ID)
+		var runSpan sdktrace.ReadOnlySpan
+		for _, s := range spans {
+			if s.Name() == "workflow.run" {
+				runSpan = s
+			}
+		}
+		if runSpan == nil {
+			t.Fatalf("no workflow.run span among %d", len(spans))
+		}
+		a := spanAttrs(runSpan)
+		if runSpan.Parent().SpanID() != req.SpanContext().SpanID() || runSpan.SpanContext().TraceID() != req.SpanContext().TraceID() ||
+			a["runstream.run.status"].AsString() != "completed" || a["runstream.run.outcome"].AsString() != "ended" ||
+			a["runstream.workflow.id"].AsString() != run.WorkflowID || runSpan.SpanKind() != trace.SpanKindConsumer {
+			t.Errorf("run span: parent %v, attributes %v; want the request's child, completed", runSpan.Parent(), a)
+		}
+		type attempt struct {
+			name, status, code string
+			attempt            int64
+			retry              bool
+			tokens             int64
+			failed             bool
+		}
+		var got []attempt
+		for _, s := range spans {
+			if s == runSpan {
+				continue
+			}
+			if s.Parent().SpanID() != runSpan.SpanContext().SpanID() {
+				t.Errorf("span %q is not the run span's child", s.Name())
+			}
+			a := spanAttrs(s)
+			got = append(got, attempt{s.Name(), a["runstream.node.status"].AsString(), a["runstream.error.code"].AsString(),
+				a["runstream.node.attempt"].AsInt64(), a["runstream.node.will_retry"].AsBool(), a["gen_ai.usage.output_tokens"].AsInt64(),
+				s.Status().Code == codes.Error})
+		}
+		want := []attempt{
+			{"workflow.node llm", "failed", string(runstream.CodeWorkflowLLMProviderError), 1, true, 2, true},
+			{"workflow.node llm", "completed", "", 2, false, 3, false},
+			{"workflow.node transform", "completed", "", 1, false, 0, false},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("attempt spans %+v, want %+v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("attempt span %d = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+
+		for _, s := range spansOf(rec, untraced.ID) {
+			if s.Name() == "workflow.run" && (s.Parent().IsValid() || s.SpanContext().TraceID() == req.SpanContext().TraceID()) {
+				t.Errorf("the untraced run's span has parent %v, want the root of a trace of its own", s.Parent())
+			}
+		}
+	})
+}
