@@ -47,7 +47,9 @@ type Options struct {
 // subscribed, when opts.User has too many streams open (RATE_LIMITED) or
 // the Set is shut down (UNAVAILABLE); a HEAD request gets the headers
 // only. On an HTTP/1.x connection Serve returns once the stream took the
-// connection over; otherwise when the stream ends.
+// connection over; otherwise when the stream ends. The request's trace
+// span records a resume (cursor > 0) and lasts until the stream ends
+// (tracing.Detach).
 func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor int64, opts Options) error {
 	release, err := set.perUser.acquire(opts.User)
 	if opts.Limited != nil {

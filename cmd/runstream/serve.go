@@ -115,7 +115,8 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
 	fs.StringVar(&cfg.sealKeyFile, "seal-key-file", "", "file holding the key (base64 of 32 bytes) that seals resume tokens in the store; the environment's "+sealKeyEnv+" may hold the key itself (default: DATA_DIR/"+sealKeyFileName+", created 0600 when missing; a memory: store uses a key of the process)")
 	cfg.auth.add(fs)
-	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
+	synopsis := "runstream serve [flags]\n\nTraces are exported with OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT or\nOTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (the OTEL_* variables, see docs/TRACING.md)."
+	if err := m.parseFlags(fs, args, stderr, synopsis); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
