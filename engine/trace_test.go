@@ -1,13 +1,19 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/tracing"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,6 +21,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// boom is a node type that fails with an error that is not a
+// *runstream.Error, which the engine logs.
+var boom = engine.NodeType{Name: "boom", Compile: func(json.RawMessage) (engine.NodeFunc, error) {
+	return func(context.Context, *engine.NodeRun) (json.RawMessage, error) { return nil, errors.New("boom") }, nil
+}}
 
 // spansOf returns the ended spans whose runstream.run.id is runID.
 func spansOf(rec *tracetest.SpanRecorder, runID string) []sdktrace.ReadOnlySpan {
@@ -41,6 +53,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // (NotifyContext), and each node attempt a child span of it with its type,
 // attempt, status, error code and retry, and an llm node's tokens. A run
 // queued by no traced work of this engine is the root of its own trace.
+// The engine's log lines about an attempt name its trace and span.
 // Not parallel: it installs the global tracer provider.
 func TestRunTrace(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
@@ -56,8 +69,14 @@ func TestRunTrace(t *testing.T) {
 			 "config":{"provider":"scripted","text":"one two three","failAttempts":[1],"failAfterTokens":2}},
 			{"id":"shout","type":"transform","needs":["draft"],"config":{"expression":"upper(nodes.draft.output.text)"}}],
 			"output":"shout"}`, `{}`)
-		untraced := e.createRun(t, `{"name":"plain","nodes":[{"id":"only","type":"transform","config":{"expression":"1"}}]}`, `{}`)
-		eng, err := engine.New(engine.Config{Store: e.store, Log: e.log, PollInterval: 20 * time.Millisecond, LeaseDuration: 3 * time.Second})
+		untraced := e.createRun(t, `{"name":"plain","nodes":[{"id":"only","type":"boom","config":{}}]}`, `{}`)
+		reg, err := engine.NewRegistry(append(engine.Builtins(), boom)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer // written under the JSON handler's lock
+		logger := slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil)))
+		eng, err := engine.New(engine.Config{Store: e.store, Log: e.log, Registry: reg, Logger: logger, PollInterval: 20 * time.Millisecond, LeaseDuration: 3 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,10 +141,32 @@ func TestRunTrace(t *testing.T) {
 			}
 		}
 
+		// The run no traced work queued is the root of a trace of its own;
+		// the log line of its node's failure names the attempt's span.
+		var boomSpan sdktrace.ReadOnlySpan
 		for _, s := range spansOf(rec, untraced.ID) {
-			if s.Name() == "workflow.run" && (s.Parent().IsValid() || s.SpanContext().TraceID() == req.SpanContext().TraceID()) {
-				t.Errorf("the untraced run's span has parent %v, want the root of a trace of its own", s.Parent())
+			switch s.Name() {
+			case "workflow.run":
+				if s.Parent().IsValid() || s.SpanContext().TraceID() == req.SpanContext().TraceID() {
+					t.Errorf("the untraced run's span has parent %v, want the root of a trace of its own", s.Parent())
+				}
+			case "workflow.node boom":
+				boomSpan = s
 			}
+		}
+		if boomSpan == nil {
+			t.Fatal("no span of the boom node")
+		}
+		var logged bool
+		for line := range strings.Lines(logs.String()) {
+			var l map[string]any
+			if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "node failed" &&
+				l["trace_id"] == boomSpan.SpanContext().TraceID().String() && l["span_id"] == boomSpan.SpanContext().SpanID().String() {
+				logged = true
+			}
+		}
+		if !logged {
+			t.Errorf("no \"node failed\" line naming the attempt's trace and span:\n%s", logs.String())
 		}
 	})
 }
