@@ -64,7 +64,8 @@ func Handler(h http.Handler, pattern func(*http.Request) string) http.Handler {
 		st := &serverSpan{span: span, header: w.Header()}
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
-			if !st.detach() {
+			if !st.isDetached() {
+				st.recordRequestID()
 				st.end(rec.status, rec.bytes)
 			}
 		}()
@@ -88,7 +89,8 @@ type serverSpanKey struct{}
 // serverSpan is the span of one request, ended once: by Handler when the
 // handler returns, or by the end Detach returned.
 type serverSpan struct {
-	span   trace.Span
+	span trace.Span
+	// header is the response's, read on the handler's goroutine only.
 	header http.Header
 	once   sync.Once
 
@@ -96,11 +98,18 @@ type serverSpan struct {
 	detached bool
 }
 
-// detach reports whether the request was detached from its handler.
-func (s *serverSpan) detach() bool {
+// isDetached reports whether the request was detached from its handler.
+func (s *serverSpan) isDetached() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.detached
+}
+
+// recordRequestID records the request id of the response's header.
+func (s *serverSpan) recordRequestID() {
+	if id := s.header.Get(requestIDHeader); id != "" {
+		s.span.SetAttributes(attribute.String("runstream.request_id", id))
+	}
 }
 
 // end records the response and ends the span.
@@ -113,9 +122,6 @@ func (s *serverSpan) end(status int, bytes int64) {
 			attribute.Int("http.response.status_code", status),
 			attribute.Int64("http.response.body.size", bytes),
 		)
-		if id := s.header.Get(requestIDHeader); id != "" {
-			s.span.SetAttributes(attribute.String("runstream.request_id", id))
-		}
 		if status >= 500 {
 			s.span.SetStatus(codes.Error, http.StatusText(status))
 		}
@@ -137,6 +143,7 @@ func Detach(ctx context.Context) (end func(status int, bytes int64)) {
 	s.mu.Lock()
 	s.detached = true
 	s.mu.Unlock()
+	s.recordRequestID()
 	return s.end
 }
 

@@ -228,12 +228,17 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	}
 	params.Messages = append(params.Messages, openai.UserMessage(prompt))
 
-	// A traced attempt asks for the token usage, recorded on its span.
-	var usage usage
+	// A traced attempt asks for the token usage, recorded on its span
+	// when the endpoint reports it.
+	var used tokenUsage
 	if trace.SpanFromContext(ctx).IsRecording() {
 		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 		tracing.SetModel(ctx, "openai", n.cfg.Model)
-		defer func() { tracing.SetTokens(ctx, usage.input, usage.output) }()
+		defer func() {
+			if used.input > 0 || used.output > 0 {
+				tracing.SetTokens(ctx, used.input, used.output)
+			}
+		}()
 	}
 
 	reqOpts := []option.RequestOption{
@@ -247,7 +252,7 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	var text strings.Builder
 	var results []callResult
 	for round := 0; ; round++ {
-		content, calls, err := n.stream(ctx, nr, client, params, &text, &usage)
+		content, calls, err := n.stream(ctx, nr, client, params, &text, &used)
 		if err != nil {
 			return nil, err
 		}
@@ -284,15 +289,15 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	}{text.String(), results})
 }
 
-// usage counts the tokens of a node attempt's requests, when their
+// tokenUsage counts the tokens of a node attempt's requests, when their
 // answers report them.
-type usage struct{ input, output int64 }
+type tokenUsage struct{ input, output int64 }
 
 // stream makes one chat-completions request and streams its answer: the
 // content goes to node.output.delta (and text) as it arrives, the tokens
 // reported to u; the tool calls are returned once complete, in the order
 // of their index.
-func (n *node) stream(ctx context.Context, nr *engine.NodeRun, client openai.ChatCompletionService, params openai.ChatCompletionNewParams, text *strings.Builder, u *usage) (string, []toolCall, error) {
+func (n *node) stream(ctx context.Context, nr *engine.NodeRun, client openai.ChatCompletionService, params openai.ChatCompletionNewParams, text *strings.Builder, u *tokenUsage) (string, []toolCall, error) {
 	s := client.NewStreaming(ctx, params)
 	defer s.Close()
 	var content strings.Builder
