@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -317,4 +318,17 @@ func names(spans []otlptest.Span) []string {
 		out[i] = s.Name
 	}
 	return out
+}
+
+// An OTEL_* value runstream does not support stops serve with a usage
+// error naming it, before it listens. Not parallel: it sets the process
+// environment.
+func TestServeRefusesUnsupportedOTEL(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	m := &Main{Getenv: func(string) string { return "" }, onListen: func(string) { t.Error("serve listens") }}
+	err := m.Run(t.Context(), []string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:"}, io.Discard, io.Discard)
+	if exitCode(err) != 2 || !strings.Contains(fmt.Sprint(err), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+		t.Errorf("serve = %v, want a usage error naming OTEL_EXPORTER_OTLP_PROTOCOL", err)
+	}
 }
