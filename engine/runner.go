@@ -119,6 +119,7 @@ func (r *runner) execute() {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.supervise(supervised) })
 	end := r.drive()
+	r.e.rememberExecution(r.run.ID, r.span, end)
 	defer endRunSpan(r.span, end)
 	close(supervised)
 	wg.Wait()

@@ -21,7 +21,9 @@ import (
 // or resumed the run (NotifyContext: the HTTP request that started it, so
 // request and run are one trace); an execution with none (the run was
 // queued by another instance, or taken over after a crash) is the root of
-// a trace of its own, found by its runstream.run.id.
+// a trace of its own, found by its runstream.run.id. An execution that
+// follows one of this engine that yielded (the run parked awaiting input)
+// or was lost links to it.
 
 // Bounds of the parents an engine remembers for runs it has not claimed
 // yet: a run claimed by another instance leaves its parent behind until
@@ -101,12 +103,25 @@ func (e *Engine) startRunSpan(ctx context.Context, run workflow.Run) (context.Co
 			attribute.String("runstream.run.claimed_status", string(run.Status)),
 		),
 	}
+	if prev := e.previous.take(run.ID); prev.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: prev,
+			Attributes: []attribute.KeyValue{attribute.String("runstream.link", "previous_execution")}}))
+	}
 	if parent := e.parents.take(run.ID); parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	} else {
 		opts = append(opts, trace.WithNewRoot())
 	}
 	return tracing.Tracer().Start(ctx, "workflow.run", opts...)
+}
+
+// rememberExecution keeps the span of an execution of runID that ended as
+// end for the run's next execution to link to, when the run goes on: it
+// yielded or was lost.
+func (e *Engine) rememberExecution(runID string, span trace.Span, end outcome) {
+	if sc := span.SpanContext(); sc.IsValid() && (end == yielded || end == lost) {
+		e.previous.put(runID, sc, time.Now())
+	}
 }
 
 // endRunSpan ends the span of an execution that ended as end.

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/tracing"
+	"github.com/runstream/runstream/workflow"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -27,6 +30,17 @@ import (
 var boom = engine.NodeType{Name: "boom", Compile: func(json.RawMessage) (engine.NodeFunc, error) {
 	return func(context.Context, *engine.NodeRun) (json.RawMessage, error) { return nil, errors.New("boom") }, nil
 }}
+
+// recordSpans installs a global SDK provider whose spans the test reads,
+// until the test ends.
+func recordSpans(t *testing.T) (*tracetest.SpanRecorder, *sdktrace.TracerProvider) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	return rec, tp
+}
 
 // spansOf returns the ended spans whose runstream.run.id is runID.
 func spansOf(rec *tracetest.SpanRecorder, runID string) []sdktrace.ReadOnlySpan {
@@ -56,11 +70,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // The engine's log lines about an attempt name its trace and span.
 // Not parallel: it installs the global tracer provider.
 func TestRunTrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	rec, tp := recordSpans(t)
 
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -167,6 +177,59 @@ func TestRunTrace(t *testing.T) {
 		}
 		if !logged {
 			t.Errorf("no \"node failed\" line naming the attempt's trace and span:\n%s", logs.String())
+		}
+	})
+}
+
+// A run parked awaiting input and resumed is two executions: the first
+// yields, the second is the child of the request that resumed the run and
+// links to the first. Not parallel: it installs the global tracer
+// provider.
+func TestResumedRunLinksItsExecutions(t *testing.T) {
+	rec, tp := recordSpans(t)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		eng := e.start(t, nil)
+		run := e.createRun(t, `{"name":"approve","nodes":[
+			{"id":"ask","type":"human_input","config":{"actions":["approve"]}},
+			{"id":"decide","type":"transform","needs":["ask"],"config":{"expression":"nodes.ask.output.action"}}],
+			"output":"decide"}`, `{}`)
+		_, events := e.wait(t, run.ID, "awaiting input", func(r workflow.Run, _ []workflow.Envelope) bool { return r.Status == workflow.StatusAwaitingInput })
+		var awaiting struct{ ResumeToken string }
+		env := enginetest.Data(t, events, workflow.EventRunAwaitingInput, "ask", 0, &awaiting)
+		synctest.Wait() // the first execution ended
+		hash := sha256.Sum256([]byte(awaiting.ResumeToken))
+		if _, err := e.log.Resume(t.Context(), workflow.ResumeParams{
+			RunID: run.ID, Owner: runstream.AnyOwner, Hash: hash[:], Now: time.Now(),
+			Events:      []workflow.NewEvent{{Event: workflow.EventRunResumed, NodeID: "ask", NodeRunID: env.NodeRunID, Data: engine.ResumedData("approve")}},
+			NodeOutputs: map[string]json.RawMessage{"ask": engine.ResumeOutput("approve", json.RawMessage(`{}`))},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		resumeCtx, resume := tp.Tracer("test").Start(context.Background(), "POST /resume")
+		eng.NotifyContext(resumeCtx, run.ID)
+		resume.End()
+		e.waitTerminal(t, run.ID)
+		eng.Stop(context.Background())
+
+		var execs []sdktrace.ReadOnlySpan
+		for _, s := range spansOf(rec, run.ID) {
+			if s.Name() == "workflow.run" {
+				execs = append(execs, s)
+			}
+		}
+		if len(execs) != 2 {
+			t.Fatalf("%d executions, want 2", len(execs))
+		}
+		first, second := execs[0], execs[1]
+		if spanAttrs(first)["runstream.run.outcome"].AsString() != "yielded" || first.Parent().IsValid() {
+			t.Errorf("first execution: parent %v, attributes %v; want a root that yielded", first.Parent(), spanAttrs(first))
+		}
+		if second.Parent().SpanID() != resume.SpanContext().SpanID() || spanAttrs(second)["runstream.run.status"].AsString() != "completed" {
+			t.Errorf("second execution: parent %v, attributes %v; want the resume's child, completed", second.Parent(), spanAttrs(second))
+		}
+		if links := second.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != first.SpanContext().SpanID() {
+			t.Errorf("second execution links %v, want the first execution", links)
 		}
 	})
 }
