@@ -111,6 +111,10 @@ type Engine struct {
 	started  bool
 	stopping bool
 	runs     map[string]*runner
+	// parents are the spans that queued or resumed runs (NotifyContext);
+	// previous the last executions of runs that yielded or were lost,
+	// linked from their next one.
+	parents, previous runParents
 	// hardCtx is cancelled when the engine abandons its runs.
 	hardCtx context.Context
 	abandon context.CancelFunc

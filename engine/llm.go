@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/tracing"
 )
 
 // LLMProvider is a backend of the llm node type, chosen by the node's
@@ -254,6 +255,7 @@ func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, script []scr
 	fail := slices.Contains(c.FailAttempts, n.Attempt)
 	var full strings.Builder
 	start := time.Now()
+	streamed := 0
 	for i, tok := range tokens {
 		if fail && i == c.FailAfterTokens {
 			break
@@ -268,7 +270,9 @@ func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, script []scr
 			return nil, err
 		}
 		full.WriteString(tok)
+		streamed++
 	}
+	tracing.SetTokens(ctx, -1, int64(streamed))
 	if fail {
 		return nil, runstream.Errorf(runstream.CodeWorkflowLLMProviderError, "scripted provider failure on attempt %d", n.Attempt)
 	}

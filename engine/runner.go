@@ -14,6 +14,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/workflow"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // outcome is how a runner's drive ends.
@@ -77,6 +78,8 @@ type runner struct {
 	nodesCtx  context.Context
 	stopNodes context.CancelCauseFunc
 
+	// span is the span of this execution of the run, in ctx.
+	span       trace.Span
 	em         *emitter
 	poke       chan struct{}
 	cancelReq  chan struct{}
@@ -94,7 +97,9 @@ type runner struct {
 
 func newRunner(e *Engine, run workflow.Run, owner string, leaseUntil time.Time) *runner {
 	r := &runner{e: e, run: run, owner: owner, leaseUntil: leaseUntil, poke: make(chan struct{}, 1), cancelReq: make(chan struct{}), outputs: map[string]json.RawMessage{}}
-	r.ctx, r.stopWriting = context.WithCancelCause(e.hardCtx)
+	var ctx context.Context
+	ctx, r.span = e.startRunSpan(e.hardCtx, run)
+	r.ctx, r.stopWriting = context.WithCancelCause(ctx)
 	r.nodesCtx, r.stopNodes = context.WithCancelCause(r.ctx)
 	r.em = &emitter{
 		log: e.cfg.Log, runID: run.ID, owner: owner,
@@ -114,6 +119,8 @@ func (r *runner) execute() {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.supervise(supervised) })
 	end := r.drive()
+	r.e.rememberExecution(r.run.ID, r.span, end)
+	defer endRunSpan(r.span, end)
 	close(supervised)
 	wg.Wait()
 	switch end {
@@ -137,7 +144,7 @@ func (r *runner) execute() {
 // unless the engine abandoned its runs.
 func (r *runner) left(cause error) {
 	if r.e.hardCtx.Err() == nil {
-		r.e.logger.Warn("run left", "run_id", r.run.ID, "cause", cause)
+		r.e.logger.WarnContext(r.ctx, "run left", "run_id", r.run.ID, "cause", cause)
 	}
 }
 
@@ -150,7 +157,7 @@ func (r *runner) drive() outcome {
 	if err != nil {
 		// Keep the lease: it expires and the run is claimed again later,
 		// rather than at once in a loop while the store fails.
-		r.e.logger.Error("load run", "run_id", r.run.ID, "error", err)
+		r.e.logger.ErrorContext(r.ctx, "load run", "run_id", r.run.ID, "error", err)
 		return lost
 	}
 	if r.run.Status == workflow.StatusQueued {
@@ -167,7 +174,7 @@ func (r *runner) drive() outcome {
 		r.artifacts, err = replayArtifacts(events)
 	}
 	if err != nil {
-		r.e.logger.Error("replay run", "run_id", r.run.ID, "error", err)
+		r.e.logger.ErrorContext(r.ctx, "replay run", "run_id", r.run.ID, "error", err)
 		return r.failRun("", mustJSON(newErrorObject(runstream.Errorf(runstream.CodeInternal, "the run's events could not be read"))))
 	}
 	restart, end := r.reconcile(states, outputs)
@@ -323,15 +330,17 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeStarted, id, n.NodeRunID, nodeStartedData{Attempt: attempt})) != nil {
 			return nodeResult{id: id, end: nodeStopped}
 		}
-		out, err := r.attempt(pn, n)
+		actx, span := startAttemptSpan(r.nodesCtx, pn.spec.Type, n)
+		out, err := r.attempt(actx, pn, n)
 		var art *workflow.Artifact
 		if err == nil && pn.spec.Artifact != nil {
 			var a workflow.Artifact
-			if a, err = r.putArtifact(r.nodesCtx, n, pn.spec.Artifact, out); err == nil {
+			if a, err = r.putArtifact(actx, n, pn.spec.Artifact, out); err == nil {
 				art = &a
 			}
 		}
 		if err == nil {
+			endAttemptSpan(span, "completed", nil, false)
 			data := nodeCompletedData{OutputSummary: Summary(out), DurationMs: time.Since(begin).Milliseconds(), Attempt: attempt}
 			p := workflow.AppendParams{NodeOutputs: map[string]json.RawMessage{id: out}}
 			events := []workflow.NewEvent{nodeEvent(workflow.EventNodeCompleted, id, n.NodeRunID, data)}
@@ -348,14 +357,17 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			return res
 		}
 		if errors.Is(err, errParked) {
+			endAttemptSpan(span, "awaiting_input", nil, false)
 			return nodeResult{id: id, end: nodeYielded}
 		}
 		if r.nodesCtx.Err() != nil {
+			endAttemptSpan(span, "stopped", nil, false)
 			return nodeResult{id: id, end: nodeStopped}
 		}
-		nerr := r.nodeError(id, err)
+		nerr := r.nodeError(actx, id, err)
 		retryable := retryableOf(err, nerr.Code)
 		willRetry := retryable && attempt < pn.maxAttempts
+		endAttemptSpan(span, "failed", nerr, willRetry)
 		data := nodeFailedData{Error: nodeErrorObject(nerr, retryable), Attempt: attempt, WillRetry: willRetry}
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
 			return nodeResult{id: id, end: nodeStopped}
@@ -367,10 +379,10 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 	}
 }
 
-// attempt calls the node's function under its timeout, turning a panic, a
-// timeout and an invalid output into errors.
-func (r *runner) attempt(pn *planNode, n *NodeRun) (out json.RawMessage, err error) {
-	ctx := r.nodesCtx
+// attempt calls the node's function under its timeout, with ctx (a child
+// of the run's nodes' context holding the attempt's span), turning a
+// panic, a timeout and an invalid output into errors.
+func (r *runner) attempt(ctx context.Context, pn *planNode, n *NodeRun) (out json.RawMessage, err error) {
 	if pn.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, pn.timeout, errNodeTimeout)
@@ -378,7 +390,7 @@ func (r *runner) attempt(pn *planNode, n *NodeRun) (out json.RawMessage, err err
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			r.e.logger.Error("node panicked", "run_id", n.RunID, "node_id", n.NodeID, "panic", p, "stack", string(debug.Stack()))
+			r.e.logger.ErrorContext(ctx, "node panicked", "run_id", n.RunID, "node_id", n.NodeID, "panic", p, "stack", string(debug.Stack()))
 			out, err = nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "the node failed unexpectedly")
 		}
 	}()
@@ -406,15 +418,16 @@ func (r *runner) attempt(pn *planNode, n *NodeRun) (out json.RawMessage, err err
 	return out, nil
 }
 
-// nodeError is the caller-safe error of a failed attempt, naming the node.
-func (r *runner) nodeError(id string, err error) *runstream.Error {
+// nodeError is the caller-safe error of a failed attempt, naming the node;
+// an internal error is logged with ctx, the attempt's.
+func (r *runner) nodeError(ctx context.Context, id string, err error) *runstream.Error {
 	var re *runstream.Error
 	if errors.As(err, &re) && re.Code != runstream.CodeInternal {
 		out := *re
 		out.NodeID, out.Err = id, nil
 		return &out
 	}
-	r.e.logger.Error("node failed", "run_id", r.run.ID, "node_id", id, "error", err)
+	r.e.logger.ErrorContext(ctx, "node failed", "run_id", r.run.ID, "node_id", id, "error", err)
 	return runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s failed", id).WithNode(id)
 }
 
@@ -474,6 +487,7 @@ func (r *runner) endRunning(end workflow.NewEvent) outcome {
 	err := r.em.emit(r.ctx, workflow.AppendParams{IfStatus: workflow.StatusRunning}, end)
 	switch {
 	case err == nil:
+		setRunStatus(r.span, end.Event)
 		return ended
 	case errors.Is(err, errConditionFailed):
 		return r.cancelled()
@@ -490,6 +504,7 @@ func (r *runner) cancelled() outcome {
 		r.stopWriting(fmt.Errorf("write run.cancelled: %w", err))
 		return lost
 	}
+	setRunStatus(r.span, end.Event)
 	return ended
 }
 
@@ -568,7 +583,7 @@ func (r *runner) supervise(done <-chan struct{}) {
 				r.stopWriting(fmt.Errorf("lease lost: %w", err))
 				return
 			case r.ctx.Err() == nil:
-				r.e.logger.Warn("renew lease", "run_id", r.run.ID, "error", err)
+				r.e.logger.WarnContext(r.ctx, "renew lease", "run_id", r.run.ID, "error", err)
 			}
 			if expired() {
 				return
@@ -579,7 +594,7 @@ func (r *runner) supervise(done <-chan struct{}) {
 		cancel()
 		if err != nil {
 			if r.ctx.Err() == nil {
-				r.e.logger.Warn("watch run", "run_id", r.run.ID, "error", err)
+				r.e.logger.WarnContext(r.ctx, "watch run", "run_id", r.run.ID, "error", err)
 			}
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runstream/runstream/tracing"
 )
 
 // HTTPAllowList names the hosts and networks the http node and the
@@ -172,8 +174,10 @@ func GuardedClient(allow HTTPAllowList) *http.Client { return guardedClient(allo
 
 // guardedClient returns the default client of the http node: no proxy
 // (a proxy would hide the address actually reached), a dialer that
-// refuses addresses that are not public unless allow lists them, and at
-// most maxHTTPRedirects redirects, each dialled through the same guard.
+// refuses addresses that are not public unless allow lists them, at
+// most maxHTTPRedirects redirects, each dialled through the same guard,
+// and, for a traced node attempt, a client span per request whose
+// traceparent goes with it (tracing.Transport).
 func guardedClient(allow HTTPAllowList) *http.Client {
 	guarded := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: guardControl(allow)}
 	open := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -192,7 +196,7 @@ func guardedClient(allow HTTPAllowList) *http.Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &http.Client{Transport: transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	return &http.Client{Transport: tracing.Transport(transport), CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxHTTPRedirects {
 			return fmt.Errorf("more than %d redirects", maxHTTPRedirects)
 		}

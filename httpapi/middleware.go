@@ -99,7 +99,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		if !requestIDPattern.MatchString(id) {
 			id = newRequestID()
 		}
-		entry := &accessEntry{server: s, start: time.Now(), id: id}
+		entry := &accessEntry{server: s, start: time.Now(), id: id, ctx: r.Context()}
 		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey{}, id), accessEntryKey{}, entry)
 		r = r.WithContext(ctx)
 		w.Header().Set(RequestIDHeader, id)
@@ -164,12 +164,14 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 type accessEntryKey struct{}
 
 // accessEntry is what the access log and the request metrics record of
-// one request. It holds no reference to the request or its connection, so
-// a stream that outlives its handler can keep it.
+// one request. It holds no reference to the request or its connection
+// (only its context's values), so a stream that outlives its handler can
+// keep it.
 type accessEntry struct {
 	server                                 *Server
 	start                                  time.Time
 	id, method, path, query, route, remote string
+	ctx                                    context.Context // the request's, for the log's trace ids
 	// detached is set when a stream took the request over from its handler
 	// (see detachAccess); the stream then calls finish.
 	detached bool
@@ -204,7 +206,7 @@ func (e *accessEntry) finish(status int, bytes int64) {
 	m.inFlight.Dec()
 	m.requests.WithLabelValues(e.route, e.method, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(e.route).Observe(elapsed.Seconds())
-	e.server.logger.LogAttrs(context.Background(), slog.LevelInfo, "request",
+	e.server.logger.LogAttrs(e.ctx, slog.LevelInfo, "request",
 		slog.String("request_id", e.id),
 		slog.String("method", e.method),
 		slog.String("path", e.path),

@@ -134,6 +134,10 @@ func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service)
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
+// Pattern returns the route pattern that serves r, "" for none: the name
+// of r for a middleware around the server (tracing.Handler).
+func (s *Server) Pattern(r *http.Request) string { _, p := s.mux.Handler(r); return p }
+
 // routes registers every endpoint.
 func (s *Server) routes() {
 	s.handle("GET /healthz", s.healthz)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/tracing"
 )
 
 // Options are what Serve needs of the request beyond the stream itself:
@@ -46,7 +47,9 @@ type Options struct {
 // subscribed, when opts.User has too many streams open (RATE_LIMITED) or
 // the Set is shut down (UNAVAILABLE); a HEAD request gets the headers
 // only. On an HTTP/1.x connection Serve returns once the stream took the
-// connection over; otherwise when the stream ends.
+// connection over; otherwise when the stream ends. The request's trace
+// span records a resume (cursor > 0) and lasts until the stream ends
+// (tracing.Detach).
 func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor int64, opts Options) error {
 	release, err := set.perUser.acquire(opts.User)
 	if opts.Limited != nil {
@@ -74,6 +77,9 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	if !opts.Expires.IsZero() {
 		cfg.MaxLifetime = max(min(cfg.MaxLifetime, time.Until(opts.Expires)), time.Millisecond)
 	}
+	if cursor > 0 {
+		tracing.StreamResumed(ctx, cursor)
+	}
 	f := &follower{cfg: cfg, sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense()}
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		out := newConnStream(conn, r, w.Header())
@@ -82,6 +88,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 		if opts.Detach != nil {
 			finish = opts.Detach(r)
 		}
+		endSpan := tracing.Detach(r.Context()) // the request's span lasts as long as the stream
 		go func() {
 			defer done()
 			unwatch := set.watch(conn, cancel)
@@ -91,6 +98,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 			if finish != nil {
 				finish(http.StatusOK, out.written)
 			}
+			endSpan(http.StatusOK, out.written)
 		}()
 		return nil
 	}

@@ -56,9 +56,10 @@ type Config struct {
 	// writes. Nil: OpenArtifact answers UNAVAILABLE.
 	Artifacts engine.ArtifactBlobs
 	// Notify, when set, is told of each run the service queued, resumed or
-	// asked to cancel (engine.Engine.Notify), so that an engine of this
-	// process reacts before its next poll.
-	Notify func(runID string)
+	// asked to cancel, with the context of the call that did
+	// (engine.Engine.NotifyContext), so that an engine of this process
+	// reacts before its next poll, and the run's trace follows the call's.
+	Notify func(ctx context.Context, runID string)
 }
 
 // Service is the workflow service. It is safe for concurrent use.
@@ -81,10 +82,10 @@ func New(store Store, log *eventlog.WorkflowLog, hub *live.Hub, cfg Config) *Ser
 	return &Service{store: store, log: log, hub: hub, cfg: cfg}
 }
 
-// notify tells the engine of a changed run.
-func (s *Service) notify(runID string) {
+// notify tells the engine of a run changed by the work of ctx.
+func (s *Service) notify(ctx context.Context, runID string) {
 	if s.cfg.Notify != nil {
-		s.cfg.Notify(runID)
+		s.cfg.Notify(ctx, runID)
 	}
 }
 
@@ -321,7 +322,7 @@ func (s *Service) StartRun(ctx context.Context, p StartRunParams) (workflow.Run,
 	if err != nil {
 		return workflow.Run{}, err
 	}
-	s.notify(run.ID)
+	s.notify(ctx, run.ID)
 	return run, nil
 }
 
@@ -496,7 +497,7 @@ func checkResume(pending workflow.ResumeToken, action string, values json.RawMes
 // notifyAndRead tells the engine of this process that runID changed and
 // returns the run as it is now.
 func (s *Service) notifyAndRead(ctx context.Context, owner runstream.Owner, runID string) (workflow.Run, error) {
-	s.notify(runID)
+	s.notify(ctx, runID)
 	return s.store.GetRun(ctx, runID, owner)
 }
 

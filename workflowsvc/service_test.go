@@ -1,6 +1,7 @@
 package workflowsvc_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func setup(t *testing.T) (*workflowsvc.Service, *memory.WorkflowStore, *[]string
 	hub := live.New(live.Config{})
 	var notified []string
 	svc := workflowsvc.New(store, eventlog.NewWorkflowLog(store, validator, hub, nil), hub,
-		workflowsvc.Config{Notify: func(runID string) { notified = append(notified, runID) }})
+		workflowsvc.Config{Notify: func(_ context.Context, runID string) { notified = append(notified, runID) }})
 	return svc, store, &notified
 }
 

@@ -96,7 +96,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		a.close()
 		return nil, err
 	}
-	var notify func(runID string)
+	var notify func(ctx context.Context, runID string)
 	if cfg.workers > 0 {
 		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: logger, Artifacts: blobs,
 			MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes})
@@ -107,7 +107,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 			a.close()
 			return nil, fmt.Errorf("start the workflow engine (--workers 0 serves without one): %w", err)
 		}
-		a.engine, notify = eng, eng.Notify
+		a.engine, notify = eng, eng.NotifyContext
 		logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
 	}
 	a.workflows = workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})

@@ -189,7 +189,7 @@ func TestHelpNamesEnvironmentVariables(t *testing.T) {
 	if err := (&Main{}).Run(t.Context(), []string{"serve", "--help"}, io.Discard, &stderr); err != nil {
 		t.Fatalf("serve --help: %v", err)
 	}
-	for _, want := range []string{"--addr", "RUNSTREAM_ADDR", "RUNSTREAM_STORE", "RUNSTREAM_SQLITE_SYNCHRONOUS", "RUNSTREAM_RUN_EVENTS", "jsonl:DIR", "127.0.0.1:8780"} {
+	for _, want := range []string{"--addr", "RUNSTREAM_ADDR", "RUNSTREAM_STORE", "RUNSTREAM_SQLITE_SYNCHRONOUS", "RUNSTREAM_RUN_EVENTS", "jsonl:DIR", "127.0.0.1:8780", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, stderr.String())
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/threadsvc"
+	"github.com/runstream/runstream/tracing"
+	"github.com/runstream/runstream/tracing/otelenv"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -130,7 +132,8 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
 	fs.StringVar(&cfg.sealKeyFile, "seal-key-file", "", "file holding the key (base64 of 32 bytes) that seals resume tokens in the store; the environment's "+sealKeyEnv+" may hold the key itself (default: DATA_DIR/"+sealKeyFileName+", created 0600 when missing; a memory: store uses a key of the process)")
 	cfg.auth.add(fs)
-	if err := m.parseFlags(fs, args, stderr, "runstream serve [flags]"); err != nil {
+	synopsis := "runstream serve [flags]\n\nTraces are exported with OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT or\nOTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (the OTEL_* variables, see docs/TRACING.md)."
+	if err := m.parseFlags(fs, args, stderr, synopsis); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -159,6 +162,12 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := cfg.auth.build(cfg.addr, logger); err != nil {
 		return err
 	}
+	tracer, err := otelenv.Setup(ctx, version, logger)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	// Last: the spans of the shutdown itself are flushed too.
+	defer shutdownTracing(tracer, cfg.shutdownTimeout, logger)
 
 	a, err := newApp(ctx, cfg, logger)
 	if err != nil {
@@ -167,11 +176,20 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	defer a.close()
 	cfg.auth.reloadOnSIGHUP(ctx, logger)
 	logger.Info("store opened", "store", a.backend.name, "location", a.backend.location, "durability", a.backend.durability)
+	if tracer.Exporting {
+		logger.Info("tracing", "exporting", true, "protocol", tracer.Protocol)
+	} else {
+		logger.Debug("tracing", "exporting", false, "reason", tracer.Disabled)
+	}
 
 	requestCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
+	var handler http.Handler = a.api
+	if tracer.Exporting {
+		handler = tracing.Handler(a.api, a.api.Pattern)
+	}
 	srv := &http.Server{
-		Handler:           a.api,
+		Handler:           handler,
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
@@ -223,12 +241,23 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	return nil
 }
 
+// newLogger returns serve's logger: a line logged with the context of
+// traced work names its trace_id and span_id (tracing.LogHandler).
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
+}
+
+// shutdownTracing flushes the spans not yet exported, within timeout.
+func shutdownTracing(t *otelenv.Tracing, timeout time.Duration, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		logger.Warn("tracing shutdown", "error", err)
+	}
 }
 
 // readNodeEnv sets what the node types read from the environment: the

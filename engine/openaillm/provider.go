@@ -25,6 +25,8 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults and bounds of a node's config.
@@ -50,7 +52,8 @@ type Options struct {
 	// server hand its key to a host of the author's choosing. Defaults to
 	// DefaultBaseURL.
 	KeyBaseURLs []string
-	// HTTPClient sends the requests. Defaults to http.DefaultClient.
+	// HTTPClient sends the requests. Defaults to http.DefaultTransport
+	// with the traceparent of the node attempt (tracing.Transport).
 	HTTPClient *http.Client
 	// Tools may be offered to the model, by the names a node lists in
 	// its "tools".
@@ -102,7 +105,7 @@ var keyFields = []string{"apikey", "api_key", "key", "authorization", "headers",
 // request itself (4xx other than 408, 409 and 429).
 func Provider(opts Options) engine.LLMProvider {
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = http.DefaultClient
+		opts.HTTPClient = &http.Client{Transport: tracing.Transport(nil)}
 	}
 	tools := make(map[string]engine.Tool, len(opts.Tools))
 	for _, t := range opts.Tools {
@@ -225,6 +228,19 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	}
 	params.Messages = append(params.Messages, openai.UserMessage(prompt))
 
+	// A traced attempt asks for the token usage, recorded on its span
+	// when the endpoint reports it.
+	var used tokenUsage
+	if trace.SpanFromContext(ctx).IsRecording() {
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		tracing.SetModel(ctx, "openai", n.cfg.Model)
+		defer func() {
+			if used.input > 0 || used.output > 0 {
+				tracing.SetTokens(ctx, used.input, used.output)
+			}
+		}()
+	}
+
 	reqOpts := []option.RequestOption{
 		option.WithBaseURL(n.cfg.BaseURL), option.WithHTTPClient(n.opts.HTTPClient), option.WithMaxRetries(0),
 	}
@@ -236,7 +252,7 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	var text strings.Builder
 	var results []callResult
 	for round := 0; ; round++ {
-		content, calls, err := n.stream(ctx, nr, client, params, &text)
+		content, calls, err := n.stream(ctx, nr, client, params, &text, &used)
 		if err != nil {
 			return nil, err
 		}
@@ -273,10 +289,15 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	}{text.String(), results})
 }
 
+// tokenUsage counts the tokens of a node attempt's requests, when their
+// answers report them.
+type tokenUsage struct{ input, output int64 }
+
 // stream makes one chat-completions request and streams its answer: the
-// content goes to node.output.delta (and text) as it arrives; the tool
-// calls are returned once complete, in the order of their index.
-func (n *node) stream(ctx context.Context, nr *engine.NodeRun, client openai.ChatCompletionService, params openai.ChatCompletionNewParams, text *strings.Builder) (string, []toolCall, error) {
+// content goes to node.output.delta (and text) as it arrives, the tokens
+// reported to u; the tool calls are returned once complete, in the order
+// of their index.
+func (n *node) stream(ctx context.Context, nr *engine.NodeRun, client openai.ChatCompletionService, params openai.ChatCompletionNewParams, text *strings.Builder, u *tokenUsage) (string, []toolCall, error) {
 	s := client.NewStreaming(ctx, params)
 	defer s.Close()
 	var content strings.Builder
@@ -285,6 +306,8 @@ func (n *node) stream(ctx context.Context, nr *engine.NodeRun, client openai.Cha
 	finished := false
 	for s.Next() {
 		chunk := s.Current()
+		u.input += chunk.Usage.PromptTokens
+		u.output += chunk.Usage.CompletionTokens
 		for _, choice := range chunk.Choices {
 			if choice.Index != 0 {
 				continue

@@ -74,11 +74,11 @@ func NewServer(t testing.TB, cfg ServerConfig) *Server {
 }
 
 // notify tells every engine started so far that a request changed runID.
-func (s *Server) notify(runID string) {
+func (s *Server) notify(ctx context.Context, runID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.engines {
-		e.Notify(runID)
+		e.NotifyContext(ctx, runID)
 	}
 }
 
