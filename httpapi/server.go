@@ -160,6 +160,16 @@ func (s *Server) routes() {
 	s.threadRoutes()
 }
 
+// Mount registers h at pattern as an endpoint acting for an authenticated
+// caller (User reads it): the HTTP surface of another package, such as
+// langgraph's. Call it before the server serves.
+func (s *Server) Mount(pattern string, h http.Handler) { s.register(pattern, s.authenticate(h), true) }
+
+// WriteError answers err with the unified error body, as every route does.
+func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeError(w, r, err)
+}
+
 // handlerFunc is an HTTP handler that returns its error instead of writing
 // it, so every error goes through writeError.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error

@@ -16,6 +16,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/journal/workflowllm"
+	"github.com/runstream/runstream/langgraph"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/seal"
 	"github.com/runstream/runstream/streams"
@@ -32,6 +33,9 @@ type app struct {
 	api     *httpapi.Server
 	// workflows is the workflow service the API serves.
 	workflows *workflowsvc.Service
+	// langgraph serves the LangGraph run streams; nil without a chunk
+	// store.
+	langgraph *langgraph.Service
 	stop      context.CancelFunc
 	// engine executes workflow runs; nil when disabled (--workers 0).
 	engine          *engine.Engine
@@ -67,9 +71,20 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		backend.close()
 		return nil, fmt.Errorf("load contracts: %w", err)
 	}
-	hub := live.New(live.Config{Poll: streams.StreamPoller(backend.workflows, backend.threads), Logger: logger})
+	poll := streams.StreamPoller(backend.workflows, backend.threads)
+	if backend.chunks != nil {
+		poll = langgraph.Poller(backend.chunks, poll)
+	}
+	hub := live.New(live.Config{Poll: poll, Logger: logger})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
+	var lg *langgraph.Service
+	if backend.chunks != nil {
+		lg = langgraph.New(backend.chunks, hub, langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
+			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, Logger: logger})
+		backend.wakeChunks = lg.Wake
+		go lg.Run(loopCtx)
+	}
 	if backend.listen != nil {
 		// An append this instance published itself is delivered already:
 		// WakeSeq ignores its notification.
@@ -77,7 +92,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
 			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
 	}
-	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
+	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger, langgraph: lg}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
 	a.log.MaxEventBytes = cfg.maxEventBytes
 	var threadLog *eventlog.ThreadLog
@@ -125,6 +140,9 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Auth:          cfg.auth.api,
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
+	if lg != nil {
+		lg.Mount(langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Runs: backend.runs})
+	}
 	return a, nil
 }
 
