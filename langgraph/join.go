@@ -48,7 +48,8 @@ func ParseModes(values []string) Modes {
 
 // Shows reports whether a chunk of event passes the filter. A subgraph's
 // event "mode|namespace" is its mode's; "messages-tuple" selects the
-// "messages" events, "messages" the "messages/…" ones; errors always pass.
+// "messages" events, "messages" those and the "messages/…" ones; errors
+// always pass.
 func (m Modes) Shows(event string) bool {
 	if len(m) == 0 || event == runchunks.ErrorEvent {
 		return true

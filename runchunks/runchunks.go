@@ -97,8 +97,9 @@ type Push struct {
 	// deleted in the same transaction. <= 0: no cap.
 	MaxChunks int64
 	// Expire makes it the lease sweeper's write: it applies only when the
-	// run is active and its lease expired at Now, at the run's own epoch
-	// and next index (Epoch and FirstIndex are ignored).
+	// run is active and its lease expired at Now, at the run's next index
+	// and the epoch after the run's, which fences the producer that lost
+	// its lease (Epoch and FirstIndex are ignored).
 	Expire bool
 }
 
@@ -193,7 +194,8 @@ func Plan(cur *Run, p Push) (Result, error) {
 			if run.Ended() || run.LeaseExpiresAt.After(p.Now) {
 				return Result{Run: run, Skipped: true}, nil
 			}
-			p.Epoch, p.FirstIndex = run.Epoch, run.NextIndex
+			// The sweeper takes the run over: the lost producer is fenced.
+			p.Epoch, p.FirstIndex = run.Epoch+1, run.NextIndex
 		}
 		if run.OwnerID != p.OwnerID {
 			return res, runstream.Errorf(runstream.CodeNotFound, "run %s not found", p.RunID)

@@ -301,7 +301,7 @@ func testExpire(t *testing.T, h Harness) {
 		t.Fatalf("sweep of a renewed lease = %+v, want skipped", res)
 	}
 	res := sweep(t0.Add(2 * time.Minute))
-	if res.Skipped || !res.Ended || len(res.Appended) != 1 || res.Appended[0].Index != 2 || res.Run.Status != runevents.RunError {
+	if res.Skipped || !res.Ended || len(res.Appended) != 1 || res.Appended[0].Index != 2 || res.Run.Status != runevents.RunError || res.Run.Epoch != 2 {
 		t.Fatalf("sweep = %+v", res)
 	}
 	row, err := runs.GetRun(ctx, "thread-1", "run-1", runstream.AnyOwner)
