@@ -192,6 +192,12 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Retry-After", "1")
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
+	release, err := a.s.acquire(user)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		return err
+	}
+	defer release()
 	a.s.Join(w, r, run, cursor, ParseModes(q["stream_mode"]))
 	return nil
 }

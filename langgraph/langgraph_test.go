@@ -545,3 +545,26 @@ func TestHeartbeatIsOneLineComment(t *testing.T) {
 		t.Fatalf("stream bytes %q: a heartbeat must be a single-newline comment and no retry: block be sent", buf)
 	}
 }
+
+func TestJoinPerUserLimit(t *testing.T) {
+	f := newFixture(t, langgraph.Config{MaxPerUser: 1})
+	f.mustPush(t, "r1", 0, 1, "")
+	s := f.join(t, "r1", "-1", "")
+	s.next(t)
+	if status, body := f.call(t, "GET", "/api/threads/t1/runs/r1/stream", ""); status != 429 || body["code"] != "RATE_LIMITED" {
+		t.Fatalf("second stream of the user: %d %v", status, body)
+	}
+	f.mustPush(t, "r1", 1, 0, `{"status":"success"}`)
+	if _, err := s.rest(); !errors.Is(err, io.EOF) {
+		t.Fatalf("first stream: %v", err)
+	}
+	waitFor(t, func() bool { // the first stream's place is free once its handler returned
+		resp, err := http.Get(f.url + "/api/threads/t1/runs/r1/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}

@@ -81,7 +81,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	var lg *langgraph.Service
 	if backend.chunks != nil {
 		lg = langgraph.New(backend.chunks, hub, langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
-			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, Logger: logger})
+			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: logger})
 		backend.wakeChunks = lg.Wake
 		go lg.Run(loopCtx)
 	}
