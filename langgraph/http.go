@@ -174,7 +174,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	if action := q.Get("action"); r.Method == http.MethodPost && action != "" {
 		outcome, err := a.s.Cancel(r.Context(), user, threadID, runID, action, q.Get("wait") == "1" || q.Get("wait") == "true")
 		if err != nil {
-			return err
+			return a.notCancellable(r, err, threadID, runID)
 		}
 		if outcome == CancelDone {
 			w.WriteHeader(http.StatusNoContent)
@@ -214,6 +214,19 @@ func (a *api) notStreamed(r *http.Request, err error, threadID, runID string) er
 	return err
 }
 
+// notCancellable answers the cancel of a run without a chunk stream: 409
+// "not cancellable" with the status of its row when runstream stores the
+// run, else err (404).
+func (a *api) notCancellable(r *http.Request, err error, threadID, runID string) error {
+	if runstream.AsError(err).Code != runstream.CodeNotFound || a.h.Runs == nil {
+		return err
+	}
+	if row, rerr := a.h.Runs.GetRun(r.Context(), threadID, runID, runstream.OwnedBy(a.h.User(r))); rerr == nil {
+		return runstream.Errorf(runstream.CodeConflict, "Run %s is not cancellable (status: %s)", runID, row.Status).WithDetail("status", string(row.Status))
+	}
+	return err
+}
+
 // cancel answers POST /api/threads/{thread_id}/runs/{run_id}/cancel:
 // 202 once the request is stored, 204 with wait=1 once the run ended.
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
@@ -233,7 +246,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
 	wait := q.Get("wait") == "1" || q.Get("wait") == "true"
 	outcome, err := a.s.Cancel(r.Context(), a.h.User(r), threadID, runID, action, wait)
 	if err != nil {
-		return err
+		return a.notCancellable(r, err, threadID, runID)
 	}
 	if outcome == CancelDone {
 		w.WriteHeader(http.StatusNoContent)

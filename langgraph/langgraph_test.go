@@ -486,6 +486,13 @@ func TestCancelSeenByProducer(t *testing.T) {
 	if status != 409 || body["detail"] != "Run r1 is not cancellable (status: interrupted)" {
 		t.Fatalf("cancel of an ended run: %d %v", status, body)
 	}
+	if _, err := f.runs.PutRun(context.Background(), runevents.ThreadRun{ThreadID: "t1", RunID: "stored", OwnerID: "local", Status: runevents.RunSuccess, OperationKind: "run"}); err != nil {
+		t.Fatal(err)
+	}
+	status, body = f.call(t, "POST", "/api/threads/t1/runs/stored/cancel", "")
+	if status != 409 || body["detail"] != "Run stored is not cancellable (status: success)" {
+		t.Fatalf("cancel of a run without a stream: %d %v", status, body)
+	}
 	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=explode", ""); status != 422 {
 		t.Fatalf("bad action: %d", status)
 	}
@@ -567,4 +574,32 @@ func TestJoinPerUserLimit(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+}
+
+// DeerFlow's stop button: POST …/stream?action=interrupt cancels, then
+// streams what is left (or, with wait=1, answers 204 once the run ended).
+func TestPostStreamWithActionCancelsThenStreams(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	req, err := http.NewRequest("POST", f.url+"/api/threads/t1/runs/r1/stream?action=interrupt", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	s := &stream{resp: resp, r: sse.NewReader(resp.Body)}
+	if got := frames([]sse.Event{s.next(t), s.next(t)}); got != metadataFrame+valuesFrames(0, 1) {
+		t.Fatalf("stream after the cancel:\n%s", got)
+	}
+	body := f.mustPush(t, "r1", 1, 0, "")
+	if c, _ := body["cancel"].(map[string]any); c["action"] != "interrupt" {
+		t.Fatalf("push answer = %v", body)
+	}
+	f.mustPush(t, "r1", 1, 0, `{"status":"interrupted"}`)
+	if events, err := s.rest(); !errors.Is(err, io.EOF) || frames(events) != "end  null\n" {
+		t.Fatalf("rest (%v):\n%s", err, frames(events))
+	}
 }
