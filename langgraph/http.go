@@ -92,6 +92,16 @@ func pathID(r *http.Request, name string) (string, error) {
 	return id, nil
 }
 
+// threadAndRun returns the thread_id and run_id path parameters.
+func threadAndRun(r *http.Request) (string, string, error) {
+	threadID, err := pathID(r, "thread_id")
+	if err != nil {
+		return "", "", err
+	}
+	runID, err := pathID(r, "run_id")
+	return threadID, runID, err
+}
+
 // push answers POST /api/runs/{run_id}/stream-chunks.
 func (a *api) push(w http.ResponseWriter, r *http.Request) error {
 	runID, err := pathID(r, "run_id")
@@ -157,11 +167,7 @@ func parseWait(v string) (time.Duration, error) {
 // A POST with action cancels first, as DeerFlow's gateway does: with
 // wait=1 it answers 204 once the run ended, else it streams.
 func (a *api) join(w http.ResponseWriter, r *http.Request) error {
-	threadID, err := pathID(r, "thread_id")
-	if err != nil {
-		return err
-	}
-	runID, err := pathID(r, "run_id")
+	threadID, runID, err := threadAndRun(r)
 	if err != nil {
 		return err
 	}
@@ -230,11 +236,7 @@ func (a *api) notCancellable(r *http.Request, err error, threadID, runID string)
 // cancel answers POST /api/threads/{thread_id}/runs/{run_id}/cancel:
 // 202 once the request is stored, 204 with wait=1 once the run ended.
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
-	threadID, err := pathID(r, "thread_id")
-	if err != nil {
-		return err
-	}
-	runID, err := pathID(r, "run_id")
+	threadID, runID, err := threadAndRun(r)
 	if err != nil {
 		return err
 	}
