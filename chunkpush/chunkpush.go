@@ -703,29 +703,32 @@ func (s *Stream) attempt(ctx context.Context, method, u string, body []byte, int
 		}
 		return wait, fmt.Errorf("chunkpush: HTTP %d", resp.StatusCode)
 	}
-	apiErr := decodeError(resp.StatusCode, data)
-	if apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex < 0 && strings.Contains(strings.ToLower(apiErr.Message), "epoch") {
+	apiErr, currentEpoch := decodeError(resp.StatusCode, data)
+	if apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex < 0 &&
+		(currentEpoch > s.cfg.Epoch || strings.Contains(strings.ToLower(apiErr.Message), "stale epoch")) {
 		return 0, fmt.Errorf("%w: %s", ErrFenced, apiErr.Message)
 	}
 	return 0, apiErr
 }
 
 // decodeError reads the unified error body ({code, message, details}),
-// expected_index at its top level or in its details.
-func decodeError(status int, data []byte) *APIError {
+// expected_index and current_epoch at its top level or in its details.
+func decodeError(status int, data []byte) (*APIError, int64) {
 	var body struct {
 		Code          string `json:"code"`
 		Message       string `json:"message"`
 		Detail        string `json:"detail"`
 		ExpectedIndex *int64 `json:"expected_index"`
+		CurrentEpoch  int64  `json:"current_epoch"`
 		Details       struct {
 			ExpectedIndex *int64 `json:"expected_index"`
+			CurrentEpoch  int64  `json:"current_epoch"`
 		} `json:"details"`
 	}
 	e := &APIError{Status: status, ExpectedIndex: -1}
 	if json.Unmarshal(data, &body) != nil {
 		e.Message = strings.TrimSpace(string(data[:min(len(data), 200)]))
-		return e
+		return e, 0
 	}
 	e.Code, e.Message = body.Code, body.Message
 	if e.Message == "" {
@@ -737,7 +740,7 @@ func decodeError(status int, data []byte) *APIError {
 	case body.Details.ExpectedIndex != nil:
 		e.ExpectedIndex = *body.Details.ExpectedIndex
 	}
-	return e
+	return e, max(body.CurrentEpoch, body.Details.CurrentEpoch)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
