@@ -233,7 +233,7 @@ var reservedEvents = map[string]bool{"metadata": true, "end": true, "gap": true}
 
 // prepare checks req and returns the push it makes: ids, epoch, indexes,
 // event names (1-256 bytes of UTF-8 without CR, LF or NUL, not a reserved
-// name), data (JSON of at most MaxChunkBytes, compacted and redacted with
+// name), data (JSON, compacted, then at most MaxChunkBytes, redacted with
 // the chunk profile), the end's status and error object.
 func (s *Service) prepare(user, runID string, req PushRequest) (runchunks.Push, error) {
 	p := runchunks.Push{RunID: runID, ThreadID: req.ThreadID, OwnerID: user, Now: s.cfg.Now(), Lease: s.cfg.Lease, MaxChunks: s.cfg.MaxChunks}
@@ -297,13 +297,13 @@ func (s *Service) cleanJSON(data json.RawMessage, path string) (json.RawMessage,
 	if len(data) == 0 {
 		return json.RawMessage("null"), nil
 	}
-	if len(data) > s.cfg.MaxChunkBytes {
-		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "%s: a chunk's data must have at most %d bytes, got %d", path, s.cfg.MaxChunkBytes, len(data)).
-			WithDetail("limit", s.cfg.MaxChunkBytes)
-	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, data); err != nil {
 		return nil, problem(path, "must be JSON")
+	}
+	if buf.Len() > s.cfg.MaxChunkBytes {
+		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "%s: a chunk's data must have at most %d bytes of compact JSON, got %d", path, s.cfg.MaxChunkBytes, buf.Len()).
+			WithDetail("limit", s.cfg.MaxChunkBytes)
 	}
 	out, _, err := s.redactor.JSON(buf.Bytes())
 	if err != nil {
