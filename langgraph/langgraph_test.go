@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/langgraph"
 	"github.com/runstream/runstream/live"
@@ -601,5 +602,28 @@ func TestPostStreamWithActionCancelsThenStreams(t *testing.T) {
 	f.mustPush(t, "r1", 1, 0, `{"status":"interrupted"}`)
 	if events, err := s.rest(); !errors.Is(err, io.EOF) || frames(events) != "end  null\n" {
 		t.Fatalf("rest (%v):\n%s", err, frames(events))
+	}
+}
+
+func TestPushRefusesAnotherUsersThread(t *testing.T) {
+	var asked []string
+	f := newFixture(t, langgraph.Config{Writable: func(_ context.Context, user, threadID string) error {
+		asked = append(asked, user+"/"+threadID)
+		if user != "local" {
+			return runstream.Errorf(runstream.CodeNotFound, "thread %s not found", threadID)
+		}
+		return nil
+	}})
+	body := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]}`
+	if status, resp := f.call(t, "POST", "/api/runs/r2/stream-chunks", body, "X-Test-User", "mallory"); status != 404 {
+		t.Fatalf("push into another user's thread: %d %v", status, resp)
+	}
+	if _, err := f.store.GetRun(context.Background(), "r2"); err == nil {
+		t.Fatal("the refused push created the run")
+	}
+	f.mustPush(t, "r1", 0, 1, "")
+	f.mustPush(t, "r1", 1, 1, "") // the run exists: not asked again
+	if strings.Join(asked, ",") != "mallory/t1,local/t1" {
+		t.Fatalf("Writable asked for %v", asked)
 	}
 }

@@ -76,6 +76,9 @@ type Config struct {
 	// instance; the next answers RATE_LIMITED. Defaults to 16; negative:
 	// no limit.
 	MaxPerUser int
+	// Writable, when set, refuses a push creating a run in a thread the
+	// user may not write (threadsvc.Service.RequireWritable).
+	Writable func(ctx context.Context, user, threadID string) error
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -317,6 +320,16 @@ func (s *Service) Push(ctx context.Context, user, runID string, req PushRequest)
 	p, err := s.prepare(user, runID, req)
 	if err != nil {
 		return Answer{}, err
+	}
+	if s.cfg.Writable != nil {
+		if _, err := s.store.GetRun(ctx, runID); err != nil {
+			if runstream.AsError(err).Code != runstream.CodeNotFound {
+				return Answer{}, err
+			}
+			if err := s.cfg.Writable(ctx, user, p.ThreadID); err != nil {
+				return Answer{}, err // the run would be created in another user's thread
+			}
+		}
 	}
 	res, err := s.store.Push(ctx, p)
 	if err != nil {

@@ -78,21 +78,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	hub := live.New(live.Config{Poll: poll, Logger: logger})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
-	var lg *langgraph.Service
-	if backend.chunks != nil {
-		lg = langgraph.New(backend.chunks, hub, langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
-			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: logger})
-		backend.wakeChunks = lg.Wake
-		go lg.Run(loopCtx)
-	}
-	if backend.listen != nil {
-		// An append this instance published itself is delivered already:
-		// WakeSeq ignores its notification.
-		go backend.listen(loopCtx,
-			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
-			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
-	}
-	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger, langgraph: lg}
+	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
 	a.log.MaxEventBytes = cfg.maxEventBytes
 	var threadLog *eventlog.ThreadLog
@@ -103,6 +89,25 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
 		// Without them the thread endpoints answer UNAVAILABLE.
 		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{})
+	}
+	var lg *langgraph.Service
+	if backend.chunks != nil {
+		lgCfg := langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
+			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: logger}
+		if threads != nil {
+			lgCfg.Writable = threads.RequireWritable
+		}
+		lg = langgraph.New(backend.chunks, hub, lgCfg)
+		backend.wakeChunks = lg.Wake
+		a.langgraph = lg
+		go lg.Run(loopCtx)
+	}
+	if backend.listen != nil {
+		// An append this instance published itself is delivered already:
+		// WakeSeq ignores its notification.
+		go backend.listen(loopCtx,
+			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
+			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
 	}
 	// One registry of node types for publishing and for running, and one
 	// artifact storage for the engine that writes and the API that reads.
