@@ -119,12 +119,14 @@ func (s *Service) Join(w http.ResponseWriter, r *http.Request, run runchunks.Run
 	if r.Method == http.MethodHead {
 		return
 	}
-	j := &joiner{s: s, w: w, rc: http.NewResponseController(w), run: run, modes: modes, cursor: cursor, requested: cursor,
+	// A cursor past the run's chunks (none can have been seen) is its
+	// last: the stream goes on from there, and ends with the run.
+	j := &joiner{s: s, w: w, rc: http.NewResponseController(w), run: run, modes: modes, cursor: min(cursor, run.NextIndex-1), requested: cursor,
 		heartbeat: time.NewTimer(s.cfg.Heartbeat)}
 	defer j.heartbeat.Stop()
 	meta, _ := json.Marshal(map[string]string{"run_id": run.RunID, "thread_id": run.ThreadID})
 	j.buf = append(append(append(j.buf, "event: metadata\ndata: "...), meta...), "\n\n"...)
-	sub := s.hub.Subscribe(StreamKey(run.RunID), cursor+1)
+	sub := s.hub.Subscribe(StreamKey(run.RunID), j.cursor+1)
 	defer sub.Close()
 	err := j.follow(r.Context(), sub)
 	if errors.Is(err, errAbort) {

@@ -315,6 +315,18 @@ func TestJoinResumesExactlyAndFollowsLive(t *testing.T) {
 	if !errors.Is(err, io.EOF) || frames(events) != valuesFrames(3, 5)+"end  null\n" {
 		t.Fatalf("live (%v):\n%s", err, frames(events))
 	}
+	// A cursor past the chunks gets the end.
+	events, err = f.join(t, "r1", "99", "").rest()
+	if !errors.Is(err, io.EOF) || frames(events) != metadataFrame+"end  null\n" {
+		t.Fatalf("cursor past the end (%v):\n%s", err, frames(events))
+	}
+	f.mustPush(t, "r2", 0, 1, "")
+	s2 := f.join(t, "r2", "99", "")
+	s2.next(t) // metadata
+	f.mustPush(t, "r2", 1, 1, `{"status":"success"}`) // live
+	if events, err := s2.rest(); !errors.Is(err, io.EOF) || frames(events) != valuesFrames(1, 2)+"end  null\n" {
+		t.Fatalf("live after a cursor past the chunks (%v):\n%s", err, frames(events))
+	}
 	// Absent Last-Event-ID is the start too.
 	events, err = f.join(t, "r1", "", "").rest()
 	if !errors.Is(err, io.EOF) || frames(events) != metadataFrame+valuesFrames(0, 5)+"end  null\n" {
