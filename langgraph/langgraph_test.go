@@ -322,7 +322,7 @@ func TestJoinResumesExactlyAndFollowsLive(t *testing.T) {
 	}
 	f.mustPush(t, "r2", 0, 1, "")
 	s2 := f.join(t, "r2", "99", "")
-	s2.next(t) // metadata
+	s2.next(t)                                        // metadata
 	f.mustPush(t, "r2", 1, 1, `{"status":"success"}`) // live
 	if events, err := s2.rest(); !errors.Is(err, io.EOF) || frames(events) != valuesFrames(1, 2)+"end  null\n" {
 		t.Fatalf("live after a cursor past the chunks (%v):\n%s", err, frames(events))
