@@ -263,6 +263,7 @@ func TestPushRefusesBadInput(t *testing.T) {
 		{"newline in event", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"a\nb","data":null}]}`, 422},
 		{"bad end status", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"end":{"status":"running"}}`, 422},
 		{"end error not an object", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"end":{"status":"error","error":"x"}}`, 422},
+		{"invalid UTF-8", "{\"thread_id\":\"t1\",\"epoch\":1,\"first_index\":0,\"chunks\":[{\"event\":\"values\",\"data\":\"\xff\"}]}", 422},
 		{"unknown member", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"extra":1}`, 400},
 		{"chunk too large", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":` + big + `}]}`, 413},
 	} {

@@ -301,8 +301,8 @@ func (s *Service) cleanJSON(data json.RawMessage, path string) (json.RawMessage,
 		return json.RawMessage("null"), nil
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, data); err != nil {
-		return nil, problem(path, "must be JSON")
+	if err := json.Compact(&buf, data); err != nil || !utf8.Valid(data) {
+		return nil, problem(path, "must be JSON in UTF-8")
 	}
 	if buf.Len() > s.cfg.MaxChunkBytes {
 		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "%s: a chunk's data must have at most %d bytes of compact JSON, got %d", path, s.cfg.MaxChunkBytes, buf.Len()).
