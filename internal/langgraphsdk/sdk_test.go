@@ -3,6 +3,7 @@ package langgraphsdk_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -182,6 +183,41 @@ func countRequests(lines []line) int {
 	return n
 }
 
+// A producer that stops without an end (its process died) leaves no
+// joiner hanging: once its lease (--chunk-lease) expires the sweeper ends
+// the run with an error chunk and the end; the SDK yields them, runs.get
+// reads error, and the producer, were it alive, is fenced.
+func TestSDKSeesRunOfDeadProducerEnd(t *testing.T) {
+	harnessDir(t)
+	s := startServer(t, append(storeArgs(t, "sqlite"), "--chunk-lease", "2s"))
+	api := s.base() + "/api"
+	threadID, runID := ids("lease")
+	chunks, secret := script(threadID, runID, 1)
+	p := producer(t, s.base(), threadID, runID, -1)
+	push(t, p, chunks, 0, 8)
+	h := runHarness(t, "join", api, threadID, runID, "-1")
+	h.waitFor("chunk 7", sawID("7"))
+	p.Close() // dies: no more pushes, no heartbeat, no end
+	lines := h.wait()
+	want := append(chunks[:8:8], scriptChunk{Event: "error"}) // data checked below
+	checkExactlyOnce(t, lines, threadID, runID, want, secret, nil)
+	for _, l := range lines {
+		if l.Kind == "event" && l.Event == "error" && !strings.Contains(string(l.Data), `"name":"LeaseExpiredError"`) {
+			t.Fatalf("the sweeper's error chunk: %s", l.Data)
+		}
+	}
+	if got := sdkCall(t, "get", api, threadID, runID); got.Kind != "result" || !strings.Contains(string(got.Value), `"status":"error"`) {
+		t.Fatalf("runs.get after the sweep: %+v", got)
+	}
+	late, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: s.base(), ThreadID: threadID, RunID: runID, ControlWait: -1})
+	if !errors.Is(err, chunkpush.ErrFenced) {
+		if late != nil {
+			late.Close()
+		}
+		t.Fatalf("the dead producer's epoch after the sweep: %v", err)
+	}
+}
+
 // The SDK cancels a running run: cancel(wait=1) blocks until the producer,
 // which sees the request in its control long-poll, ends the run
 // interrupted (204); the joiner gets the end; a second cancel is 409.
@@ -287,6 +323,9 @@ func checkExactlyOnce(t *testing.T, lines []line, threadID, runID string, chunks
 				t.Fatalf("chunk %d: the credential must go and the reasoning stay: %s", i, text)
 			}
 			continue
+		}
+		if c.Data == nil {
+			continue // the caller checks it
 		}
 		want, _ := json.Marshal(c.Data)
 		if !jsonEqual(t, e.Data, want) {
