@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -220,7 +221,8 @@ func TestSDKSeesRunOfDeadProducerEnd(t *testing.T) {
 
 // The SDK cancels a running run: cancel(wait=1) blocks until the producer,
 // which sees the request in its control long-poll, ends the run
-// interrupted (204); the joiner gets the end; a second cancel is 409.
+// interrupted (204); the joiner gets the end; a second cancel is 409, and
+// so are the join and the cancel of a run runstream only stores.
 func TestSDKCancelRunningRun(t *testing.T) {
 	harnessDir(t)
 	s := startServer(t, storeArgs(t, "sqlite"))
@@ -266,6 +268,29 @@ func TestSDKCancelRunningRun(t *testing.T) {
 	}
 	if got := sdkCall(t, "cancel", api, threadID, runID, "0", "interrupt"); got.Kind != "error" || got.Status != 409 {
 		t.Fatalf("a second cancel: %+v", got)
+	}
+
+	// A run runstream only stores (its row, written through the thread
+	// API, no chunk stream): joining it is 409, cancelling it 409 with
+	// its status.
+	req, err := http.NewRequest(http.MethodPut, s.base()+"/api/threads/"+threadID+"/runs/stored-run", strings.NewReader(`{"status":"running"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT the run row: %d", resp.StatusCode)
+	}
+	if got := sdkCall(t, "join", api, threadID, "stored-run", "-1"); got.Kind != "error" || got.Status != 409 {
+		t.Fatalf("joinStream of a stored-only run: %+v", got)
+	}
+	if got := sdkCall(t, "cancel", api, threadID, "stored-run", "0", "interrupt"); got.Kind != "error" || got.Status != 409 || !strings.Contains(got.Message, "not cancellable (status: running)") {
+		t.Fatalf("runs.cancel of a stored-only run: %+v", got)
 	}
 }
 
