@@ -219,6 +219,54 @@ func TestSDKSeesRunOfDeadProducerEnd(t *testing.T) {
 	}
 }
 
+// A cursor below what the run keeps (--max-chunks-per-run) gets
+// DeerFlow's gap event, then a clean end: the SDK yields it and stops,
+// and the chat reloads the thread's state. A cursor within what is kept
+// resumes exactly.
+func TestSDKGapBelowRetention(t *testing.T) {
+	harnessDir(t)
+	s := startServer(t, append(storeArgs(t, "sqlite"), "--max-chunks-per-run", "5"))
+	api := s.base() + "/api"
+	threadID, runID := ids("gap")
+	chunks, _ := script(threadID, runID, 1)
+	n := len(chunks)
+	p := producer(t, s.base(), threadID, runID, -1)
+	push(t, p, chunks, 0, n)
+	endRun(t, p, chunkpush.StatusSuccess)
+
+	lines := runHarness(t, "join", api, threadID, runID, "-1").wait()
+	var events []line
+	for _, l := range lines {
+		if l.Kind == "event" {
+			events = append(events, l)
+		}
+	}
+	if len(events) != 2 || events[0].Event != "metadata" || events[1].Event != "gap" || lines[len(lines)-1].Kind != "done" {
+		t.Fatalf("want metadata, gap, done:\n%s", dump(lines))
+	}
+	var gap map[string]any
+	if err := json.Unmarshal(events[1].Data, &gap); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"code": "stream_replay_gap", "run_id": runID, "requested_event_id": "-1",
+		"earliest_available_event_id": strconv.Itoa(n - 5), "latest_available_event_id": strconv.Itoa(n - 1),
+		"recovery": "reload_durable_state"}
+	if !reflect.DeepEqual(gap, want) {
+		t.Fatalf("gap data %v, want %v", gap, want)
+	}
+
+	lines = runHarness(t, "join", api, threadID, runID, strconv.Itoa(n-3)).wait()
+	var got []string
+	for _, l := range lines {
+		if l.Kind == "event" && l.Event != "metadata" && l.Event != "end" {
+			got = append(got, deref(l.ID))
+		}
+	}
+	if !reflect.DeepEqual(got, []string{strconv.Itoa(n - 2), strconv.Itoa(n - 1)}) || lines[len(lines)-2].Event != "end" {
+		t.Fatalf("resume after %d within what is kept:\n%s", n-3, dump(lines))
+	}
+}
+
 // The SDK cancels a running run: cancel(wait=1) blocks until the producer,
 // which sees the request in its control long-poll, ends the run
 // interrupted (204); the joiner gets the end; a second cancel is 409, and
