@@ -25,7 +25,7 @@ type realServer struct {
 	store runchunks.Store
 }
 
-func newRealServer(t *testing.T) *realServer {
+func newRealServer(t testing.TB) *realServer {
 	t.Helper()
 	runs := memory.NewRunStore()
 	store := memory.NewChunkStore(runs)
@@ -44,7 +44,7 @@ func newRealServer(t *testing.T) *realServer {
 	return &realServer{url: srv.URL, store: store}
 }
 
-func (s *realServer) numbers(t *testing.T, run string) []int {
+func (s *realServer) numbers(t testing.TB, run string) []int {
 	t.Helper()
 	chunks, err := s.store.ReadChunks(context.Background(), run, -1, 10_000)
 	if err != nil {
