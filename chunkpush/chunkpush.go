@@ -44,6 +44,8 @@ var (
 	ErrFenced = errors.New("chunkpush: fenced: the run was taken over with a greater epoch")
 	// ErrGap: the server lost chunks this Stream no longer keeps.
 	ErrGap = errors.New("chunkpush: gap: the server expects chunks this stream no longer keeps")
+	// ErrEnded: Open found the run ended already.
+	ErrEnded = errors.New("chunkpush: the run has ended")
 	// ErrClosed is returned by calls after Close or after the end was
 	// acknowledged.
 	ErrClosed = errors.New("chunkpush: closed")
@@ -54,10 +56,11 @@ type Config struct {
 	// URL is the server's base URL ("http://127.0.0.1:8780"), optionally
 	// with a path prefix.
 	URL string
-	// Client sends the requests; its Timeout must exceed ControlWait.
-	// Defaults to an http.Client with RequestTimeout + ControlWait.
+	// Client sends the requests. Defaults to an http.Client without a
+	// Timeout of its own (a Timeout set here must exceed ControlWait).
 	Client *http.Client
-	// RequestTimeout bounds each push attempt. Defaults to 30s.
+	// RequestTimeout bounds each push attempt, and each control poll
+	// beyond its wait. Defaults to 30s.
 	RequestTimeout time.Duration
 	// Header is added to every request (Authorization, say).
 	Header http.Header
@@ -187,8 +190,12 @@ func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	}
 	ctx, cancel := s.withStop(ctx)
 	defer cancel()
-	if _, err := s.sendBatch(ctx, 0, nil, nil, true); err != nil {
+	ans, err := s.sendBatch(ctx, 0, nil, nil, true)
+	if err != nil {
 		return nil, err
+	}
+	if terminal(ans.Status) {
+		return nil, fmt.Errorf("%w (status %s)", ErrEnded, ans.Status)
 	}
 	go s.run()
 	if cfg.ControlWait > 0 {
@@ -210,7 +217,7 @@ func withDefaults(cfg Config) Config {
 		cfg.ControlWait = DefaultControlWait
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.RequestTimeout + max(cfg.ControlWait, 0)}
+		cfg.Client = &http.Client{}
 	}
 	if cfg.MaxBatchChunks <= 0 {
 		cfg.MaxBatchChunks = DefaultMaxBatchChunks
@@ -344,9 +351,7 @@ func (s *Stream) isStopped() bool {
 // until ctx ends; then it stops the Stream. If ctx ends first, the Stream is
 // closed without an end: the server's lease sweeper ends the run.
 func (s *Stream) End(ctx context.Context, status string, runErr *RunError) (Answer, error) {
-	switch status {
-	case StatusSuccess, StatusError, StatusTimeout, StatusInterrupted:
-	default:
+	if !terminal(status) {
 		return Answer{}, fmt.Errorf("chunkpush: end status %q is not success, error, timeout or interrupted", status)
 	}
 	s.mu.Lock()
@@ -486,7 +491,7 @@ func (s *Stream) sendBatch(ctx context.Context, first int64, batch []chunk, end 
 			return Answer{}, s.fail(fmt.Errorf("chunkpush: encode push: %w", err))
 		}
 		var ans Answer
-		err = s.send(ctx, http.MethodPost, s.pushURL, body, &ans)
+		err = s.send(ctx, http.MethodPost, s.pushURL, body, s.cfg.RequestTimeout, &ans)
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex >= 0 && !open {
 			// A gap: the server lost chunks it had acknowledged.
@@ -603,7 +608,7 @@ func (s *Stream) poll() {
 	u := s.ctrlURL + "?wait=" + url.QueryEscape(s.cfg.ControlWait.String())
 	for ctx.Err() == nil {
 		var ans Answer
-		if err := s.send(ctx, http.MethodGet, u, nil, &ans); err != nil {
+		if err := s.send(ctx, http.MethodGet, u, nil, s.cfg.RequestTimeout+s.cfg.ControlWait, &ans); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("chunkpush: control poll failed", "run_id", s.cfg.RunID, "error", err)
 				sleep(ctx, s.cfg.MaxBackoff)
@@ -617,11 +622,18 @@ func (s *Stream) poll() {
 			s.fail(ErrFenced)
 			return
 		}
-		switch ans.Status {
-		case StatusSuccess, StatusError, StatusTimeout, StatusInterrupted:
+		if terminal(ans.Status) {
 			return
 		}
 	}
+}
+
+func terminal(status string) bool {
+	switch status {
+	case StatusSuccess, StatusError, StatusTimeout, StatusInterrupted:
+		return true
+	}
+	return false
 }
 
 func retryable(status int) bool {
@@ -635,9 +647,9 @@ func retryable(status int) bool {
 // send makes a request, retrying network errors and retryable answers
 // with backoff until ctx ends, and decodes a 200 answer into into. A 409
 // naming a stale epoch is ErrFenced; other final answers are *APIError.
-func (s *Stream) send(ctx context.Context, method, u string, body []byte, into any) error {
+func (s *Stream) send(ctx context.Context, method, u string, body []byte, timeout time.Duration, into any) error {
 	for attempt := 0; ; attempt++ {
-		retryAfter, err := s.attempt(ctx, method, u, body, into)
+		retryAfter, err := s.attempt(ctx, method, u, body, timeout, into)
 		if err == nil {
 			return nil
 		}
@@ -666,7 +678,9 @@ func (s *Stream) backoff(attempt int) time.Duration {
 
 // attempt makes one request. A retryable failure is returned as a plain
 // error with the Retry-After wait, a final one as *APIError or ErrFenced.
-func (s *Stream) attempt(ctx context.Context, method, u string, body []byte, into any) (time.Duration, error) {
+func (s *Stream) attempt(ctx context.Context, method, u string, body []byte, timeout time.Duration, into any) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)

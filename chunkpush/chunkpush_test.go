@@ -302,8 +302,8 @@ func TestBackPressure(t *testing.T) {
 	}
 }
 
-// Open refuses a config without a run or with a bad URL, and End a status
-// that is not terminal.
+// Open refuses a config without a run or with a bad URL, and a run that
+// ended; End refuses a status that is not terminal.
 func TestInvalidUse(t *testing.T) {
 	if _, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: "127.0.0.1:1", ThreadID: "t", RunID: "r"}); err == nil {
 		t.Fatal("a URL without scheme was accepted")
@@ -315,5 +315,12 @@ func TestInvalidUse(t *testing.T) {
 	s := open(t, config(f, "run-11"))
 	if _, err := s.End(context.Background(), "running", nil); err == nil {
 		t.Fatal("a non-terminal end status was accepted")
+	}
+	end(t, s, chunkpush.StatusSuccess)
+	if again, err := chunkpush.Open(context.Background(), config(f, "run-11")); !errors.Is(err, chunkpush.ErrEnded) {
+		if again != nil {
+			again.Close()
+		}
+		t.Fatalf("open of an ended run: %v", err)
 	}
 }

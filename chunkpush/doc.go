@@ -34,5 +34,6 @@
 //     request and waits for its answer.
 //
 // Other answers (400, 401, 403, 404, 413, a 409 of another kind) are final:
-// the Stream fails and Push, End and Err return the error.
+// the Stream fails and Push, End and Err return the error. Open refuses a
+// run that has ended already (ErrEnded).
 package chunkpush
