@@ -74,6 +74,7 @@ func TestServeLangGraphFlags(t *testing.T) {
 		{"--chunk-lease", "0s"},
 		{"--chunk-ttl", "-1h"},
 		{"--max-chunks-per-run", "0"},
+		{"--max-chunk-bytes", "16777216"}, // past the 8 MiB body limit
 	} {
 		m := &Main{Getenv: func(string) string { return "" }}
 		err := m.Run(t.Context(), append([]string{"serve", "--store", "memory:"}, args...), io.Discard, io.Discard)

@@ -139,8 +139,8 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if cfg.leaseDuration <= 0 {
 		return fmt.Errorf("%w: --lease-duration must be positive", errUsage)
 	}
-	if cfg.chunkLease <= 0 || cfg.chunkTTL <= 0 || cfg.maxChunksPerRun < 1 || cfg.maxChunkBytes < langgraph.MinMaxChunkBytes {
-		return fmt.Errorf("%w: --chunk-lease and --chunk-ttl must be positive, --max-chunks-per-run at least 1, --max-chunk-bytes at least %d", errUsage, langgraph.MinMaxChunkBytes)
+	if cfg.chunkLease <= 0 || cfg.chunkTTL <= 0 || cfg.maxChunksPerRun < 1 || cfg.maxChunkBytes < langgraph.MinMaxChunkBytes || int64(cfg.maxChunkBytes) > cfg.maxBodyBytes {
+		return fmt.Errorf("%w: --chunk-lease and --chunk-ttl must be positive, --max-chunks-per-run at least 1, --max-chunk-bytes at least %d and at most --max-body-bytes", errUsage, langgraph.MinMaxChunkBytes)
 	}
 	if cfg.workers < 0 {
 		return fmt.Errorf("%w: --workers must not be negative", errUsage)
