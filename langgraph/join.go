@@ -141,7 +141,10 @@ func (j *joiner) follow(ctx context.Context, sub *live.Subscription) error {
 	err := j.catchUp(ctx)
 	for err == nil {
 		select {
-		case <-ctx.Done():
+		case <-ctx.Done(): // the client left, or the server cancels its requests
+			if j.s.stop.Err() != nil {
+				return errAbort
+			}
 			return nil
 		case <-j.s.stop.Done():
 			return errAbort
