@@ -171,5 +171,8 @@ func callerOf(r *http.Request) caller {
 	return c
 }
 
+// User returns the user id of a request that a Mount route authenticated.
+func User(r *http.Request) string { return userOf(r) }
+
 // userOf returns the authenticated caller's user id.
 func userOf(r *http.Request) string { return callerOf(r).User }

@@ -204,6 +204,10 @@ func TestCORS(t *testing.T) {
 	if rec.Code != 201 || rec.Header().Get("Access-Control-Allow-Origin") != app || !strings.Contains(rec.Header().Get("Vary"), "Origin") {
 		t.Errorf("cross-origin append: %d %v", rec.Code, rec.Header())
 	}
+	// The LangGraph SDK reconnects to a join stream's Location header.
+	if !strings.Contains(rec.Header().Get("Access-Control-Expose-Headers"), "Location") {
+		t.Errorf("cross-origin answers do not expose Location: %v", rec.Header())
+	}
 	// The allow-listed origin may use the cookie for state changes too.
 	ck := e.do(t, "POST", "/api/auth/session", "", "Authorization", "Bearer "+e.aliceKey, "Origin", app).Result().Cookies()
 	if len(ck) != 1 {

@@ -68,7 +68,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Credentials", "true")
-			h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, WWW-Authenticate")
+			h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, WWW-Authenticate, Location")
 		}
 		if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
 			next.ServeHTTP(w, r)

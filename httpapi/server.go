@@ -90,7 +90,16 @@ type Server struct {
 	// registered lists the routes in the order routes() registered them;
 	// the OpenAPI test compares them with openapi.json.
 	registered []registeredRoute
+	// mounted holds each registered pattern's handler, which Mount may
+	// replace.
+	mounted map[string]*mountPoint
 }
+
+// mountPoint is the mux's handler of one pattern: h, which Mount may
+// replace before the server serves.
+type mountPoint struct{ h http.Handler }
+
+func (m *mountPoint) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.h.ServeHTTP(w, r) }
 
 // registeredRoute is one pattern registered on the mux.
 type registeredRoute struct {
@@ -164,6 +173,24 @@ func (s *Server) routes() {
 	s.threadRoutes()
 }
 
+// Mount registers h at pattern as an endpoint acting for an authenticated
+// caller (User reads it): the HTTP surface of another package, such as
+// langgraph's. A pattern the server registered itself is answered by h
+// instead (langgraph serves the runs it streams and answers the others
+// as the thread API would). Call it before the server serves.
+func (s *Server) Mount(pattern string, h http.Handler) {
+	if m, ok := s.mounted[pattern]; ok {
+		m.h = s.authenticate(h)
+		return
+	}
+	s.register(pattern, s.authenticate(h), true)
+}
+
+// WriteError answers err with the unified error body, as every route does.
+func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeError(w, r, err)
+}
+
 // handlerFunc is an HTTP handler that returns its error instead of writing
 // it, so every error goes through writeError.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
@@ -171,7 +198,12 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // register is the one place that adds a route to the mux, so that every
 // route is recorded in s.registered (and documented, see openapi.json).
 func (s *Server) register(pattern string, h http.Handler, auth bool) {
-	s.mux.Handle(pattern, h)
+	m := &mountPoint{h: h}
+	if s.mounted == nil {
+		s.mounted = make(map[string]*mountPoint)
+	}
+	s.mounted[pattern] = m
+	s.mux.Handle(pattern, m)
 	s.registered = append(s.registered, registeredRoute{pattern: pattern, auth: auth})
 }
 

@@ -55,8 +55,10 @@ const (
 type Listener struct {
 	config   *pgx.ConnConfig
 	onNotify func(runID string, seq int64)
-	// onThread, when set, receives ThreadNotifyChannel's notifications.
+	// onThread, when set, receives ThreadNotifyChannel's notifications;
+	// onChunks ChunkNotifyChannel's.
 	onThread func(threadID string, seq int64)
+	onChunks func(runID string, seq int64)
 	logger   *slog.Logger
 	// connect opens the listening connection; tests replace it to refuse
 	// reconnections.
@@ -82,6 +84,14 @@ func (db *DB) NewListener(onNotify func(runID string, seq int64)) *Listener {
 // never blocking). Call it before Run. It returns l.
 func (l *Listener) OnThreadAppends(fn func(threadID string, seq int64)) *Listener {
 	l.onThread = fn
+	return l
+}
+
+// OnChunkAppends makes the listener also listen on ChunkNotifyChannel and
+// call fn with the run id and hub seq of every notified chunk push, as
+// onNotify is called. Call it before Run. It returns l.
+func (l *Listener) OnChunkAppends(fn func(runID string, seq int64)) *Listener {
+	l.onChunks = fn
 	return l
 }
 
@@ -159,6 +169,9 @@ func (l *Listener) open(ctx context.Context) (*pgx.Conn, error) {
 	if l.onThread != nil {
 		listen += "; LISTEN " + ThreadNotifyChannel
 	}
+	if l.onChunks != nil {
+		listen += "; LISTEN " + ChunkNotifyChannel
+	}
 	if _, err := conn.Exec(ctx, listen); err != nil {
 		conn.Close(ctx)
 		return nil, err
@@ -186,16 +199,19 @@ func (l *Listener) receive(ctx context.Context, conn *pgx.Conn) error {
 			}
 		case err != nil:
 			return err
-		case n.Channel == NotifyChannel || n.Channel == ThreadNotifyChannel && l.onThread != nil:
+		case n.Channel == NotifyChannel || n.Channel == ThreadNotifyChannel && l.onThread != nil || n.Channel == ChunkNotifyChannel && l.onChunks != nil:
 			id, seq, ok := parsePayload(n.Payload)
 			if !ok {
 				l.logger.Warn("postgres: listener: malformed notification ignored", "channel", n.Channel, "payload_bytes", len(n.Payload))
 				continue
 			}
-			if n.Channel == NotifyChannel {
+			switch n.Channel {
+			case NotifyChannel:
 				l.onNotify(id, seq)
-			} else {
+			case ThreadNotifyChannel:
 				l.onThread(id, seq)
+			default:
+				l.onChunks(id, seq)
 			}
 		}
 	}

@@ -68,6 +68,10 @@
 // sealed: package seal); no other writer keeps it.
 // Map keys themselves are not redacted.
 //
+// Options.KeepReasoning turns the hidden-reasoning rules below off and
+// keeps every credential rule: it is the profile of the LangGraph stream
+// chunks (package langgraph), whose chat displays reasoning_content.
+//
 // # Hidden reasoning
 //
 // Chain-of-thought is deleted, not masked. Keys "redacted_thinking" and

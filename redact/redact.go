@@ -20,6 +20,11 @@ type Options struct {
 	// secret that must stay in its event; every other writer uses a
 	// Redactor without it.
 	KeepKeys []string
+	// KeepReasoning keeps the reasoning a chat shows (reasoning_content,
+	// thinking text and blocks, see "Hidden reasoning"); credentials are
+	// removed all the same. It is the profile of LangGraph stream chunks
+	// (package langgraph): DeerFlow's chat displays reasoning_content.
+	KeepReasoning bool
 }
 
 // Redactor removes secrets and hidden reasoning from event payloads. It
@@ -27,11 +32,13 @@ type Options struct {
 type Redactor struct {
 	extra []string // normalised ExtraKeys
 	keep  []string
+	// keepReasoning turns the hidden-reasoning rules off.
+	keepReasoning bool
 }
 
 // New returns a Redactor with the default rules plus opts.
 func New(opts Options) *Redactor {
-	r := &Redactor{keep: slices.Clone(opts.KeepKeys)}
+	r := &Redactor{keep: slices.Clone(opts.KeepKeys), keepReasoning: opts.KeepReasoning}
 	for _, k := range opts.ExtraKeys {
 		if n := normalizeName(k); n != "" {
 			r.extra = append(r.extra, n)
@@ -144,14 +151,17 @@ func (r *Redactor) JSON(raw []byte) ([]byte, bool, error) {
 // other key, Value.
 func (r *Redactor) object(m map[string]any) (any, bool) {
 	var out map[string]any // a copy of m, made at the first change
-	blockFields := hiddenBlockFields(m)
+	var blockFields []string
+	if !r.keepReasoning {
+		blockFields = hiddenBlockFields(m)
+	}
 	var buf [maxKeyTail]byte
 	for k, v := range m {
 		if slices.Contains(r.keep, k) {
 			continue
 		}
 		norm, starts := normalizeKey(k, &buf)
-		if hiddenKey(norm, v) || slices.Contains(blockFields, k) {
+		if (!r.keepReasoning && hiddenKey(norm, v)) || slices.Contains(blockFields, k) {
 			if out == nil {
 				out = maps.Clone(m)
 			}
@@ -184,7 +194,7 @@ func (r *Redactor) object(m map[string]any) (any, bool) {
 func (r *Redactor) array(a []any) (any, bool) {
 	var out []any // a copy of a[:i], made at the first change
 	for i, v := range a {
-		if isHiddenBlock(v) {
+		if !r.keepReasoning && isHiddenBlock(v) {
 			if out == nil {
 				out = make([]any, i, len(a))
 				copy(out, a)

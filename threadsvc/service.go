@@ -117,6 +117,13 @@ func (s *Service) requireWritable(ctx context.Context, user, threadID string) er
 	return nil
 }
 
+// RequireWritable fails (CodeNotFound) when threadID is another user's;
+// a thread that does not exist yet is writable. Writers beside the
+// service's own appends (package langgraph's pushes) check with it.
+func (s *Service) RequireWritable(ctx context.Context, user, threadID string) error {
+	return s.requireWritable(ctx, user, threadID)
+}
+
 // WriteError marks the error of a write, as opposed to one of the checks
 // before it: a write that failed on the server's side may have committed.
 type WriteError struct{ Err error }

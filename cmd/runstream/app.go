@@ -16,6 +16,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/journal/workflowllm"
+	"github.com/runstream/runstream/langgraph"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/seal"
 	"github.com/runstream/runstream/streams"
@@ -32,6 +33,9 @@ type app struct {
 	api     *httpapi.Server
 	// workflows is the workflow service the API serves.
 	workflows *workflowsvc.Service
+	// langgraph serves the LangGraph run streams; nil without a chunk
+	// store.
+	langgraph *langgraph.Service
 	stop      context.CancelFunc
 	// engine executes workflow runs; nil when disabled (--workers 0).
 	engine          *engine.Engine
@@ -67,16 +71,13 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		backend.close()
 		return nil, fmt.Errorf("load contracts: %w", err)
 	}
-	hub := live.New(live.Config{Poll: streams.StreamPoller(backend.workflows, backend.threads), Logger: logger})
+	poll := streams.StreamPoller(backend.workflows, backend.threads)
+	if backend.chunks != nil {
+		poll = langgraph.Poller(backend.chunks, poll)
+	}
+	hub := live.New(live.Config{Poll: poll, Logger: logger})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
-	if backend.listen != nil {
-		// An append this instance published itself is delivered already:
-		// WakeSeq ignores its notification.
-		go backend.listen(loopCtx,
-			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
-			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
-	}
 	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
 	a.log.MaxEventBytes = cfg.maxEventBytes
@@ -88,6 +89,25 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
 		// Without them the thread endpoints answer UNAVAILABLE.
 		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{ContextWindows: cfg.contextWindows})
+	}
+	var lg *langgraph.Service
+	if backend.chunks != nil {
+		lgCfg := langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
+			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: logger}
+		if threads != nil {
+			lgCfg.Writable = threads.RequireWritable
+		}
+		lg = langgraph.New(backend.chunks, hub, lgCfg)
+		backend.wakeChunks = lg.Wake
+		a.langgraph = lg
+		go lg.Run(loopCtx)
+	}
+	if backend.listen != nil {
+		// An append this instance published itself is delivered already:
+		// WakeSeq ignores its notification.
+		go backend.listen(loopCtx,
+			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
+			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
 	}
 	// One registry of node types for publishing and for running, and one
 	// artifact storage for the engine that writes and the API that reads.
@@ -125,6 +145,13 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Auth:          cfg.auth.api,
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
+	if lg != nil {
+		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError}
+		if threads != nil {
+			h.StoreOnly = threads.StoreOnlyRun
+		}
+		lg.Mount(h)
+	}
 	return a, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/postgres"
+	"github.com/runstream/runstream/runchunks"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/sqlite"
 	"github.com/runstream/runstream/workflow"
@@ -31,7 +32,13 @@ type backend struct {
 	runs        runevents.RunStore
 	threads     runevents.ThreadReader
 	idempotency runevents.IdempotencyStore
-	ready       func(context.Context) error
+	// chunks keeps the chunks of the LangGraph run streams (package
+	// langgraph) in the store's database, with --run-events jsonl: too.
+	chunks runchunks.Store
+	// wakeChunks, set before listen runs, receives the chunk pushes of
+	// every instance (PostgreSQL LISTEN) with their run id and hub seq.
+	wakeChunks func(runID string, seq int64)
+	ready      func(context.Context) error
 	// listen, when not nil, delivers the appends of every instance, this
 	// one's included (PostgreSQL LISTEN), until ctx is done: workflow
 	// appends to wakeRun with their run id and newest seq, thread appends
@@ -92,14 +99,15 @@ func (b *backend) useJSONL(dir string, logger *slog.Logger) error {
 func openStore(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*backend, error) {
 	switch {
 	case cfg.store == "memory:":
-		events, workflows := memory.NewRunEventStore(), memory.NewWorkflowStore()
+		events, workflows, runs := memory.NewRunEventStore(), memory.NewWorkflowStore(), memory.NewRunStore()
 		return &backend{
 			name:        "memory",
 			location:    "process memory (nothing survives a restart)",
 			durability:  "memory: none",
 			runEvents:   events,
 			workflows:   workflows,
-			runs:        memory.NewRunStore(),
+			runs:        runs,
+			chunks:      memory.NewChunkStore(runs),
 			threads:     events,
 			idempotency: memory.NewIdempotencyStore(),
 			ready:       func(context.Context) error { return nil },
@@ -135,6 +143,7 @@ func openSQLite(ctx context.Context, path, synchronous string) (*backend, error)
 		runEvents:   db.RunEvents(),
 		workflows:   db.Workflows(),
 		runs:        db.Runs(),
+		chunks:      db.Chunks(),
 		threads:     db.RunEvents(),
 		idempotency: db.Idempotency(),
 		ready:       db.Ping,
@@ -149,21 +158,27 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", redactURL(url), err)
 	}
-	return &backend{
+	b := &backend{
 		name:        "postgres",
 		location:    redactURL(url),
 		durability:  db.Durability(),
 		runEvents:   db.RunEvents(),
 		workflows:   db.Workflows(),
 		runs:        db.Runs(),
+		chunks:      db.Chunks(),
 		threads:     db.RunEvents(),
 		idempotency: db.Idempotency(),
 		ready:       db.Ping,
-		listen: func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64)) {
-			db.NewListener(wakeRun).OnThreadAppends(wakeThread).Run(ctx)
-		},
-		close: db.Close,
-	}, nil
+		close:       db.Close,
+	}
+	b.listen = func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64)) {
+		l := db.NewListener(wakeRun).OnThreadAppends(wakeThread)
+		if b.wakeChunks != nil {
+			l.OnChunkAppends(b.wakeChunks)
+		}
+		l.Run(ctx)
+	}
+	return b, nil
 }
 
 // redactURL hides the password of a store URL in messages.

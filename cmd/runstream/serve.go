@@ -16,6 +16,7 @@ import (
 	"github.com/runstream/runstream/engine/openaillm"
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/langgraph"
 	"github.com/runstream/runstream/threadsvc"
 	"github.com/runstream/runstream/tracing"
 	"github.com/runstream/runstream/tracing/otelenv"
@@ -73,6 +74,12 @@ type serveConfig struct {
 	// context_usage: threadsvc.DefaultContextWindows and the
 	// --context-window flags over it.
 	contextWindows map[string]int64
+	// The LangGraph run streams (package langgraph): a run's lease, how
+	// long an ended run's chunks are kept, the chunks kept per run and the
+	// largest chunk.
+	chunkLease, chunkTTL time.Duration
+	maxChunksPerRun      int64
+	maxChunkBytes        int
 }
 
 // secretEnvPrefix prefixes the environment variables of secrets.
@@ -130,6 +137,10 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		return nil
 	})
 	fs.StringVar(&cfg.secretsFile, "secrets-file", "", "a JSON object of secret names to values, for {{ secrets.NAME }} in http nodes (the environment's "+secretEnvPrefix+"NAME comes first)")
+	fs.DurationVar(&cfg.chunkLease, "chunk-lease", langgraph.DefaultLease, "how long a LangGraph run stream stays active without a push from its producer; then it ends with an error chunk and status error")
+	fs.DurationVar(&cfg.chunkTTL, "chunk-ttl", langgraph.DefaultChunkTTL, "how long the chunks of an ended LangGraph run stream are kept (a join after that gets the end at once)")
+	fs.Int64Var(&cfg.maxChunksPerRun, "max-chunks-per-run", langgraph.DefaultMaxChunks, "chunks a LangGraph run stream keeps; past it the oldest go, and a join from below them gets a gap event")
+	fs.IntVar(&cfg.maxChunkBytes, "max-chunk-bytes", langgraph.DefaultMaxChunkBytes, "largest data of one LangGraph stream chunk in bytes (at least 4 MiB: a full values state must fit; the request body limit, --max-body-bytes, bounds a whole push)")
 	fs.StringVar(&cfg.sealKeyFile, "seal-key-file", "", "file holding the key (base64 of 32 bytes) that seals resume tokens in the store; the environment's "+sealKeyEnv+" may hold the key itself (default: DATA_DIR/"+sealKeyFileName+", created 0600 when missing; a memory: store uses a key of the process)")
 	cfg.auth.add(fs)
 	synopsis := "runstream serve [flags]\n\nTraces are exported with OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT or\nOTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (the OTEL_* variables, see docs/TRACING.md)."
@@ -147,6 +158,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.leaseDuration <= 0 {
 		return fmt.Errorf("%w: --lease-duration must be positive", errUsage)
+	}
+	if cfg.chunkLease <= 0 || cfg.chunkTTL <= 0 || cfg.maxChunksPerRun < 1 || cfg.maxChunkBytes < langgraph.MinMaxChunkBytes || int64(cfg.maxChunkBytes) > cfg.maxBodyBytes {
+		return fmt.Errorf("%w: --chunk-lease and --chunk-ttl must be positive, --max-chunks-per-run at least 1, --max-chunk-bytes at least %d and at most --max-body-bytes", errUsage, langgraph.MinMaxChunkBytes)
 	}
 	if cfg.workers < 0 {
 		return fmt.Errorf("%w: --workers must not be negative", errUsage)
@@ -228,6 +242,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	// engine's runners at a safe point, releasing their leases (the
 	// engine; a.close closes the store only after). All three at once,
 	// within the shutdown timeout.
+	if a.langgraph != nil {
+		a.langgraph.Shutdown() // its streams abort: the SDK reconnects
+	}
 	streamsDone := make(chan error, 1)
 	go func() { streamsDone <- a.api.Shutdown(shutdownCtx) }()
 	engineDone := make(chan error, 1)

@@ -1,0 +1,249 @@
+package langgraph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runchunks"
+	"github.com/runstream/runstream/runevents"
+)
+
+// HTTP is what the service's handlers need of the HTTP API that mounts
+// them (httpapi.Server: Mount, User, WriteError).
+type HTTP struct {
+	// Mount registers an endpoint acting for an authenticated caller.
+	Mount func(pattern string, h http.Handler)
+	// User returns the caller of a mounted endpoint's request.
+	User func(r *http.Request) string
+	// WriteError answers an error with the unified error body.
+	WriteError func(w http.ResponseWriter, r *http.Request, err error)
+	// StoreOnly, when set, answers the join (action "stream") and the
+	// cancel (action "cancel") of a run without a chunk stream, as the
+	// thread API answers the runs runstream only stores
+	// (threadsvc.Service.StoreOnlyRun: 409, or 404 for an unknown run).
+	// Without it such a run is 404.
+	StoreOnly func(ctx context.Context, user, threadID, runID, action string) error
+}
+
+// Routes are the endpoints Mount registers.
+var Routes = []string{
+	"POST /api/runs/{run_id}/stream-chunks",
+	"GET /api/runs/{run_id}/stream-control",
+	"GET /api/threads/{thread_id}/runs/{run_id}/stream",
+	"POST /api/threads/{thread_id}/runs/{run_id}/stream",
+	"POST /api/threads/{thread_id}/runs/{run_id}/cancel",
+	"GET /api/threads/{thread_id}/runs/{run_id}/join",
+}
+
+// Mount registers the service's endpoints (Routes) with h.
+func (s *Service) Mount(h HTTP) {
+	a := &api{s: s, h: h}
+	handlers := []func(http.ResponseWriter, *http.Request) error{a.push, a.control, a.join, a.join, a.cancel, a.join}
+	for i, pattern := range Routes {
+		handle := handlers[i]
+		h.Mount(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := handle(w, r); err != nil {
+				a.writeError(w, r, err)
+			}
+		}))
+	}
+}
+
+type api struct {
+	s *Service
+	h HTTP
+}
+
+// writeError answers err with the unified error body; a CONFLICT also
+// carries its details (expected_index, current_epoch, status) and a
+// FastAPI-style "detail" at the top level, where DeerFlow's clients read
+// them.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := runstream.AsError(err)
+	if e.Code != runstream.CodeConflict {
+		a.h.WriteError(w, r, err)
+		return
+	}
+	body := map[string]any{"code": e.Code, "message": e.Message, "retryable": false, "detail": e.Message,
+		"requestId": w.Header().Get("X-Request-Id")}
+	if len(e.Details) > 0 {
+		body["details"] = e.Details
+	}
+	for k, v := range e.Details {
+		body[k] = v
+	}
+	writeJSON(w, http.StatusConflict, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// pathID returns a path parameter that must be a thread or run id.
+func pathID(r *http.Request, name string) (string, error) {
+	id := r.PathValue(name)
+	if runevents.ValidateID(name, id) != nil {
+		return "", runstream.Errorf(runstream.CodeValidationFailed, "%s must match ^[A-Za-z0-9_-]{1,64}$", name).WithDetail("parameter", name)
+	}
+	return id, nil
+}
+
+// threadAndRun returns the thread_id and run_id path parameters.
+func threadAndRun(r *http.Request) (string, string, error) {
+	threadID, err := pathID(r, "thread_id")
+	if err != nil {
+		return "", "", err
+	}
+	runID, err := pathID(r, "run_id")
+	return threadID, runID, err
+}
+
+// push answers POST /api/runs/{run_id}/stream-chunks.
+func (a *api) push(w http.ResponseWriter, r *http.Request) error {
+	runID, err := pathID(r, "run_id")
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
+		}
+		return runstream.Wrap(err, runstream.CodeInvalidArgument, "could not read the request body")
+	}
+	var req PushRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return runstream.Errorf(runstream.CodeInvalidJSON, "the body must be a push: {thread_id, epoch, first_index, chunks:[{event,data}], end?}")
+	}
+	ans, err := a.s.Push(r.Context(), a.h.User(r), runID, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}
+
+// control answers GET /api/runs/{run_id}/stream-control?wait=25s.
+func (a *api) control(w http.ResponseWriter, r *http.Request) error {
+	runID, err := pathID(r, "run_id")
+	if err != nil {
+		return err
+	}
+	wait, err := parseWait(r.URL.Query().Get("wait"))
+	if err != nil {
+		return err
+	}
+	ans, err := a.s.Control(r.Context(), a.h.User(r), runID, wait)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}
+
+// parseWait reads a wait: a Go duration ("25s") or whole seconds; empty
+// is 0.
+func parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return d, nil
+	}
+	return 0, runstream.Errorf(runstream.CodeValidationFailed, "wait must be a duration such as 25s, or seconds").WithDetail("parameter", "wait")
+}
+
+// join answers GET (and POST) /api/threads/{thread_id}/runs/{run_id}/stream.
+// A POST with action cancels first, as DeerFlow's gateway does: with
+// wait=1 it answers 204 once the run ended, else it streams.
+func (a *api) join(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := threadAndRun(r)
+	if err != nil {
+		return err
+	}
+	cursor, err := ParseCursor(r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	user := a.h.User(r)
+	if action := q.Get("action"); r.Method == http.MethodPost && action != "" {
+		outcome, err := a.s.Cancel(r.Context(), user, threadID, runID, action, q.Get("wait") == "1" || q.Get("wait") == "true")
+		if err != nil {
+			return a.storeOnly(r, err, threadID, runID, "cancel")
+		}
+		if outcome == CancelDone {
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}
+	}
+	run, err := a.s.userRun(r.Context(), user, runID)
+	if err == nil && run.ThreadID != threadID {
+		err = runchunks.NotFound(runID)
+	}
+	if err != nil {
+		return a.storeOnly(r, err, threadID, runID, "stream")
+	}
+	if a.s.stop.Err() != nil {
+		w.Header().Set("Retry-After", "1")
+		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
+	}
+	release, err := a.s.acquire(user)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		return err
+	}
+	defer release()
+	a.s.Join(w, r, run, cursor, ParseModes(q["stream_mode"]))
+	return nil
+}
+
+// storeOnly answers the join (action "stream") or cancel of a run without
+// a chunk stream with HTTP.StoreOnly: 409 for a run runstream only stores,
+// 404 for an unknown one; err, the chunk store's NOT_FOUND, without it.
+func (a *api) storeOnly(r *http.Request, err error, threadID, runID, action string) error {
+	if runstream.AsError(err).Code != runstream.CodeNotFound || a.h.StoreOnly == nil {
+		return err
+	}
+	return a.h.StoreOnly(r.Context(), a.h.User(r), threadID, runID, action)
+}
+
+// cancel answers POST /api/threads/{thread_id}/runs/{run_id}/cancel:
+// 202 once the request is stored, 204 with wait=1 once the run ended.
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
+	threadID, runID, err := threadAndRun(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	action := q.Get("action")
+	if action == "" {
+		action = "interrupt"
+	}
+	wait := q.Get("wait") == "1" || q.Get("wait") == "true"
+	outcome, err := a.s.Cancel(r.Context(), a.h.User(r), threadID, runID, action, wait)
+	if err != nil {
+		return a.storeOnly(r, err, threadID, runID, "cancel")
+	}
+	if outcome == CancelDone {
+		w.WriteHeader(http.StatusNoContent)
+	} else {
+		w.WriteHeader(http.StatusAccepted)
+	}
+	return nil
+}
