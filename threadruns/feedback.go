@@ -142,16 +142,7 @@ func feedbackRating(raw json.RawMessage) (json.RawMessage, error) {
 // listFeedback is GET /api/threads/{thread_id}/runs/{run_id}/feedback:
 // every feedback on one of the caller's runs, oldest first.
 func (h handlers) listFeedback(w http.ResponseWriter, r *http.Request) error {
-	threadID, runID, err := ThreadAndRun(r)
-	if err != nil {
-		return err
-	}
-	list, err := h.threads.ThreadRunFeedback(r.Context(), h.User(r), threadID, runID)
-	if err != nil {
-		return err
-	}
-	h.WriteJSON(w, http.StatusOK, feedbackViews(list))
-	return nil
+	return answerRun(h, w, r, h.threads.ThreadRunFeedback, feedbackViews)
 }
 
 // runFeedback is GET /api/runs/{run_id}/feedback: every feedback on the
@@ -173,16 +164,7 @@ func (h handlers) runFeedback(w http.ResponseWriter, r *http.Request) error {
 // /api/threads/{thread_id}/runs/{run_id}/feedback/stats → {run_id, total,
 // positive, negative} over every feedback on one of the caller's runs.
 func (h handlers) feedbackStats(w http.ResponseWriter, r *http.Request) error {
-	threadID, runID, err := ThreadAndRun(r)
-	if err != nil {
-		return err
-	}
-	stats, err := h.threads.RunFeedbackStats(r.Context(), h.User(r), threadID, runID)
-	if err != nil {
-		return err
-	}
-	h.WriteJSON(w, http.StatusOK, stats)
-	return nil
+	return answerRun(h, w, r, h.threads.RunFeedbackStats, asIs)
 }
 
 // deleteRunFeedback is DELETE

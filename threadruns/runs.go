@@ -1,6 +1,7 @@
 package threadruns
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -93,16 +94,7 @@ func (h handlers) putRun(w http.ResponseWriter, r *http.Request) error {
 
 // getRun is GET /api/threads/{thread_id}/runs/{run_id}.
 func (h handlers) getRun(w http.ResponseWriter, r *http.Request) error {
-	threadID, runID, err := ThreadAndRun(r)
-	if err != nil {
-		return err
-	}
-	run, err := h.threads.GetRun(r.Context(), h.User(r), threadID, runID)
-	if err != nil {
-		return err
-	}
-	h.WriteJSON(w, http.StatusOK, newRunView(run))
-	return nil
+	return answerRun(h, w, r, h.threads.GetRun, newRunView)
 }
 
 // listRuns is GET /api/threads/{thread_id}/runs: the caller's runs of the
@@ -123,3 +115,23 @@ func (h handlers) listRuns(w http.ResponseWriter, r *http.Request) error {
 	h.WriteJSON(w, http.StatusOK, views)
 	return nil
 }
+
+// answerRun answers a read of one of the caller's runs, named by the
+// thread_id and run_id path parameters: what read returns for the caller,
+// shown by view, as JSON with status 200; read's error otherwise.
+func answerRun[T, V any](h handlers, w http.ResponseWriter, r *http.Request,
+	read func(ctx context.Context, user, threadID, runID string) (T, error), view func(T) V) error {
+	threadID, runID, err := ThreadAndRun(r)
+	if err != nil {
+		return err
+	}
+	v, err := read(r.Context(), h.User(r), threadID, runID)
+	if err != nil {
+		return err
+	}
+	h.WriteJSON(w, http.StatusOK, view(v))
+	return nil
+}
+
+// asIs is the view of a value the API shows as it is.
+func asIs[T any](v T) T { return v }
