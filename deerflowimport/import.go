@@ -17,6 +17,7 @@ import (
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadsvc"
 )
 
 // Target is where an import writes: runstream's stores, as serve opens
@@ -340,7 +341,7 @@ func (im *importer) run(ctx context.Context, r Run, add func(Problem)) error {
 	if r.Row.OwnerID == "" {
 		r.Row.OwnerID = im.opt.DefaultOwner
 	}
-	row, err := redactRun(r.Row)
+	row, err := threadsvc.RedactRun(r.Row)
 	if err != nil {
 		add(Problem{r.Loc, err})
 		return nil
@@ -407,7 +408,7 @@ func (im *importer) feedback(ctx context.Context, f Feedback, add func(Problem))
 	if f.Row.UserID == "" {
 		f.Row.UserID = im.ownerOf(f.Row.ThreadID, f.Row.RunID)
 	}
-	row, err := redactFeedback(f.Row)
+	row, err := threadsvc.RedactFeedback(f.Row)
 	if err != nil {
 		add(Problem{f.Loc, err})
 		return nil

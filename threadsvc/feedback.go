@@ -22,7 +22,7 @@ func (s *Service) PutFeedback(ctx context.Context, f runevents.Feedback) (runeve
 	if _, err := f.Prepare(); err != nil {
 		return runevents.Feedback{}, err
 	}
-	f, err := redactFeedback(f)
+	f, err := RedactFeedback(f)
 	if err != nil {
 		return runevents.Feedback{}, err
 	}

@@ -118,7 +118,7 @@ func (b RunParams) row() (runevents.ThreadRun, error) {
 			return run, Problem("/token_usage_by_model", "model names must not be empty and counts not negative")
 		}
 	}
-	return redactRun(run)
+	return RedactRun(run)
 }
 
 // deerflowFields checks the DeerFlow run row fields of b and sets them on
@@ -164,12 +164,15 @@ func (b RunParams) deerflowFields(run *runevents.ThreadRun) error {
 // cleans events.
 var rowRedactor = redact.New(redact.Options{})
 
-// redactRun returns run with the secrets of its text (model name,
-// operation kind, the model names of token_usage_by_model) and metadata
-// replaced by the redact package's markers: a run row keeps nothing that
-// an event could not. Models whose names redact alike have their counts
-// added.
-func redactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
+// RedactRun returns run with the secrets of its text (model name,
+// operation kind, assistant id, stop reason, the model names of
+// token_usage_by_model), metadata and kwargs replaced by the redact
+// package's markers: a run row keeps nothing that an event could not.
+// Models whose names redact alike have their counts added. Metadata or
+// kwargs that are not JSON are VALIDATION_FAILED at /metadata or
+// /kwargs. Every run row a store is given passes through it: the thread
+// API's and the DeerFlow import's.
+func RedactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
 	run.ModelName = redact.Text(run.ModelName)
 	run.OperationKind = redact.Text(run.OperationKind)
 	if len(run.Usage.ByModel) > 0 {
@@ -203,9 +206,11 @@ func redactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
 	return run, nil
 }
 
-// redactFeedback returns f with the secrets of its comment and of a
-// rating string replaced by the redact package's markers.
-func redactFeedback(f runevents.Feedback) (runevents.Feedback, error) {
+// RedactFeedback returns f with the secrets of its comment and of a
+// rating string replaced by the redact package's markers; a rating that
+// is not JSON is INVALID_ARGUMENT. Every feedback a store is given passes
+// through it: the thread API's and the DeerFlow import's.
+func RedactFeedback(f runevents.Feedback) (runevents.Feedback, error) {
 	f.Comment = redact.Text(f.Comment)
 	rating, _, err := rowRedactor.JSON(f.Rating)
 	if err != nil {
