@@ -11,6 +11,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/internal/backendtest"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
@@ -22,19 +23,12 @@ const testUserHeader = "X-Test-User"
 // threadEnv is a server over the thread stores of one backend with a hub,
 // whose Authenticate reads the caller from testUserHeader.
 type threadEnv struct {
-	events threadEventStore
+	events backendtest.EventStore
 	runs   runevents.RunStore
 	idem   runevents.IdempotencyStore
 	hub    *live.Hub
 	log    *eventlog.ThreadLog
 	api    *Server
-}
-
-// threadEventStore is a run-event store that also reads whole threads, as
-// every backend's is.
-type threadEventStore interface {
-	runevents.Store
-	runevents.ThreadReader
 }
 
 func testAuthenticate(r *http.Request) (string, error) {
@@ -54,7 +48,8 @@ func newThreadEnv(t *testing.T, mutate ...func(*envConfig)) *threadEnv {
 func newThreadEnvOn(t *testing.T, b threadBackend, mutate ...func(*envConfig)) *threadEnv {
 	t.Helper()
 	env := &threadEnv{hub: live.New(live.Config{})}
-	env.events, env.runs, env.idem = b.open(t)
+	stores := b.Open(t)
+	env.events, env.runs, env.idem = stores.Events, stores.Runs, stores.Idempotency
 	env.log = eventlog.NewThreadLog(env.events, testValidator, env.hub, eventlog.ThreadLimits{})
 	cfg := envConfig{
 		Config: Config{Authenticate: testAuthenticate}, Hub: env.hub, Workflows: memory.NewWorkflowStore(),

@@ -2,122 +2,45 @@ package deerflowcompat
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"reflect"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/internal/apitest"
-	"github.com/runstream/runstream/jsonl"
+	"github.com/runstream/runstream/internal/backendtest"
 	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
-	"github.com/runstream/runstream/postgres"
-	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/sqlite"
 	"github.com/runstream/runstream/threadsvc"
 )
 
 // userHeader names the caller; the default is alice.
 const userHeader = "X-Compat-User"
 
-// eventStore is a run-event store that also reads whole threads.
-type eventStore interface {
-	runevents.Store
-	runevents.ThreadReader
-}
-
-// backend opens new, empty thread stores.
-type backend struct {
-	name string
-	open func(t *testing.T) (eventStore, runevents.RunStore)
-}
-
-var schemas atomic.Int64
-
-var backends = []backend{
-	{"memory", func(t *testing.T) (eventStore, runevents.RunStore) {
-		return memory.NewRunEventStore(), memory.NewRunStore()
-	}},
-	{"sqlite", func(t *testing.T) (eventStore, runevents.RunStore) {
-		db := openSQLite(t, t.TempDir())
-		return db.RunEvents(), db.Runs()
-	}},
-	{"jsonl", func(t *testing.T) (eventStore, runevents.RunStore) {
-		dir := t.TempDir()
-		events, err := jsonl.Open(jsonl.Config{Dir: dir + "/events"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { events.Close() })
-		return events, openSQLite(t, dir).Runs()
-	}},
-	{"postgres", func(t *testing.T) (eventStore, runevents.RunStore) {
-		url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
-		schema := fmt.Sprintf("rs_deerflowcompat_%d_%d", time.Now().UnixNano(), schemas.Add(1))
-		db, err := postgres.Open(context.Background(), postgres.Config{URL: url, Schema: schema, MaxConns: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			db.Close()
-			conn, err := pgx.Connect(context.Background(), url)
-			if err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-				return
-			}
-			defer conn.Close(context.Background())
-			if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
-		return db.RunEvents(), db.Runs()
-	}},
-}
-
-func openSQLite(t *testing.T, dir string) *sqlite.DB {
-	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: dir + "/runstream.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// forEachBackend runs test against a server per backend; PostgreSQL
-// skips with a message when RUNSTREAM_TEST_POSTGRES_URL is not set.
+// forEachBackend runs test against a server per backend (in parallel);
+// PostgreSQL skips with a message when RUNSTREAM_TEST_POSTGRES_URL is not
+// set.
 func forEachBackend(t *testing.T, test func(t *testing.T, c *client)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			if b.name == "postgres" && os.Getenv("RUNSTREAM_TEST_POSTGRES_URL") == "" {
-				t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL backend")
-			}
-			t.Parallel()
-			test(t, serve(t, b))
-		})
-	}
+	backendtest.ForEach(t, func(t *testing.T, b backendtest.Backend) {
+		t.Parallel()
+		test(t, serve(t, b))
+	})
 }
 
 // serve starts the thread API over new stores of b on a local listener,
 // as serve composes it, and returns a client acting for alice.
-func serve(t *testing.T, b backend) *client {
+func serve(t *testing.T, b backendtest.Backend) *client {
 	validator, err := contracts.NewValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, runs := b.open(t)
+	stores := b.Open(t)
 	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
-	threads := threadsvc.New(events, events, runs, log, hub, threadsvc.Config{})
+	log := eventlog.NewThreadLog(stores.Events, validator, hub, eventlog.ThreadLimits{})
+	threads := threadsvc.New(stores.Events, stores.Events, stores.Runs, log, hub, threadsvc.Config{})
 	api := httpapi.New(httpapi.Config{Authenticate: func(r *http.Request) (string, error) {
 		if user := r.Header.Get(userHeader); user != "" {
 			return user, nil
