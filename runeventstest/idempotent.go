@@ -26,15 +26,6 @@ func keyed(user, key, body string, events ...runevents.NewEvent) runevents.Idemp
 	return runevents.IdempotentAppend{UserID: user, Key: key, RequestHash: requestHash(body), Events: events, Response: seqsResponse}
 }
 
-func appender(t *testing.T, s runevents.Store) runevents.IdempotentAppender {
-	t.Helper()
-	a, ok := s.(runevents.IdempotentAppender)
-	if !ok {
-		t.Skipf("%T is not a runevents.IdempotentAppender: idempotent appends not tested", s)
-	}
-	return a
-}
-
 func appendIdem(t *testing.T, s runevents.IdempotentAppender, a runevents.IdempotentAppend) runevents.IdempotentResult {
 	t.Helper()
 	res, err := s.AppendIdempotent(t.Context(), a)
@@ -48,7 +39,7 @@ var errBuilder = errors.New("the response cannot be built")
 
 var idempotentTests = []test{
 	{"AppendsOnceAndReplays", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		put(t, s, trace("t1", "r1"))
 		first := appendIdem(t, a, keyed(alice, "k1", "b1", msg("t1", "r1"), trace("t1", "r1")))
 		if first.Replayed || !equalSeqs(seqs(first.Appended), []int64{2, 3}) || first.Response.Status != 201 || string(first.Response.Body) != "[2,3]" {
@@ -75,14 +66,14 @@ var idempotentTests = []test{
 		}
 	}},
 	{"AbsentKey", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		got, err := a.LookupIdempotent(t.Context(), alice, "nope", requestHash("b"))
 		if err != nil || got != nil {
 			t.Fatalf("LookupIdempotent of an unknown key = %+v, %v; want nil", got, err)
 		}
 	}},
 	{"HashMismatch", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		appendIdem(t, a, keyed(alice, "k1", "b1", msg("t1", "r1")))
 		_, err := a.AppendIdempotent(t.Context(), keyed(alice, "k1", "b2", msg("t1", "r1")))
 		wantCode(t, err, runstream.CodeValidationFailed, "AppendIdempotent with another request under the key")
@@ -93,7 +84,7 @@ var idempotentTests = []test{
 		}
 	}},
 	{"KeysPerUser", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		appendIdem(t, a, keyed(alice, "k1", "b1", msg("t1", "r1")))
 		res := appendIdem(t, a, keyed(bob, "k1", "b1", withUser(msg("t1", "r1"), bob)))
 		if res.Replayed || string(res.Response.Body) != "[2]" {
@@ -101,7 +92,7 @@ var idempotentTests = []test{
 		}
 	}},
 	{"FailedBuilderLeavesNothing", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		bad := keyed(alice, "k1", "b1", msg("t1", "r1"), msg("t1", "r1"))
 		bad.Response = func([]runevents.Record, bool) (runevents.IdempotentResponse, error) {
 			return runevents.IdempotentResponse{}, errBuilder
@@ -121,7 +112,7 @@ var idempotentTests = []test{
 		}
 	}},
 	{"InvalidBatchLeavesKeyFree", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		_, err := a.AppendIdempotent(t.Context(), keyed(alice, "k1", "b1", msg("t1", "r1"), msg("t2", "r1")))
 		wantCode(t, err, runstream.CodeInvalidArgument, "a batch of two threads")
 		_, err = a.AppendIdempotent(t.Context(), keyed(alice, "", "b1", msg("t1", "r1")))
@@ -131,7 +122,7 @@ var idempotentTests = []test{
 		}
 	}},
 	{"IfAbsent", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		one := keyed(alice, "k1", "b1", delivery("t1", "r1", `"first"`))
 		one.IfAbsent = true
 		first := appendIdem(t, a, one)
@@ -156,7 +147,7 @@ var idempotentTests = []test{
 		}
 	}},
 	{"ConcurrentSameKey", func(t *testing.T, s runevents.Store) {
-		a := appender(t, s)
+		a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 		const callers = 50
 		results := make([]runevents.IdempotentResult, callers)
 		errs := make([]error, callers)
@@ -208,11 +199,11 @@ func testIdempotentReopen(t *testing.T, h Harness) {
 		return
 	}
 	s, reopen := h.OpenReopenable(t)
-	a := appender(t, s)
+	a := implementation[runevents.IdempotentAppender](t, s, "idempotent appends")
 	first := appendIdem(t, a, keyed(alice, "k1", "b1", msg("t1", "r1"), trace("t1", "r1")))
 	s = reopen()
 	t.Cleanup(func() { s.Close() })
-	again := appendIdem(t, appender(t, s), keyed(alice, "k1", "b1", msg("t1", "r1"), trace("t1", "r1")))
+	again := appendIdem(t, implementation[runevents.IdempotentAppender](t, s, "idempotent appends"), keyed(alice, "k1", "b1", msg("t1", "r1"), trace("t1", "r1")))
 	if !again.Replayed || string(again.Response.Body) != string(first.Response.Body) {
 		t.Fatalf("retry after reopen: replayed %v, %s; want %s", again.Replayed, again.Response.Body, first.Response.Body)
 	}

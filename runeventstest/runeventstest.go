@@ -3,6 +3,7 @@ package runeventstest
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/runstream/runstream"
@@ -98,6 +99,18 @@ var (
 	asAlice = runevents.OwnedBy(alice)
 	asBob   = runevents.OwnedBy(bob)
 )
+
+// implementation returns store as an I, one of the optional interfaces a
+// store may implement, or skips the test: what names what is then not
+// tested.
+func implementation[I any](t *testing.T, store any, what string) I {
+	t.Helper()
+	i, ok := store.(I)
+	if !ok {
+		t.Skipf("%T is not a %v: %s not tested", store, reflect.TypeFor[I](), what)
+	}
+	return i
+}
 
 // ev returns an event of alice with the given content (a JSON text, or ""
 // for none).

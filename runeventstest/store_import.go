@@ -9,16 +9,6 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
-// importer returns s as a runevents.Importer, or skips the test.
-func importer(t *testing.T, s runevents.Store) runevents.Importer {
-	t.Helper()
-	i, ok := s.(runevents.Importer)
-	if !ok {
-		t.Skipf("%T is not a runevents.Importer: imports not tested", s)
-	}
-	return i
-}
-
 // importRows returns rows of one thread with the given seqs: a message of
 // alice, a trace of bob, a middleware row without owner, ... in turn over
 // runs r1 and r2.
@@ -76,7 +66,7 @@ func threadRows(t *testing.T, s runevents.Store, thread string) []runevents.Reco
 
 var importTests = []test{
 	{"RefusesBadSeqs", func(t *testing.T, s runevents.Store) {
-		imp := importer(t, s)
+		imp := implementation[runevents.Importer](t, s, "imports")
 		for _, seqs := range [][]int64{{0, 1}, {2, 2}, {3, 1}} {
 			_, err := imp.ImportThread(t.Context(), importRows(t, "t1", seqs...))
 			wantCode(t, err, runstream.CodeInvalidArgument, fmt.Sprintf("ImportThread of seqs %v", seqs))
@@ -84,7 +74,7 @@ var importTests = []test{
 		importThread(t, imp, importRows(t, "t1", 1)) // nothing was written
 	}},
 	{"KeepsSeqsOwnersAndTimes", func(t *testing.T, s runevents.Store) {
-		imp := importer(t, s)
+		imp := implementation[runevents.Importer](t, s, "imports")
 		events := importRows(t, "t1", 2, 3, 7, 8, 11, 40)
 		importThread(t, imp, events)
 		sameRecords(t, "rows after the import", threadRows(t, s, "t1"), prepared(t, events))
@@ -110,7 +100,7 @@ var importTests = []test{
 		}
 	}},
 	{"AboveTheLastSeqOnly", func(t *testing.T, s runevents.Store) {
-		imp := importer(t, s)
+		imp := implementation[runevents.Importer](t, s, "imports")
 		before := []runevents.Record{put(t, s, msg("t1", "r1")), put(t, s, msg("t1", "r1"))}
 		_, err := imp.ImportThread(t.Context(), importRows(t, "t1", 2, 6))
 		wantCode(t, err, runstream.CodeConflict, "ImportThread at a seq the thread has")
@@ -124,7 +114,7 @@ var importTests = []test{
 		}
 	}},
 	{"DeletedSeqsCount", func(t *testing.T, s runevents.Store) {
-		imp := importer(t, s)
+		imp := implementation[runevents.Importer](t, s, "imports")
 		put(t, s, msg("t1", "r1"))
 		put(t, s, msg("t1", "r1"))
 		if _, err := s.DeleteByThread(t.Context(), "t1", runevents.AnyOwner); err != nil {
@@ -138,7 +128,7 @@ var importTests = []test{
 		importThread(t, imp, importRows(t, "t1", 3))
 	}},
 	{"Twice", func(t *testing.T, s runevents.Store) {
-		imp := importer(t, s)
+		imp := implementation[runevents.Importer](t, s, "imports")
 		events := importRows(t, "t1", 1, 2, 3)
 		importThread(t, imp, events)
 		_, err := imp.ImportThread(t.Context(), events)

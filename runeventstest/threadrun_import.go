@@ -9,17 +9,6 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
-// feedbackImporter returns s as a runevents.FeedbackImporter, or skips
-// the test.
-func feedbackImporter(t *testing.T, s runevents.RunStore) runevents.FeedbackImporter {
-	t.Helper()
-	i, ok := s.(runevents.FeedbackImporter)
-	if !ok {
-		t.Skipf("%T is not a runevents.FeedbackImporter: feedback imports not tested", s)
-	}
-	return i
-}
-
 // importedFeedback returns alice's feedback fb-1 on t1/r1, created an
 // hour before runBase.
 func importedFeedback() runevents.Feedback {
@@ -32,7 +21,7 @@ var importFeedbackTests = []struct {
 	run  func(t *testing.T, s runevents.RunStore)
 }{
 	{"ImportFeedbackKeepsIDAndTimes", func(t *testing.T, s runevents.RunStore) {
-		imp := feedbackImporter(t, s)
+		imp := implementation[runevents.FeedbackImporter](t, s, "feedback imports")
 		putRun(t, s, threadRun("t1", "r1", 0, runevents.RunSuccess))
 		want := importedFeedback()
 		got, created, err := imp.ImportFeedback(t.Context(), want)
@@ -50,7 +39,7 @@ var importFeedbackTests = []struct {
 		}
 	}},
 	{"ImportFeedbackFindsTheUsers", func(t *testing.T, s runevents.RunStore) {
-		imp := feedbackImporter(t, s)
+		imp := implementation[runevents.FeedbackImporter](t, s, "feedback imports")
 		putRun(t, s, threadRun("t1", "r1", 0, runevents.RunSuccess))
 		first, err := s.PutFeedback(t.Context(), runevents.Feedback{ThreadID: "t1", RunID: "r1", UserID: alice, Rating: json.RawMessage(`1`)})
 		if err != nil {
