@@ -281,9 +281,11 @@ func TestRunRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	row := sink.runs[0]
-	if row.Status != runevents.RunSuccess || row.Usage.TotalTokens != 15 || row.Usage.ByModel["m"].TotalTokens != 15 {
-		t.Errorf("row = %+v", row)
+	if row.Status != runevents.RunSuccess || row.Usage.TotalTokens != 15 || row.Usage.ByModel["m"].TotalTokens != 15 || row.MessageCount != 2 {
+		t.Errorf("row = %+v; want message_count 2 on the row", row)
 	}
+	// metadata.message_count stays, for readers of rows written before
+	// the row had the field.
 	if m := decode(t, row.Metadata); m["keep"] != "me" || m["message_count"] != 2.0 || m["first_human_message"] != "Hi" || m["last_ai_message"] != "Hello" {
 		t.Errorf("metadata = %s", row.Metadata)
 	}

@@ -21,7 +21,8 @@ func TestServiceSinkWholeRun(t *testing.T) {
 	svc := newService(t)
 	ctx := t.Context()
 	sink := journal.ServiceSink{Service: svc, User: "alice"}
-	base := runevents.ThreadRun{ThreadID: "t1", RunID: "r1", ModelName: "m"}
+	base := runevents.ThreadRun{ThreadID: "t1", RunID: "r1", ModelName: "m", AssistantID: "lead_agent",
+		Kwargs: json.RawMessage(`{"input":{}}`), MultitaskStrategy: "interrupt", StopReason: "end_turn"}
 	j, err := journal.New(sink, journal.Options{ThreadID: "t1", RunID: "r1", ProgressInterval: -1,
 		Progress: journal.RunRowProgress(sink, base)})
 	if err != nil {
@@ -78,6 +79,10 @@ func TestServiceSinkWholeRun(t *testing.T) {
 	}
 	if row.Status != runevents.RunSuccess || row.Usage.TotalTokens != 36 || row.Usage.LLMCallCount != 2 {
 		t.Errorf("run row = %+v", row)
+	}
+	if row.MessageCount != 4 || row.AssistantID != "lead_agent" || string(row.Kwargs) != `{"input":{}}` ||
+		row.MultitaskStrategy != "interrupt" || row.StopReason != "end_turn" {
+		t.Errorf("run row DeerFlow fields = %+v; want message_count 4 and base's assistant_id, kwargs, multitask_strategy, stop_reason", row)
 	}
 	var meta map[string]any
 	_ = json.Unmarshal(row.Metadata, &meta)

@@ -59,23 +59,30 @@ func (s ServiceSink) PutRun(ctx context.Context, run runevents.ThreadRun) error 
 }
 
 // RunParams returns the PUT body of run for user: status, model name,
-// operation kind, metadata and usage.
+// operation kind, metadata, usage and DeerFlow's assistant_id, kwargs,
+// multitask_strategy, message_count and stop_reason. Empty members are
+// left out (nil), so the service keeps its defaults.
 func RunParams(run runevents.ThreadRun, user string) threadsvc.RunParams {
-	p := threadsvc.RunParams{ThreadID: run.ThreadID, RunID: run.RunID, User: user, Status: run.Status,
-		Metadata: run.Metadata, Usage: run.Usage}
-	if run.ModelName != "" {
-		p.ModelName = &run.ModelName
-	}
-	if run.OperationKind != "" {
-		p.OperationKind = &run.OperationKind
-	}
-	return p
+	return threadsvc.RunParams{ThreadID: run.ThreadID, RunID: run.RunID, User: user, Status: run.Status,
+		ModelName: nonEmpty(run.ModelName), OperationKind: nonEmpty(run.OperationKind), Metadata: run.Metadata, Usage: run.Usage,
+		AssistantID: nonEmpty(run.AssistantID), Kwargs: run.Kwargs, MultitaskStrategy: nonEmpty(run.MultitaskStrategy),
+		MessageCount: run.MessageCount, StopReason: nonEmpty(run.StopReason)}
 }
 
-// RunRow returns base with the summary written into it: the usage, and the
-// metadata keys message_count, first_human_message and last_ai_message
-// (the run row has no columns of its own for them), merged over base's
-// metadata.
+// nonEmpty is &s, or nil when s is empty.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// RunRow returns base with the summary written into it: the usage, the
+// message count (the row's message_count), and the metadata keys
+// first_human_message and last_ai_message (the run row has no columns of
+// its own for them), merged over base's metadata. The metadata keeps a
+// copy of message_count too, for the readers of rows written before the
+// row had the field.
 func (s Summary) RunRow(base runevents.ThreadRun) runevents.ThreadRun {
 	meta := map[string]any{}
 	if len(base.Metadata) > 0 {
@@ -94,6 +101,7 @@ func (s Summary) RunRow(base runevents.ThreadRun) runevents.ThreadRun {
 	}
 	base.Metadata, _ = json.Marshal(meta)
 	base.Usage = s.Usage()
+	base.MessageCount = s.MessageCount
 	return base
 }
 

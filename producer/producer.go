@@ -252,9 +252,11 @@ func (w *Writer) AppendIfAbsent(ctx context.Context, e runevents.NewEvent) (bool
 }
 
 // PutRun writes the run row (PUT /api/threads/{t}/runs/{r}: status, model
-// name, operation kind, metadata and usage) at once, not queued, retrying
-// until ctx ends or the server refuses it. The owner is the caller the
-// server authenticates.
+// name, operation kind, metadata, usage and DeerFlow's assistant_id,
+// kwargs, multitask_strategy, message_count and stop_reason) at once, not
+// queued, retrying until ctx ends or the server refuses it. Empty members
+// are left out, so the server keeps its defaults. The owner is the caller
+// the server authenticates.
 func (w *Writer) PutRun(ctx context.Context, run runevents.ThreadRun) error {
 	if err := runevents.ValidateID("thread_id", run.ThreadID); err != nil {
 		return fmt.Errorf("producer: %w", err)
@@ -263,12 +265,18 @@ func (w *Writer) PutRun(ctx context.Context, run runevents.ThreadRun) error {
 		return fmt.Errorf("producer: %w", err)
 	}
 	body, err := json.Marshal(struct {
-		Status        runevents.RunStatus `json:"status"`
-		ModelName     string              `json:"model_name,omitempty"`
-		OperationKind string              `json:"operation_kind,omitempty"`
-		Metadata      json.RawMessage     `json:"metadata,omitempty"`
+		Status            runevents.RunStatus `json:"status"`
+		ModelName         string              `json:"model_name,omitempty"`
+		OperationKind     string              `json:"operation_kind,omitempty"`
+		Metadata          json.RawMessage     `json:"metadata,omitempty"`
+		AssistantID       string              `json:"assistant_id,omitempty"`
+		Kwargs            json.RawMessage     `json:"kwargs,omitempty"`
+		MultitaskStrategy string              `json:"multitask_strategy,omitempty"`
+		MessageCount      int64               `json:"message_count,omitempty"`
+		StopReason        string              `json:"stop_reason,omitempty"`
 		runevents.Usage
-	}{run.Status, run.ModelName, run.OperationKind, run.Metadata, run.Usage})
+	}{run.Status, run.ModelName, run.OperationKind, run.Metadata,
+		run.AssistantID, run.Kwargs, run.MultitaskStrategy, run.MessageCount, run.StopReason, run.Usage})
 	if err != nil {
 		return fmt.Errorf("producer: run row: %w", err)
 	}

@@ -475,3 +475,54 @@ func TestSingletonAndRunRow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunRowDeerFlowFields: PutRun sends the DeerFlow run row fields, and
+// a journal writing through the producer puts its message count on the
+// row's message_count, not only into its metadata.
+func TestRunRowDeerFlowFields(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t)
+	ctx := t.Context()
+	w, err := producer.New(fastConfig(srv.url()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := runevents.ThreadRun{ThreadID: "t1", RunID: "rd", Status: runevents.RunInterrupted, AssistantID: "lead_agent",
+		Kwargs: json.RawMessage(`{"input":{"messages":[]}}`), MultitaskStrategy: "enqueue", MessageCount: 7, StopReason: "user_cancel"}
+	if err := w.PutRun(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	got, err := srv.db.Runs().GetRun(ctx, "t1", "rd", runevents.AnyOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AssistantID != "lead_agent" || !bytes.Equal(got.Kwargs, row.Kwargs) || got.MultitaskStrategy != "enqueue" ||
+		got.MessageCount != 7 || got.StopReason != "user_cancel" {
+		t.Errorf("run row = %+v; want the DeerFlow fields sent", got)
+	}
+
+	j, err := journal.New(w, journal.Options{ThreadID: "t1", RunID: "rj"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.ChatModelStart(ctx, journal.ChatModelStart{CallID: "c1", Prompts: [][]journal.Message{{{Type: "human", Content: journal.TextContent("Hi")}}}})
+	j.LLMEnd(ctx, journal.LLMEnd{CallID: "c1", Generations: []*journal.Message{{Type: "ai", Content: journal.TextContent("Hello"),
+		UsageMetadata: &journal.Usage{InputTokens: 3, OutputTokens: 2, TotalTokens: 5}}}})
+	if err := j.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := runevents.ThreadRun{ThreadID: "t1", RunID: "rj", AssistantID: "lead_agent", MultitaskStrategy: "reject"}
+	if err := j.Complete(ctx, base, runevents.RunSuccess); err != nil {
+		t.Fatal(err)
+	}
+	got, err = srv.db.Runs().GetRun(ctx, "t1", "rj", runevents.AnyOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MessageCount != 2 || got.AssistantID != "lead_agent" || got.Status != runevents.RunSuccess || got.Usage.TotalTokens != 5 {
+		t.Errorf("journal's run row = %+v; want message_count 2 and assistant_id lead_agent", got)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
