@@ -1,6 +1,7 @@
 // Command runstream is the runstream server and its command-line tools.
 //
 //	runstream serve      run the server (SQLite under ./runstream-data by default)
+//	runstream doctor     check a deployment and say what to fix
 //	runstream version    print the version
 //
 // Run "runstream help" or "runstream COMMAND --help" for the flags; every

@@ -64,6 +64,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return m.runWorkflow(ctx, rest, stdout, stderr)
 	case "auth":
 		return m.authCommand(ctx, rest, stdout, stderr)
+	case "doctor":
+		return m.doctor(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -84,6 +86,7 @@ Usage:
   runstream tail [flags] RUN  print a workflow run's events as they happen
   runstream run [flags] FILE  publish a workflow (YAML or JSON), run it and follow it
   runstream bench [flags]     measure the SSE path under load (see docs/BENCHMARKS.md)
+  runstream doctor [flags]    check a deployment: store, durability, clock, listener, disk
   runstream auth hash-key     hash an API key read from stdin for --api-keys-file
   runstream auth new-key USER make an API key and its --api-keys-file line
   runstream version           print the version
