@@ -24,8 +24,10 @@ func (r *recorder) add(format string, args ...any) {
 	r.calls = append(r.calls, fmt.Sprintf(format, args...))
 }
 
-func (r *recorder) Checked(kind string, events int, err error) { r.add("checked %s %d %v", kind, events, err == nil) }
-func (r *recorder) Redacted(kind, rule string, n int)          { r.add("redacted %s %s %d", kind, rule, n) }
+func (r *recorder) Checked(kind string, events int, err error) {
+	r.add("checked %s %d %v", kind, events, err == nil)
+}
+func (r *recorder) Redacted(kind, rule string, n int) { r.add("redacted %s %s %d", kind, rule, n) }
 func (r *recorder) Appended(kind, op string, events int, _, _ time.Duration, err error) {
 	r.add("appended %s %s %d %v", kind, op, events, err == nil)
 }
