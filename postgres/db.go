@@ -96,12 +96,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, dbError(err, "open: read synchronous_commit")
 	}
 	db := &DB{pool: pool, durability: "postgres synchronous_commit=" + syncCommit}
-	onCommit := cfg.OnCommit
-	if onCommit == nil {
-		onCommit = func(int) {}
-	}
-	db.runEvents = newRunEventStore(pool, db.durability, cfg.MaxTraceContent, orDefault(cfg.Committers, defaultCommitters), onCommit)
-	db.workflows = newWorkflowStore(pool, db.durability, orDefault(cfg.Committers, defaultCommitters), onCommit)
+	db.runEvents = newRunEventStore(pool, db.durability, cfg.MaxTraceContent, orDefault(cfg.Committers, defaultCommitters), cfg.OnCommit)
+	db.workflows = newWorkflowStore(pool, db.durability, orDefault(cfg.Committers, defaultCommitters), cfg.OnCommit)
 	db.runs, db.idempotency = &RunStore{pool: pool}, &IdempotencyStore{pool: pool}
 	db.logger = cfg.Logger
 	if db.logger == nil {

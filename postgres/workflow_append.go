@@ -125,7 +125,8 @@ type appendCommitter struct {
 	timeout time.Duration // of one group transaction
 	queue   chan *appendRequest
 	stopped chan struct{}
-	// onCommit is told the number of requests of each group committed.
+	// onCommit, when set, is told the number of requests of each group
+	// committed.
 	onCommit func(requests int)
 }
 
@@ -180,7 +181,9 @@ func (c *appendCommitter) commit(group []*appendRequest) {
 	refusals, retry, err := c.write(live)
 	switch {
 	case err == nil:
-		c.onCommit(len(live))
+		if c.onCommit != nil {
+			c.onCommit(len(live))
+		}
 		for i, r := range live {
 			r.done <- refusals[i]
 		}

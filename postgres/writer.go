@@ -68,7 +68,8 @@ type committer struct {
 	timeout time.Duration // of one group transaction
 	queue   chan *writeRequest
 	stopped chan struct{}
-	// onCommit is told the number of requests of each group committed.
+	// onCommit, when set, is told the number of requests of each group
+	// committed.
 	onCommit func(requests int)
 }
 
@@ -120,7 +121,7 @@ func (c *committer) commit(group []*writeRequest) {
 		return
 	}
 	err := c.write(live)
-	if err == nil {
+	if err == nil && c.onCommit != nil {
 		c.onCommit(len(live))
 	}
 	if err == nil || len(live) == 1 || !rolledBack(err) {
