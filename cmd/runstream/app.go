@@ -97,6 +97,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 			})
 	}
 	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger, metrics: m}
+	a.waitListener(ctx)
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
 	a.log.MaxEventBytes = cfg.maxEventBytes
 	a.log.Observer = m.Append
@@ -149,6 +150,31 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
 	return a, nil
+}
+
+// listenerStartWait bounds how long newApp waits for the PostgreSQL
+// listener's first connection.
+const listenerStartWait = 5 * time.Second
+
+// waitListener waits, up to listenerStartWait, for the PostgreSQL
+// listener's first connection, so that the server answers /readyz ready
+// and its followers hear other instances from its first request. Past
+// that it goes on: the listener keeps retrying, /readyz names it.
+func (a *app) waitListener(ctx context.Context) {
+	if a.backend.listener == nil {
+		return
+	}
+	deadline := time.Now().Add(listenerStartWait)
+	for {
+		if connected, _ := a.backend.listener(); connected {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			a.logger.Warn("the PostgreSQL listener is not connected yet; serving without it until it connects", "waited", listenerStartWait)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // watch exports the state the metrics read at each scrape: the hub's

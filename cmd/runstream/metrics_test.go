@@ -84,7 +84,7 @@ func TestMetricsAfterAcceptanceTraffic(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			args := []string{"--data-dir", dir, "--workers", "1", "--lease-duration", "900ms",
+			args := []string{"--data-dir", dir, "--workers", "1", "--lease-duration", "3s",
 				"--stream-write-timeout", "300ms", "--http-node-allow", "127.0.0.0/8"}
 			families := dataFlowFamilies
 			if backend == "sqlite" {
@@ -198,7 +198,7 @@ func acceptanceTraffic(t *testing.T, base string, nodes *nodeServer) []string {
 		{"id":"ask","type":"human_input","needs":["fetch"],"config":{"actions":["approve","reject"]}},
 		{"id":"done","type":"transform","needs":["ask"],"config":{"expression":"nodes.ask.output.action"}}],"output":"done"}`)
 	blocking := publish(`{"name":"metrics-block","nodes":[
-		{"id":"wait","type":"http","config":{"method":"GET","url":"` + nodes.URL + `/block","timeoutMs":30000}}],"output":"wait"}`)
+		{"id":"wait","type":"http","retry":{"maxAttempts":5,"backoffMs":10},"config":{"method":"GET","url":"` + nodes.URL + `/block","timeoutMs":30000}}],"output":"wait"}`)
 
 	// A run with a retried node, parked at a human input and resumed: the
 	// engine claims it again (a takeover of a running run).
