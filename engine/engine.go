@@ -93,6 +93,9 @@ type Config struct {
 	// events of one node attempt: a node reporting more often has the
 	// extra reports dropped. Defaults to DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// Observer is told of claims, lease renewals, node attempts and
+	// retries (metrics). Nil: none.
+	Observer Observer
 }
 
 // Engine executes workflow runs: it claims runs from the store's queue,
@@ -124,6 +127,9 @@ type Engine struct {
 	wake     chan struct{}
 	loopDone chan struct{}
 	runners  sync.WaitGroup
+	// claimErr is the error of the last claim, nil when it succeeded
+	// (Health). Guarded by mu.
+	claimErr error
 }
 
 // New returns an engine. It fails when a required field is missing or the
@@ -184,6 +190,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	return &Engine{
 		cfg: cfg, store: cfg.Store, queue: queue, outputs: outputs, registry: cfg.Registry,
@@ -292,6 +301,23 @@ func (e *Engine) Running() int {
 	return len(e.runs)
 }
 
+// Health returns nil while the engine claims runs: it was started, is not
+// stopping, and its last claim did not fail. Otherwise an UNAVAILABLE
+// error says why (/readyz).
+func (e *Engine) Health() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case !e.started:
+		return runstream.Errorf(runstream.CodeUnavailable, "the workflow engine is not started")
+	case e.stopping || e.hardCtx.Err() != nil:
+		return runstream.Errorf(runstream.CodeUnavailable, "the workflow engine is stopping")
+	case e.claimErr != nil:
+		return runstream.Wrap(e.claimErr, runstream.CodeUnavailable, "the workflow engine cannot claim runs: %s", runstream.ErrorMessage(e.claimErr))
+	}
+	return nil
+}
+
 // loop claims runs until the engine stops or is abandoned.
 func (e *Engine) loop() {
 	defer close(e.loopDone)
@@ -331,6 +357,9 @@ func (e *Engine) claimRuns() {
 		ctx, cancel := context.WithTimeout(e.hardCtx, e.cfg.LeaseDuration/storeCallDivisor)
 		run, ok, err := e.queue.Claim(ctx, owner, now, leaseUntil)
 		cancel()
+		e.mu.Lock()
+		e.claimErr = err
+		e.mu.Unlock()
 		if err != nil {
 			if e.hardCtx.Err() == nil {
 				e.logger.Error("claim runs", "error", err)
@@ -340,6 +369,7 @@ func (e *Engine) claimRuns() {
 		if !ok {
 			return
 		}
+		e.cfg.Observer.Claimed(string(run.Status))
 		e.start(run, owner, leaseUntil)
 	}
 }

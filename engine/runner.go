@@ -332,6 +332,7 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		}
 		actx, span := startAttemptSpan(r.nodesCtx, pn.spec.Type, n)
 		out, err := r.attempt(actx, pn, n)
+		r.observeAttempt(pn, begin, err)
 		var art *workflow.Artifact
 		if err == nil && pn.spec.Artifact != nil {
 			var a workflow.Artifact
@@ -375,8 +376,24 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		if !willRetry {
 			return nodeResult{id: id, end: nodeFailed, err: nerr, retryable: retryable}
 		}
+		r.e.cfg.Observer.NodeRetried(pn.spec.Type)
 		wait = pn.backoffAfter(attempt)
 	}
+}
+
+// observeAttempt tells the engine's observer how an attempt of pn that
+// began at begin ended: err is what attempt returned.
+func (r *runner) observeAttempt(pn *planNode, begin time.Time, err error) {
+	outcome := "completed"
+	switch {
+	case errors.Is(err, errParked):
+		outcome = "parked"
+	case err != nil && r.nodesCtx.Err() != nil:
+		outcome = "stopped"
+	case err != nil:
+		outcome = "failed"
+	}
+	r.e.cfg.Observer.NodeAttempted(pn.spec.Type, outcome, time.Since(begin))
 }
 
 // attempt calls the node's function under its timeout, with ctx (a child
@@ -575,6 +592,7 @@ func (r *runner) supervise(done <-chan struct{}) {
 			ctx, cancel := storeCtx()
 			err := r.e.queue.RenewLease(ctx, r.run.ID, r.owner, now.Add(lease))
 			cancel()
+			r.e.cfg.Observer.LeaseRenewed(err)
 			switch code := runstream.ErrorCodeOf(err); {
 			case err == nil:
 				renewed, fenceAt = now, now.Add(lease-margin)

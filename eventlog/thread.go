@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
@@ -55,6 +56,9 @@ type ThreadLog struct {
 	hub       *live.Hub
 	redactor  *redact.Redactor
 	limits    ThreadLimits
+	// Observer is told of checks, redactions and appends (metrics); set
+	// it before the log is used. Nil: none.
+	Observer Observer
 }
 
 // NewThreadLog returns a log over store that publishes to hub (nil: no
@@ -80,6 +84,7 @@ func (l *ThreadLog) Limits() ThreadLimits { return l.limits }
 // stamped with userID as its owner ("" for internal writers), then
 // publishes the stored records.
 func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	start := time.Now()
 	events, err := l.prepare(userID, events)
 	if err != nil {
 		return nil, err
@@ -88,7 +93,9 @@ func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevent
 	if err != nil {
 		return nil, err
 	}
+	prepared := time.Now()
 	recs, err := l.store.PutBatch(ctx, events)
+	l.appended("thread_append", len(recs), start, prepared, err)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +127,7 @@ func (l *ThreadLog) AppendIdempotent(ctx context.Context, a runevents.Idempotent
 	if !ok {
 		return runevents.IdempotentResult{}, runstream.Errorf(runstream.CodeUnavailable, "this store does not support idempotent appends")
 	}
+	start := time.Now()
 	events, err := l.prepare(a.UserID, a.Events)
 	if err != nil {
 		return runevents.IdempotentResult{}, err
@@ -132,9 +140,19 @@ func (l *ThreadLog) AppendIdempotent(ctx context.Context, a runevents.Idempotent
 		return runevents.IdempotentResult{}, err
 	}
 	a.Events = events
+	prepared := time.Now()
 	res, err := store.AppendIdempotent(ctx, a)
-	if err != nil {
+	l.appended("thread_append_idempotent", len(res.Appended), start, prepared, err)
+	switch {
+	case err != nil:
+		if outcome := idempotencyOutcome(err); outcome != "" {
+			l.observer().Idempotency(outcome)
+		}
 		return runevents.IdempotentResult{}, err
+	case res.Replayed:
+		l.observer().Idempotency("replayed")
+	default:
+		l.observer().Idempotency("new")
 	}
 	l.publish(res.Appended)
 	return res, nil
@@ -147,13 +165,25 @@ func (l *ThreadLog) LookupIdempotent(ctx context.Context, userID, key string, re
 	if !ok {
 		return nil, runstream.Errorf(runstream.CodeUnavailable, "this store does not support idempotent appends")
 	}
-	return store.LookupIdempotent(ctx, userID, key, requestHash)
+	start := time.Now()
+	resp, err := store.LookupIdempotent(ctx, userID, key, requestHash)
+	l.observer().Looked(time.Since(start), err)
+	switch {
+	case err != nil:
+		if outcome := idempotencyOutcome(err); outcome != "" {
+			l.observer().Idempotency(outcome)
+		}
+	case resp != nil:
+		l.observer().Idempotency("replayed")
+	}
+	return resp, err
 }
 
 // AppendIfAbsent is the singleton write: it checks and redacts e like
 // Append, then appends it unless its run already has a row of its type, in
 // which case it returns that row and created=false and publishes nothing.
 func (l *ThreadLog) AppendIfAbsent(ctx context.Context, userID string, e runevents.NewEvent) (runevents.Record, bool, error) {
+	start := time.Now()
 	events, err := l.prepare(userID, []runevents.NewEvent{e})
 	if err != nil {
 		return runevents.Record{}, false, err
@@ -162,7 +192,13 @@ func (l *ThreadLog) AppendIfAbsent(ctx context.Context, userID string, e runeven
 	if err != nil {
 		return runevents.Record{}, false, err
 	}
+	prepared := time.Now()
 	rec, created, err := l.store.PutIfAbsent(ctx, events[0])
+	n := 0
+	if created {
+		n = 1
+	}
+	l.appended("thread_append_if_absent", n, start, prepared, err)
 	if err != nil {
 		return runevents.Record{}, false, err
 	}
@@ -172,9 +208,24 @@ func (l *ThreadLog) AppendIfAbsent(ctx context.Context, userID string, e runeven
 	return rec, created, nil
 }
 
+func (l *ThreadLog) observer() Observer { return observerOr(l.Observer) }
+
+// appended reports a store call that started at prepared, of an append
+// that started at start.
+func (l *ThreadLog) appended(op string, events int, start, prepared time.Time, err error) {
+	l.observer().Appended(KindThread, op, events, prepared.Sub(start), time.Since(prepared), err)
+}
+
 // prepare checks the batch and returns redacted copies of its events; the
-// caller's are not modified.
+// caller's are not modified. It reports the outcome to the observer.
 func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runevents.NewEvent, error) {
+	out, err := l.check(userID, events)
+	l.observer().Checked(KindThread, len(events), err)
+	return out, err
+}
+
+// check is prepare without the report.
+func (l *ThreadLog) check(userID string, events []runevents.NewEvent) ([]runevents.NewEvent, error) {
 	if len(events) == 0 {
 		return nil, runstream.Errorf(runstream.CodeValidationFailed, "a batch holds at least one event")
 	}
@@ -209,7 +260,7 @@ func (l *ThreadLog) prepare(userID string, events []runevents.NewEvent) ([]runev
 // metadata.
 func (l *ThreadLog) checkAndRedact(problems []contracts.Problem, at string, e *runevents.NewEvent, threadID string) []contracts.Problem {
 	before := len(problems)
-	problems = l.check(problems, at, e, threadID)
+	problems = l.checkEvent(problems, at, e, threadID)
 	if len(problems) > before {
 		return problems
 	}
@@ -253,9 +304,9 @@ func (l *ThreadLog) checkSizes(events []runevents.NewEvent, stage string) error 
 	return nil
 }
 
-// check appends the problems of event e, found at path at, and fills its
-// category and defaults.
-func (l *ThreadLog) check(problems []contracts.Problem, at string, e *runevents.NewEvent, threadID string) []contracts.Problem {
+// checkEvent appends the problems of event e, found at path at, and fills
+// its category and defaults.
+func (l *ThreadLog) checkEvent(problems []contracts.Problem, at string, e *runevents.NewEvent, threadID string) []contracts.Problem {
 	problem := func(path, msg string) { problems = append(problems, contracts.Problem{Path: at + path, Message: msg}) }
 	if runevents.ValidateID("thread_id", e.ThreadID) != nil {
 		problem("/thread_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
@@ -305,8 +356,7 @@ func problemsOf(err error) []contracts.Problem {
 }
 
 func (l *ThreadLog) redactJSON(raw json.RawMessage) (json.RawMessage, error) {
-	out, _, err := l.redactor.JSON(raw)
-	return out, err
+	return redactJSON(l.redactor, l.observer(), KindThread, raw)
 }
 
 // publish hands the stored records to the hub under their thread's key

@@ -32,6 +32,9 @@ type WorkflowLog struct {
 	// MaxEventBytes bounds the data of one event (workflow.EventLimit);
 	// set it before the log is used.
 	MaxEventBytes int
+	// Observer is told of checks, redactions, appends and the statuses
+	// runs enter (metrics); set it before the log is used. Nil: none.
+	Observer Observer
 }
 
 // NewWorkflowLog returns a log over store that publishes to hub. now
@@ -50,6 +53,7 @@ func NewWorkflowLog(store workflow.Store, validator *contracts.Validator, hub *l
 
 // CreateRun stores a run with its first events and publishes them.
 func (l *WorkflowLog) CreateRun(ctx context.Context, r workflow.Run, events []workflow.NewEvent) (workflow.Run, []workflow.Envelope, error) {
+	start := time.Now()
 	events, err := l.prepare(events)
 	if err != nil {
 		return workflow.Run{}, nil, err
@@ -57,7 +61,9 @@ func (l *WorkflowLog) CreateRun(ctx context.Context, r workflow.Run, events []wo
 	if ctx, err = started(ctx); err != nil {
 		return workflow.Run{}, nil, err
 	}
+	prepared := time.Now()
 	run, stored, err := l.store.CreateRun(ctx, r, events)
+	l.appended("workflow_create_run", stored, start, prepared, err)
 	if err != nil {
 		return workflow.Run{}, nil, err
 	}
@@ -67,6 +73,7 @@ func (l *WorkflowLog) CreateRun(ctx context.Context, r workflow.Run, events []wo
 
 // Append validates, redacts and appends a batch, then publishes it.
 func (l *WorkflowLog) Append(ctx context.Context, p workflow.AppendParams) ([]workflow.Envelope, error) {
+	start := time.Now()
 	events, err := l.prepare(p.Events)
 	if err != nil {
 		return nil, err
@@ -75,7 +82,9 @@ func (l *WorkflowLog) Append(ctx context.Context, p workflow.AppendParams) ([]wo
 	if ctx, err = started(ctx); err != nil {
 		return nil, err
 	}
+	prepared := time.Now()
 	stored, err := l.store.Append(ctx, p)
+	l.appended("workflow_append", stored, start, prepared, err)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +95,7 @@ func (l *WorkflowLog) Append(ctx context.Context, p workflow.AppendParams) ([]wo
 // Resume consumes a resume token and appends p.Events atomically, then
 // publishes them.
 func (l *WorkflowLog) Resume(ctx context.Context, p workflow.ResumeParams) ([]workflow.Envelope, error) {
+	start := time.Now()
 	events, err := l.prepare(p.Events)
 	if err != nil {
 		return nil, err
@@ -94,7 +104,9 @@ func (l *WorkflowLog) Resume(ctx context.Context, p workflow.ResumeParams) ([]wo
 	if ctx, err = started(ctx); err != nil {
 		return nil, err
 	}
+	prepared := time.Now()
 	stored, err := l.store.Resume(ctx, p)
+	l.appended("workflow_resume", stored, start, prepared, err)
 	if err != nil {
 		return nil, err
 	}
@@ -102,9 +114,31 @@ func (l *WorkflowLog) Resume(ctx context.Context, p workflow.ResumeParams) ([]wo
 	return stored, nil
 }
 
+func (l *WorkflowLog) observer() Observer { return observerOr(l.Observer) }
+
+// appended reports a store call that started at prepared, of an append
+// that started at start, and the statuses its events moved the run to.
+func (l *WorkflowLog) appended(op string, stored []workflow.Envelope, start, prepared time.Time, err error) {
+	o := l.observer()
+	o.Appended(KindWorkflow, op, len(stored), prepared.Sub(start), time.Since(prepared), err)
+	for _, e := range stored {
+		if status, ok := workflow.StatusAfter(e.Event); ok {
+			o.RunEntered(string(status))
+		}
+	}
+}
+
 // prepare validates each event's data against the contract, redacts it and
 // stamps the time. It returns new events; the caller's are not modified.
+// It reports the outcome to the observer.
 func (l *WorkflowLog) prepare(events []workflow.NewEvent) ([]workflow.NewEvent, error) {
+	out, err := l.check(events)
+	l.observer().Checked(KindWorkflow, len(events), err)
+	return out, err
+}
+
+// check is prepare without the report.
+func (l *WorkflowLog) check(events []workflow.NewEvent) ([]workflow.NewEvent, error) {
 	if err := workflow.CheckEvents(events); err != nil {
 		return nil, err
 	}
@@ -142,8 +176,7 @@ func (l *WorkflowLog) redactData(t workflow.EventType, data json.RawMessage) (js
 	if t == workflow.EventRunAwaitingInput {
 		r = l.awaitingInput
 	}
-	out, _, err := r.JSON(data)
-	return out, err
+	return redactJSON(r, l.observer(), KindWorkflow, data)
 }
 
 func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {

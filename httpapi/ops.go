@@ -15,10 +15,14 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
-	if err := s.cfg.Ready(r.Context()); err != nil {
-		return runstream.Wrap(err, runstream.CodeUnavailable, "the %s store is not reachable", s.cfg.Store)
+	parts, err := s.cfg.Ready(r.Context())
+	if err != nil && runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
+		err = runstream.Wrap(err, runstream.CodeUnavailable, "the %s store is not reachable", s.cfg.Store)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "store": s.cfg.Store, "durability": s.cfg.Durability})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": s.cfg.Store, "durability": s.cfg.Durability, "parts": parts})
 	return nil
 }
 

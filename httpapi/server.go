@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/health"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/ssestream"
 	"github.com/runstream/runstream/threadsvc"
@@ -39,9 +40,9 @@ type Config struct {
 	// ContractNames lists those served. Empty: none.
 	Contracts     fs.FS
 	ContractNames []string
-	// Ready reports whether the server can serve requests (the store is
-	// reachable). Defaults to always ready.
-	Ready func(ctx context.Context) error
+	// Ready reports the readiness of the server's parts by name (package
+	// health) and an error naming those not ready. Defaults to ready.
+	Ready func(ctx context.Context) (map[string]health.Status, error)
 	// Durability describes the store's durability mode for /readyz.
 	Durability string
 	// Store names the store backend for /readyz (sqlite, postgres, memory).
@@ -129,7 +130,7 @@ func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service)
 		cfg.Authenticate = func(*http.Request) (string, error) { return LocalUser, nil }
 	}
 	if cfg.Ready == nil {
-		cfg.Ready = func(context.Context) error { return nil }
+		cfg.Ready = func(context.Context) (map[string]health.Status, error) { return map[string]health.Status{}, nil }
 	}
 	s := &Server{cfg: cfg, workflows: workflows, threads: threads, logger: cfg.Logger, mux: http.NewServeMux(), metrics: newMetrics(cfg.Registry),
 		streams: ssestream.NewSet(cfg.Stream)}

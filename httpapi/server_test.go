@@ -15,6 +15,7 @@ import (
 	"testing/fstest"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/health"
 )
 
 type testServer struct {
@@ -159,8 +160,8 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 func TestReadyzAnswersUnavailableWithoutTheCause(t *testing.T) {
 	t.Parallel()
 	s := setup(t, func(c *Config) {
-		c.Ready = func(context.Context) error {
-			return errors.New("dial tcp 10.0.0.7:5432: password authentication failed")
+		c.Ready = func(context.Context) (map[string]health.Status, error) {
+			return nil, errors.New("dial tcp 10.0.0.7:5432: password authentication failed")
 		}
 	})
 	rec := s.do(t, "GET", "/readyz", nil)
@@ -170,6 +171,46 @@ func TestReadyzAnswersUnavailableWithoutTheCause(t *testing.T) {
 	body := decodeError(t, rec)
 	if body.Code != runstream.CodeUnavailable || !body.Retryable || strings.Contains(body.Message, "10.0.0.7") {
 		t.Errorf("body = %+v", body)
+	}
+}
+
+// TestReadyzNamesTheFailingPart checks that /readyz answers 503 with the
+// unified error body naming the part that is not ready, the statuses of
+// every part in details.parts, and 200 with the parts when all are ready.
+func TestReadyzNamesTheFailingPart(t *testing.T) {
+	t.Parallel()
+	listenerUp := false
+	s := setup(t, func(c *Config) {
+		c.Ready = func(ctx context.Context) (map[string]health.Status, error) {
+			return health.Check(ctx, []health.Part{
+				{Name: "store", Check: func(context.Context) error { return nil }},
+				{Name: "listener", Check: func(context.Context) error {
+					if listenerUp {
+						return nil
+					}
+					return runstream.Errorf(runstream.CodeUnavailable, "the PostgreSQL listener is not connected")
+				}},
+			})
+		}
+	})
+	rec := s.do(t, "GET", "/readyz", nil)
+	if rec.Code != 503 {
+		t.Fatalf("status = %d %s", rec.Code, rec.Body)
+	}
+	body := decodeError(t, rec)
+	if body.Code != runstream.CodeUnavailable || !strings.Contains(body.Message, "listener: the PostgreSQL listener is not connected") || strings.Contains(body.Message, "store") {
+		t.Errorf("message = %q", body.Message)
+	}
+	parts, _ := body.Details["parts"].(map[string]any)
+	store, _ := parts["store"].(map[string]any)
+	listener, _ := parts["listener"].(map[string]any)
+	if store["status"] != "ready" || listener["status"] != "unavailable" {
+		t.Errorf("details.parts = %v", body.Details["parts"])
+	}
+	listenerUp = true
+	rec = s.do(t, "GET", "/readyz", nil)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"parts":{"listener":{"status":"ready"},"store":{"status":"ready"}}`) {
+		t.Errorf("/readyz = %d %s", rec.Code, rec.Body)
 	}
 }
 

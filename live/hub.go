@@ -54,6 +54,8 @@ type Config struct {
 	PollTimeout time.Duration
 	// Logger receives poll errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer is told of polls, wake-ups and cuts (metrics). Nil: none.
+	Observer Observer
 }
 
 // Hub fans events out to subscriptions, per stream key. It is safe for
@@ -112,6 +114,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	return &Hub{cfg: cfg, streams: map[string]*stream{}, wake: make(chan string, 1024)}
 }
@@ -248,7 +253,9 @@ func (h *Hub) deliverLocked(st *stream, out []Event) {
 	}
 	st.seen = out[len(out)-1].Seq
 	for sub := range st.subs {
-		sub.push(out, h.cfg.BufferEvents, h.cfg.BufferBytes)
+		if sub.push(out, h.cfg.BufferEvents, h.cfg.BufferBytes) {
+			h.cfg.Observer.Cut("buffer_full")
+		}
 	}
 }
 
@@ -262,7 +269,9 @@ func (h *Hub) cutLocked(st *stream, out []Event) {
 	}
 	st.seen = out[len(out)-1].Seq
 	for sub := range st.subs {
-		sub.cutThrough(out[len(out)-1].Seq)
+		if sub.cutThrough(out[len(out)-1].Seq) {
+			h.cfg.Observer.Cut("gap")
+		}
 	}
 }
 
@@ -407,6 +416,7 @@ func (h *Hub) WakeSeq(key string, seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if st := h.streams[key]; st != nil && seq <= st.lastSeq {
+		h.cfg.Observer.Woken("delivered")
 		return
 	}
 	h.wakeLocked(key)
@@ -435,17 +445,22 @@ func (h *Hub) wakeLocked(key string) {
 	st := h.streams[key]
 	switch {
 	case st == nil:
+		h.cfg.Observer.Woken("unfollowed")
 		return // nobody follows it (PostgreSQL wakes every instance)
 	case st.polling:
 		st.again = true
+		h.cfg.Observer.Woken("coalesced")
 		return
 	case st.queued:
+		h.cfg.Observer.Woken("coalesced")
 		return
 	}
 	select {
 	case h.wake <- key:
 		st.queued = true
+		h.cfg.Observer.Woken("queued")
 	default:
+		h.cfg.Observer.Woken("dropped")
 	}
 }
 
@@ -530,7 +545,6 @@ func (h *Hub) poll(ctx context.Context, key string, woken bool) {
 			h.mu.Unlock()
 			return
 		}
-		woken = false // a read asked for by again is not queued
 		st.queued = false
 		st.raiseToFrontiers()
 		after, heldBefore := st.lastSeq, st.maxHeld()
@@ -540,8 +554,11 @@ func (h *Hub) poll(ctx context.Context, key string, woken bool) {
 		// One slow query must not stall the polls and wake-ups of every
 		// other stream: the loop runs them one after another.
 		pollCtx, cancel := context.WithTimeout(ctx, h.cfg.PollTimeout)
+		start := time.Now()
 		events, err := h.cfg.Poll(pollCtx, key, after)
 		cancel()
+		h.cfg.Observer.Polled(woken, time.Since(start), err)
+		woken = false // a read asked for by again is not queued
 		if err != nil && ctx.Err() == nil {
 			h.cfg.Logger.Warn("live: poll failed", "stream", key, "error", err)
 		}

@@ -50,21 +50,22 @@ func (s *Subscription) Close() {
 
 // push appends the events past the subscription's frontier, or cuts the
 // subscription when they do not fit, and advances the frontier past them.
-// events are ascending by seq. hub.mu must be held.
-func (s *Subscription) push(events []Event, maxEvents, maxBytes int) {
+// events are ascending by seq. It reports whether it cut the
+// subscription. hub.mu must be held.
+func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) {
 	i := 0
 	for i < len(events) && events[i].Seq <= s.after {
 		i++
 	}
 	events = events[i:]
 	if len(events) == 0 {
-		return
+		return false
 	}
 	s.after = events[len(events)-1].Seq
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	if !s.cut {
 		size := 0
@@ -73,6 +74,7 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) {
 		}
 		if len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes {
 			s.buf, s.bytes, s.cut = nil, 0, true
+			cut = true
 		} else {
 			s.buf = append(s.buf, events...)
 			s.bytes += size
@@ -83,26 +85,30 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) {
 	case s.ready <- struct{}{}:
 	default:
 	}
+	return cut
 }
 
 // cutThrough cuts the subscription, as a push that does not fit would,
 // unless its frontier is at or past seq, and advances the frontier to seq:
 // the hub passed missing seqs up to seq that the follower must read from
-// the store. hub.mu must be held.
-func (s *Subscription) cutThrough(seq int64) {
+// the store. It reports whether it cut a subscription that was not cut
+// already. hub.mu must be held.
+func (s *Subscription) cutThrough(seq int64) (cut bool) {
 	if seq <= s.after {
-		return
+		return false
 	}
 	s.after = seq
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return false
 	}
+	cut = !s.cut
 	s.buf, s.bytes, s.cut = nil, 0, true
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
 	default:
 	}
+	return cut
 }

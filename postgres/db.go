@@ -39,6 +39,10 @@ type Config struct {
 	// Logger receives the warnings of listeners (see Listener). Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// OnCommit, when set, is told the number of writes of each group
+	// transaction committed (run events and workflow appends), from the
+	// committers' goroutines (metrics). It must be quick.
+	OnCommit func(requests int)
 }
 
 const (
@@ -92,8 +96,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, dbError(err, "open: read synchronous_commit")
 	}
 	db := &DB{pool: pool, durability: "postgres synchronous_commit=" + syncCommit}
-	db.runEvents = newRunEventStore(pool, db.durability, cfg.MaxTraceContent, orDefault(cfg.Committers, defaultCommitters))
-	db.workflows = newWorkflowStore(pool, db.durability, orDefault(cfg.Committers, defaultCommitters))
+	db.runEvents = newRunEventStore(pool, db.durability, cfg.MaxTraceContent, orDefault(cfg.Committers, defaultCommitters), cfg.OnCommit)
+	db.workflows = newWorkflowStore(pool, db.durability, orDefault(cfg.Committers, defaultCommitters), cfg.OnCommit)
 	db.runs, db.idempotency = &RunStore{pool: pool}, &IdempotencyStore{pool: pool}
 	db.logger = cfg.Logger
 	if db.logger == nil {
@@ -118,6 +122,13 @@ func (db *DB) Durability() string { return db.durability }
 // RunEvents returns the run event store of db. Every call returns the same
 // store.
 func (db *DB) RunEvents() *RunEventStore { return db.runEvents }
+
+// PoolStats returns the number of the pool's connections in use and
+// idle, for metrics.
+func (db *DB) PoolStats() (inUse, idle int) {
+	st := db.pool.Stat()
+	return int(st.AcquiredConns()), int(st.IdleConns())
+}
 
 // Close stops the stores (waiting for their pending writes) and closes the
 // pool.

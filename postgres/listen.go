@@ -64,8 +64,9 @@ type Listener struct {
 	// reconnections.
 	connect func(ctx context.Context) (*pgx.Conn, error)
 
-	running atomic.Bool
-	pid     atomic.Uint32
+	running    atomic.Bool
+	pid        atomic.Uint32
+	reconnects atomic.Int64
 }
 
 // NewListener returns a listener that calls onNotify (required) with the
@@ -98,6 +99,10 @@ func (l *Listener) OnChunkAppends(fn func(runID string, seq int64)) *Listener {
 // BackendPID returns the PostgreSQL backend process id of the listening
 // connection, or 0 while the listener is not listening.
 func (l *Listener) BackendPID() uint32 { return l.pid.Load() }
+
+// Reconnects returns how often the listener connected again after it lost
+// its connection or could not connect, for metrics.
+func (l *Listener) Reconnects() int64 { return l.reconnects.Load() }
 
 // Run connects, listens on NotifyChannel and calls onNotify for each
 // well-formed notification until ctx is done; then it closes its
@@ -134,6 +139,7 @@ func (l *Listener) Run(ctx context.Context) error {
 		}
 		if lost {
 			l.logger.Info("postgres: listener reconnected")
+			l.reconnects.Add(1)
 			lost = false
 		}
 		l.pid.Store(conn.PgConn().PID())

@@ -30,10 +30,10 @@ var (
 	_ runevents.Durability = (*RunEventStore)(nil)
 )
 
-func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committers int) *RunEventStore {
+func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committers int, onCommit func(int)) *RunEventStore {
 	s := &RunEventStore{pool: pool, durability: durability, maxTrace: maxTrace}
 	for range committers {
-		s.committers = append(s.committers, newCommitter(pool))
+		s.committers = append(s.committers, newCommitter(pool, onCommit))
 	}
 	return s
 }

@@ -47,10 +47,10 @@ type WorkflowStore struct {
 
 var _ workflow.Store = (*WorkflowStore)(nil)
 
-func newWorkflowStore(pool *pgxpool.Pool, durability string, committers int) *WorkflowStore {
+func newWorkflowStore(pool *pgxpool.Pool, durability string, committers int, onCommit func(int)) *WorkflowStore {
 	s := &WorkflowStore{pool: pool, durability: durability}
 	for range committers {
-		s.committers = append(s.committers, newAppendCommitter(pool))
+		s.committers = append(s.committers, newAppendCommitter(pool, onCommit))
 	}
 	return s
 }

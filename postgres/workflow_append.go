@@ -125,10 +125,13 @@ type appendCommitter struct {
 	timeout time.Duration // of one group transaction
 	queue   chan *appendRequest
 	stopped chan struct{}
+	// onCommit, when set, is told the number of requests of each group
+	// committed.
+	onCommit func(requests int)
 }
 
-func newAppendCommitter(pool *pgxpool.Pool) *appendCommitter {
-	c := &appendCommitter{pool: pool, timeout: appendTimeout,
+func newAppendCommitter(pool *pgxpool.Pool, onCommit func(int)) *appendCommitter {
+	c := &appendCommitter{pool: pool, timeout: appendTimeout, onCommit: onCommit,
 		queue: make(chan *appendRequest, appendQueueLength), stopped: make(chan struct{})}
 	go c.run()
 	return c
@@ -178,6 +181,9 @@ func (c *appendCommitter) commit(group []*appendRequest) {
 	refusals, retry, err := c.write(live)
 	switch {
 	case err == nil:
+		if c.onCommit != nil {
+			c.onCommit(len(live))
+		}
 		for i, r := range live {
 			r.done <- refusals[i]
 		}

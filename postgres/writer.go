@@ -68,10 +68,13 @@ type committer struct {
 	timeout time.Duration // of one group transaction
 	queue   chan *writeRequest
 	stopped chan struct{}
+	// onCommit, when set, is told the number of requests of each group
+	// committed.
+	onCommit func(requests int)
 }
 
-func newCommitter(pool *pgxpool.Pool) *committer {
-	c := &committer{pool: pool, timeout: writeTimeout, queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
+func newCommitter(pool *pgxpool.Pool, onCommit func(int)) *committer {
+	c := &committer{pool: pool, timeout: writeTimeout, onCommit: onCommit, queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -118,6 +121,9 @@ func (c *committer) commit(group []*writeRequest) {
 		return
 	}
 	err := c.write(live)
+	if err == nil && c.onCommit != nil {
+		c.onCommit(len(live))
+	}
 	if err == nil || len(live) == 1 || !rolledBack(err) {
 		for _, r := range live {
 			r.done <- err

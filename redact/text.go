@@ -1,7 +1,9 @@
 package redact
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -36,3 +38,42 @@ func Quote(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// Rules returns the names of the rules whose markers a Redactor writes
+// ("[REDACTED:<rule>]"): "key" and the value rules' names. Each is a
+// constant of this package, never text of the redacted input.
+func Rules() []string {
+	names := []string{"key", "url_credentials"}
+	for _, r := range valueRules {
+		if !slices.Contains(names, r.name) {
+			names = append(names, r.name)
+		}
+	}
+	return names
+}
+
+// CountMarkers returns how many markers of each rule of Rules s holds.
+// Markers of unknown rules are not counted.
+func CountMarkers(s string) map[string]int {
+	var counts map[string]int
+	for {
+		i := strings.Index(s, markerPrefix)
+		if i < 0 {
+			return counts
+		}
+		s = s[i+len(markerPrefix):]
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return counts
+		}
+		if name := s[:end]; slices.Contains(ruleNames, name) {
+			if counts == nil {
+				counts = map[string]int{}
+			}
+			counts[name]++
+			s = s[end+1:]
+		}
+	}
+}
+
+var ruleNames = Rules()

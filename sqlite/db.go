@@ -42,6 +42,11 @@ type Config struct {
 
 	// ReadConns is the number of read-only connections. Defaults to 4.
 	ReadConns int
+
+	// OnCommit, when set, is told the number of writes of each group
+	// transaction committed, from the write loop's goroutine (metrics).
+	// It must be quick.
+	OnCommit func(requests int)
 }
 
 // withDefaults returns c with defaults applied, or a CodeInvalidArgument
@@ -221,6 +226,13 @@ func (db *DB) Durability() string {
 		return "sqlite WAL synchronous=FULL: an acknowledged write survives power loss"
 	}
 	return "sqlite WAL synchronous=" + db.synchronous + ": an acknowledged write survives a process crash; the last transactions may be lost on power loss"
+}
+
+// PoolStats returns the number of connections in use and idle, the
+// writer's included, for metrics.
+func (db *DB) PoolStats() (inUse, idle int) {
+	r, w := db.readers.Stats(), db.writer.Stats()
+	return r.InUse + w.InUse, r.Idle + w.Idle
 }
 
 // Close stops the write loop after the group in progress, fails queued

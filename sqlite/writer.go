@@ -134,6 +134,9 @@ func (db *DB) commitGroup(group []*writeRequest) {
 	}
 	db.stats.requests.Add(int64(len(live)))
 	err := db.runTx(live)
+	if err == nil && db.cfg.OnCommit != nil {
+		db.cfg.OnCommit(len(live))
+	}
 	if err == nil || len(live) == 1 || errors.Is(err, errBegin) {
 		for _, r := range live {
 			r.done <- err

@@ -32,6 +32,9 @@ type Config struct {
 	// this instance; the next answers RATE_LIMITED (429) before any stream
 	// byte. Defaults to DefaultMaxPerUser; negative: no limit.
 	MaxPerUser int
+	// Observer is told of streams opened and closed, writes and store
+	// reads (metrics). Nil: none.
+	Observer Observer
 }
 
 // DefaultMaxPerUser is the default of Config.MaxPerUser.
@@ -56,11 +59,17 @@ func (c *Config) setDefaults() {
 	if c.MaxPerUser == 0 {
 		c.MaxPerUser = DefaultMaxPerUser
 	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 }
 
 // Source is a followed stream: its live subscription and what it reads
 // from the store (workflowsvc.RunStream, threadsvc.ThreadStream).
 type Source interface {
+	// Kind names the kind of stream for metrics (streams.KindWorkflow,
+	// streams.KindThread): a constant, never an id.
+	Kind() string
 	// Subscribe registers the follower with the hub, before the replay
 	// from cursor.
 	Subscribe(cursor int64) *live.Subscription
@@ -94,8 +103,11 @@ type follower struct {
 	src Source
 
 	cursor int64
-	dense  bool // src.Dense()
+	dense  bool   // src.Dense()
+	kind   string // src.Kind()
 	buf    []byte
+	// frames counts the event frames in buf, for the observer.
+	frames int
 	// heartbeat fires after Heartbeat of silence; every write resets it.
 	heartbeat *time.Timer
 }
@@ -115,6 +127,7 @@ func (f *follower) run(ctx context.Context) error {
 		return err
 	}
 
+	f.cfg.Observer.CatchUp(f.kind, "start")
 	err := f.catchUp(ctx)
 	for err == nil {
 		select {
@@ -144,6 +157,7 @@ func (f *follower) run(ctx context.Context) error {
 func (f *follower) deliverLive(ctx context.Context) error {
 	events, cut := f.sub.Take()
 	if cut {
+		f.cfg.Observer.CatchUp(f.kind, "cut")
 		return f.catchUp(ctx)
 	}
 	for _, ev := range events {
@@ -154,12 +168,14 @@ func (f *follower) deliverLive(ctx context.Context) error {
 			if err := f.flush(); err != nil {
 				return err
 			}
+			f.cfg.Observer.CatchUp(f.kind, "gap")
 			if err := f.catchUp(ctx); err != nil {
 				return err
 			}
 			continue
 		}
 		f.buf = append(f.buf, ev.Frame...)
+		f.frames++
 		f.cursor = ev.Seq
 		if ev.Terminal {
 			if err := f.flush(); err != nil {
@@ -193,7 +209,7 @@ func (f *follower) catchUp(ctx context.Context) error {
 		if p.n > 0 {
 			f.cursor = p.last
 		}
-		f.buf = p.buf
+		f.buf, f.frames = p.buf, p.n
 		err := f.flush()
 		free = f.buf // written and emptied: the next page's buffer
 		if full && err != nil {
@@ -229,7 +245,11 @@ type storePage struct {
 func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after int64, buf []byte) {
 	go func() {
 		var p storePage
-		defer func() { pages <- p }()
+		start := time.Now()
+		defer func() {
+			f.cfg.Observer.StoreRead(f.kind, time.Since(start), p.err)
+			pages <- p
+		}()
 		defer recoverInto(&p.err)
 		p.buf, p.n, p.last, p.terminal, p.err = f.src.ReadAfter(ctx, buf, after, f.cfg.ReplayPage)
 	}()
@@ -255,6 +275,9 @@ func (f *follower) checkEnd(ctx context.Context) error {
 		return nil
 	}
 	f.buf = append(f.buf, final...)
+	if len(final) > 0 {
+		f.frames++
+	}
 	if err := f.flush(); err != nil {
 		return err
 	}
@@ -298,7 +321,8 @@ func (f *follower) flush() error {
 	if err := f.out.send(f.buf, time.Now().Add(f.cfg.WriteTimeout)); err != nil {
 		return err
 	}
-	f.buf = f.buf[:0]
+	f.cfg.Observer.Wrote(f.kind, f.frames, len(f.buf))
+	f.buf, f.frames = f.buf[:0], 0
 	f.heartbeat.Reset(f.cfg.Heartbeat)
 	return nil
 }

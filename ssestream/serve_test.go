@@ -42,6 +42,8 @@ func (s *storedSource) Shows(live.Event) bool { return true }
 
 func (s *storedSource) Dense() bool { return true }
 
+func (s *storedSource) Kind() string { return "test" }
+
 func (s *storedSource) ReadAfter(_ context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
 	n, last := 0, after
 	for seq := after + 1; seq <= int64(len(s.frames)) && n < limit; seq++ {

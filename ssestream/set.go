@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -80,7 +81,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	if cursor > 0 {
 		tracing.StreamResumed(ctx, cursor)
 	}
-	f := &follower{cfg: cfg, sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense()}
+	f := &follower{cfg: cfg, sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense(), kind: src.Kind()}
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		out := newConnStream(conn, r, w.Header())
 		f.out = out
@@ -133,11 +134,13 @@ func (set *Set) setRetryAfter(w http.ResponseWriter) {
 func follow(ctx context.Context, f *follower, opts *Options, release func()) (clean bool) {
 	defer release()
 	defer f.sub.Close()
+	f.cfg.Observer.Opened(f.kind)
 	var err error
 	func() {
 		defer recoverInto(&err)
 		err = f.run(ctx)
 	}()
+	f.cfg.Observer.Closed(f.kind, closeReason(ctx, err))
 	if err != nil && ctx.Err() == nil && opts.Logger != nil {
 		level := slog.LevelInfo // a client that left or fell behind: it resumes
 		if errors.As(err, new(panicError)) {
@@ -147,6 +150,17 @@ func follow(ctx context.Context, f *follower, opts *Options, release func()) (cl
 		opts.Logger.LogAttrs(ctx, level, "stream cut", attrs...)
 	}
 	return err == nil || ctx.Err() != nil
+}
+
+// closeReason names why a stream ended, as Observer.Closed does.
+func closeReason(ctx context.Context, err error) string {
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return "done"
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "write_timeout"
+	}
+	return "error"
 }
 
 // Set serves streams and tracks the open ones, so that Shutdown can end

@@ -41,3 +41,21 @@ func StreamPoller(workflows workflow.Store, threads runevents.ThreadReader) live
 		return events, nil
 	}
 }
+
+// Kinds of streams, as metrics label them (KindOf, ssestream.Source).
+const (
+	KindWorkflow = "workflow"
+	KindThread   = "thread"
+)
+
+// KindOf returns the kind of a hub key: KindWorkflow, KindThread, or
+// "other" for a key of neither form. It never returns part of the key.
+func KindOf(key string) string {
+	switch {
+	case strings.HasPrefix(key, "workflow:"):
+		return KindWorkflow
+	case strings.HasPrefix(key, "thread:"):
+		return KindThread
+	}
+	return "other"
+}

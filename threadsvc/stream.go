@@ -59,6 +59,9 @@ func (st *ThreadStream) Subscribe(cursor int64) *live.Subscription {
 // cut), so the rows the view skips are no gap to read from the store.
 func (st *ThreadStream) Shows(ev live.Event) bool { return st.view.Shows(ev) }
 
+// Kind is the stream's kind for metrics (ssestream.Source).
+func (st *ThreadStream) Kind() string { return streams.KindThread }
+
 // Dense is false: a view's seqs have gaps.
 func (st *ThreadStream) Dense() bool { return false }
 

@@ -60,6 +60,9 @@ type Config struct {
 	// (engine.Engine.NotifyContext), so that an engine of this process
 	// reacts before its next poll, and the run's trace follows the call's.
 	Notify func(ctx context.Context, runID string)
+	// Outcome, when set, is told of the end of each CancelRun ("cancel")
+	// and ResumeRun ("resume") call: err is nil when it succeeded (metrics).
+	Outcome func(op string, err error)
 }
 
 // Service is the workflow service. It is safe for concurrent use.
@@ -387,6 +390,19 @@ const maxCancelAttempts = 5
 // cancels one appends, and the others read the run again and answer from
 // what they find.
 func (s *Service) CancelRun(ctx context.Context, user, runID string) (workflow.Run, error) {
+	run, err := s.cancelRun(ctx, user, runID)
+	s.outcome("cancel", err)
+	return run, err
+}
+
+// outcome reports the end of a cancel or resume to Config.Outcome.
+func (s *Service) outcome(op string, err error) {
+	if s.cfg.Outcome != nil {
+		s.cfg.Outcome(op, err)
+	}
+}
+
+func (s *Service) cancelRun(ctx context.Context, user, runID string) (workflow.Run, error) {
 	if err := s.writable(); err != nil {
 		return workflow.Run{}, err
 	}
@@ -436,6 +452,12 @@ type ResumeParams struct {
 // compare-and-set in the store, which appends run.resumed and stores the
 // node's output {action, values}.
 func (s *Service) ResumeRun(ctx context.Context, p ResumeParams) (workflow.Run, error) {
+	run, err := s.resumeRun(ctx, p)
+	s.outcome("resume", err)
+	return run, err
+}
+
+func (s *Service) resumeRun(ctx context.Context, p ResumeParams) (workflow.Run, error) {
 	if err := s.writable(); err != nil {
 		return workflow.Run{}, err
 	}

@@ -54,6 +54,9 @@ func (st *RunStream) Subscribe(int64) *live.Subscription {
 // Shows is true: every event of the run's stream belongs to it.
 func (st *RunStream) Shows(live.Event) bool { return true }
 
+// Kind is the stream's kind for metrics (ssestream.Source).
+func (st *RunStream) Kind() string { return streams.KindWorkflow }
+
 // Dense is true: a run's seqs have no gaps, so a live event past the
 // cursor's successor makes the follower read the store.
 func (st *RunStream) Dense() bool { return true }

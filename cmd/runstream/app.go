@@ -9,18 +9,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/nodeset"
 	"github.com/runstream/runstream/engine/sqlnode"
 	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/health"
 	"github.com/runstream/runstream/httpapi"
 	"github.com/runstream/runstream/journal/workflowllm"
 	"github.com/runstream/runstream/langgraph"
 	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/metrics"
 	"github.com/runstream/runstream/seal"
 	"github.com/runstream/runstream/streams"
 	"github.com/runstream/runstream/threadsvc"
+	"github.com/runstream/runstream/workflow"
 	"github.com/runstream/runstream/workflowsvc"
 )
 
@@ -44,6 +50,9 @@ type app struct {
 	logger          *slog.Logger
 	// sqlDatabases are the databases of the sql nodes, closed last.
 	sqlDatabases *sqlnode.Databases
+	// metrics are the data flow's collectors, on the registry /metrics
+	// serves.
+	metrics *metrics.Metrics
 }
 
 // newApp opens the store, starts the hub's poll loop and, unless
@@ -54,6 +63,10 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if open == nil {
 		open = openBackend
 	}
+	promRegistry := prometheus.NewRegistry()
+	promRegistry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(promRegistry, storeKind(cfg.store))
+	cfg.onCommit = m.CommitGroup
 	backend, err := open(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
@@ -75,15 +88,17 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	if backend.chunks != nil {
 		poll = langgraph.Poller(backend.chunks, poll)
 	}
-	hub := live.New(live.Config{Poll: poll, Logger: logger})
+	hub := live.New(live.Config{Poll: poll, Logger: logger, Observer: m.Hub})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go hub.Run(loopCtx)
-	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger}
+	a := &app{backend: backend, hub: hub, stop: stop, shutdownTimeout: cfg.shutdownTimeout, logger: logger, metrics: m}
 	a.log = eventlog.NewWorkflowLog(backend.workflows, validator, hub, nil)
 	a.log.MaxEventBytes = cfg.maxEventBytes
+	a.log.Observer = m.Append
 	var threadLog *eventlog.ThreadLog
 	if backend.runEvents != nil {
 		threadLog = eventlog.NewThreadLog(backend.runEvents, validator, hub, eventlog.ThreadLimits{})
+		threadLog.Observer = m.Append
 	}
 	var threads *threadsvc.Service
 	if backend.runEvents != nil && backend.threads != nil && backend.runs != nil {
@@ -98,7 +113,10 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 			lgCfg.Writable = threads.RequireWritable
 		}
 		lg = langgraph.New(backend.chunks, hub, lgCfg)
-		backend.wakeChunks = lg.Wake
+		backend.wakeChunks = func(runID string, seq int64) {
+			m.Notified("chunks")
+			lg.Wake(runID, seq)
+		}
 		a.langgraph = lg
 		go lg.Run(loopCtx)
 	}
@@ -106,9 +124,16 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		// An append this instance published itself is delivered already:
 		// WakeSeq ignores its notification.
 		go backend.listen(loopCtx,
-			func(runID string, seq int64) { hub.WakeSeq(streams.WorkflowStreamKey(runID), seq) },
-			func(threadID string, seq int64) { hub.WakeSeq(streams.ThreadStreamKey(threadID), seq) })
+			func(runID string, seq int64) {
+				m.Notified("workflow")
+				hub.WakeSeq(streams.WorkflowStreamKey(runID), seq)
+			},
+			func(threadID string, seq int64) {
+				m.Notified("thread")
+				hub.WakeSeq(streams.ThreadStreamKey(threadID), seq)
+			})
 	}
+	a.waitListener(ctx)
 	// One registry of node types for publishing and for running, and one
 	// artifact storage for the engine that writes and the API that reads.
 	registry, blobs, err := a.nodeTypes(cfg, backend, threads)
@@ -119,7 +144,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	var notify func(ctx context.Context, runID string)
 	if cfg.workers > 0 {
 		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: logger, Artifacts: blobs,
-			MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes})
+			MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes, Observer: m.Engine})
 		if err == nil {
 			err = eng.Start(loopCtx)
 		}
@@ -130,18 +155,20 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		a.engine, notify = eng, eng.NotifyContext
 		logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
 	}
-	a.workflows = workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs})
+	a.workflows = workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs, Outcome: m.WorkflowOutcome})
+	a.watch()
 	a.api = httpapi.New(httpapi.Config{
 		Logger:        logger,
+		Registry:      promRegistry,
 		Contracts:     contracts.FS(),
 		ContractNames: contracts.Names(),
-		Ready:         backend.ready,
+		Ready:         a.ready,
 		Durability:    backend.durability,
 		Store:         backend.name,
 		MaxBodyBytes:  cfg.maxBodyBytes,
 		BodyTimeout:   cfg.bodyTimeout,
 		Version:       version,
-		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser, MaxLifetime: cfg.auth.streamLifetime},
+		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser, MaxLifetime: cfg.auth.streamLifetime, WriteTimeout: cfg.streamWriteTimeout, Observer: m.Streams},
 		Auth:          cfg.auth.api,
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
@@ -153,6 +180,78 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		lg.Mount(h)
 	}
 	return a, nil
+}
+
+// listenerStartWait bounds how long newApp waits for the PostgreSQL
+// listener's first connection.
+const listenerStartWait = 5 * time.Second
+
+// waitListener waits, up to listenerStartWait, for the PostgreSQL
+// listener's first connection, so that the server answers /readyz ready
+// and its followers hear other instances from its first request. Past
+// that it goes on: the listener keeps retrying, /readyz names it.
+func (a *app) waitListener(ctx context.Context) {
+	if a.backend.listener == nil {
+		return
+	}
+	deadline := time.Now().Add(listenerStartWait)
+	for {
+		if connected, _ := a.backend.listener(); connected {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			a.logger.Warn("the PostgreSQL listener is not connected yet; serving without it until it connects", "waited", listenerStartWait)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// watch exports the state the metrics read at each scrape: the hub's
+// streams, the store's runs and pool, the engine's runs, the listener.
+func (a *app) watch() {
+	m, b := a.metrics, a.backend
+	m.WatchHub(func() map[string]live.Census { return a.hub.Census(streams.KindOf) })
+	var running func() int
+	if a.engine != nil {
+		running = a.engine.Running
+	}
+	m.WatchRuns(func(ctx context.Context, status string) (int, error) {
+		runs, err := b.workflows.ListRuns(ctx, workflow.ListRunsParams{Owner: runstream.AnyOwner, Status: workflow.RunStatus(status), Limit: workflow.MaxListLimit})
+		return len(runs), err
+	}, running)
+	pool := b.pool
+	if pool == nil {
+		pool = func() (int, int) { return 0, 0 }
+	}
+	m.WatchStore(pool)
+	if b.listener != nil {
+		m.WatchListener(func() bool { connected, _ := b.listener(); return connected },
+			func() int64 { _, n := b.listener(); return n })
+	}
+}
+
+// ready checks the parts of the server for /readyz: the store, the
+// PostgreSQL listener when there is one, the engine when it runs.
+func (a *app) ready(ctx context.Context) (map[string]health.Status, error) {
+	parts := []health.Part{{Name: "store", Check: func(ctx context.Context) error {
+		if err := a.backend.ready(ctx); err != nil {
+			return runstream.Wrap(err, runstream.CodeUnavailable, "the %s store is not reachable", a.backend.name)
+		}
+		return nil
+	}}}
+	if a.backend.listener != nil {
+		parts = append(parts, health.Part{Name: "listener", Check: func(context.Context) error {
+			if connected, _ := a.backend.listener(); !connected {
+				return runstream.Errorf(runstream.CodeUnavailable, "the PostgreSQL listener is not connected: other instances' events reach this one's followers only at the poll interval")
+			}
+			return nil
+		}})
+	}
+	if a.engine != nil {
+		parts = append(parts, health.Part{Name: "engine", Check: func(context.Context) error { return a.engine.Health() }})
+	}
+	return health.Check(ctx, parts)
 }
 
 // close stops the engine gracefully (its runs reach a safe point and are

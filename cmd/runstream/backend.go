@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/memory"
@@ -44,7 +45,12 @@ type backend struct {
 	// appends to wakeRun with their run id and newest seq, thread appends
 	// to wakeThread with their thread id and newest seq.
 	listen func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64))
-	close  func() error
+	// listener reports the state of the listener listen runs: whether it
+	// is connected and how often it reconnected; nil without a listener.
+	listener func() (connected bool, reconnects int64)
+	// pool reports the store's connections in use and idle; nil: none.
+	pool  func() (inUse, idle int)
+	close func() error
 }
 
 // openBackend opens the store named by cfg.store and, when cfg.runEvents
@@ -114,24 +120,38 @@ func openStore(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*back
 			close:       func() error { return errors.Join(events.Close(), workflows.Close()) },
 		}, nil
 	case strings.HasPrefix(cfg.store, "sqlite:"):
-		return openSQLite(ctx, strings.TrimPrefix(cfg.store, "sqlite:"), cfg.sqliteSync)
+		return openSQLite(ctx, strings.TrimPrefix(cfg.store, "sqlite:"), cfg.sqliteSync, cfg.onCommit)
 	case strings.HasPrefix(cfg.store, "postgres://"), strings.HasPrefix(cfg.store, "postgresql://"):
-		return openPostgres(ctx, cfg.store, cfg.postgresSchema, logger)
+		return openPostgres(ctx, cfg.store, cfg.postgresSchema, logger, cfg.onCommit)
 	default:
 		return nil, fmt.Errorf("%w: --store %q: want sqlite:PATH, postgres://… or memory:", errUsage, redactURL(cfg.store))
 	}
 }
 
+// storeKind names the backend of a --store URL as backend.name does, or
+// "unknown".
+func storeKind(store string) string {
+	switch {
+	case store == "memory:":
+		return "memory"
+	case strings.HasPrefix(store, "sqlite:"):
+		return "sqlite"
+	case strings.HasPrefix(store, "postgres://"), strings.HasPrefix(store, "postgresql://"):
+		return "postgres"
+	}
+	return "unknown"
+}
+
 // openSQLite opens (creating it and its directory when missing) the SQLite
-// database at path.
-func openSQLite(ctx context.Context, path, synchronous string) (*backend, error) {
+// database at path; onCommit (nil: none) is told of its group commits.
+func openSQLite(ctx context.Context, path, synchronous string, onCommit func(int)) (*backend, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: --store sqlite: needs a file path, as in sqlite:./runstream-data/runstream.db", errUsage)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("create the data directory: %w", err)
 	}
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: path, Synchronous: synchronous})
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: path, Synchronous: synchronous, OnCommit: onCommit})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -147,17 +167,20 @@ func openSQLite(ctx context.Context, path, synchronous string) (*backend, error)
 		threads:     db.RunEvents(),
 		idempotency: db.Idempotency(),
 		ready:       db.Ping,
+		pool:        db.PoolStats,
 		close:       db.Close,
 	}, nil
 }
 
 // openPostgres connects to PostgreSQL; other instances' appends reach this
-// one through LISTEN/NOTIFY.
-func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) (*backend, error) {
-	db, err := postgres.Open(ctx, postgres.Config{URL: url, Schema: schema, Logger: logger})
+// one through LISTEN/NOTIFY. onCommit (nil: none) is told of its group
+// commits.
+func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger, onCommit func(int)) (*backend, error) {
+	db, err := postgres.Open(ctx, postgres.Config{URL: url, Schema: schema, Logger: logger, OnCommit: onCommit})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", redactURL(url), err)
 	}
+	var listener atomic.Pointer[postgres.Listener]
 	b := &backend{
 		name:        "postgres",
 		location:    redactURL(url),
@@ -169,13 +192,21 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger) 
 		threads:     db.RunEvents(),
 		idempotency: db.Idempotency(),
 		ready:       db.Ping,
-		close:       db.Close,
+		listener: func() (bool, int64) {
+			if l := listener.Load(); l != nil {
+				return l.BackendPID() != 0, l.Reconnects()
+			}
+			return false, 0
+		},
+		pool:  db.PoolStats,
+		close: db.Close,
 	}
 	b.listen = func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64)) {
 		l := db.NewListener(wakeRun).OnThreadAppends(wakeThread)
 		if b.wakeChunks != nil {
 			l.OnChunkAppends(b.wakeChunks)
 		}
+		listener.Store(l)
 		l.Run(ctx)
 	}
 	return b, nil

@@ -124,7 +124,7 @@ func openTestPostgres(t *testing.T) *backend {
 	}
 	schema := fmt.Sprintf("rs_cmd_test_%d", time.Now().UnixNano())
 	t.Cleanup(func() { dropSchema(t, url, schema) })
-	b, err := openPostgres(t.Context(), url, schema, slog.New(slog.DiscardHandler))
+	b, err := openPostgres(t.Context(), url, schema, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,8 @@ type serveConfig struct {
 	maxEventBytes, maxOutputBytes, maxArtifactBytes int
 	// maxStreamsPerUser bounds each user's open SSE streams; -1: no limit.
 	maxStreamsPerUser int
+	// streamWriteTimeout bounds each write to an SSE follower.
+	streamWriteTimeout time.Duration
 	// dataDir holds the server's files: artifacts under dataDir/artifacts.
 	// Empty, or a memory: store, keeps artifacts in memory.
 	dataDir string
@@ -59,6 +61,9 @@ type serveConfig struct {
 	// openBackend opens the store; nil means openBackend. It is
 	// Main.openBackend, for tests.
 	openBackend func(context.Context, serveConfig, *slog.Logger) (*backend, error)
+	// onCommit is told of the store's group commits (metrics); set by
+	// newApp.
+	onCommit func(requests int)
 	// httpAllow opens non-public hosts and networks to the http node.
 	httpAllow engine.HTTPAllowList
 	// secrets resolve {{ secrets.NAME }}: the environment's
@@ -102,6 +107,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests to finish")
 	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
+	fs.DurationVar(&cfg.streamWriteTimeout, "stream-write-timeout", 10*time.Second, "time an SSE follower has to take each write; a slower follower is cut (it resumes with Last-Event-ID)")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
 	fs.IntVar(&cfg.maxEventBytes, "max-event-bytes", workflow.DefaultMaxEventBytes, "largest data of one workflow event in bytes; a node whose event would exceed it fails with WORKFLOW_NODE_LIMIT_EXCEEDED")
 	fs.IntVar(&cfg.maxOutputBytes, "max-node-output-bytes", engine.DefaultMaxOutputBytes, "largest output (JSON) of one workflow node in bytes")
@@ -155,6 +161,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.maxEventBytes < 1 || cfg.maxOutputBytes < 1 || cfg.maxArtifactBytes < 1 {
 		return fmt.Errorf("%w: --max-event-bytes, --max-node-output-bytes and --max-artifact-bytes must be positive", errUsage)
+	}
+	if cfg.streamWriteTimeout <= 0 {
+		return fmt.Errorf("%w: --stream-write-timeout must be positive", errUsage)
 	}
 	if cfg.leaseDuration <= 0 {
 		return fmt.Errorf("%w: --lease-duration must be positive", errUsage)
