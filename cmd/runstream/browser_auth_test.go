@@ -1,38 +1,50 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/runstream/runstream/auth/authtest"
 	"github.com/runstream/runstream/workflow"
 )
 
 // followScript, evaluated in a page of the server's own origin, defines
-// login(token), which exchanges a token for the session cookie, and
-// follow(run), which follows a run with EventSource (cookies only, as a
-// browser can) and, when the stream breaks, renews the session with
-// window.token before EventSource reconnects with Last-Event-ID.
+// login(token), which exchanges a token for the session cookie and records
+// the status and the session's expiry, and follow(run), which follows a
+// run with EventSource (cookies only, as a browser can) and, when the
+// stream breaks and EventSource is about to reconnect, renews the session
+// with window.token. It records each opening of the stream (with the
+// number of logins done by then) and each break.
 const followScript = `
-window.seen = []; window.opens = []; window.logins = []; window.done = false; window.token = null; window.es = null;
+window.seen = []; window.opens = []; window.breaks = []; window.logins = []; window.done = false; window.token = null; window.es = null;
 window.login = async (token) => {
   const r = await fetch("/api/auth/session", {method: "POST", headers: {Authorization: "Bearer " + token}});
-  window.logins.push(r.status);
+  const body = r.ok ? await r.json() : {};
+  window.logins.push({status: r.status, expiresAt: r.ok ? Date.parse(body.expiresAt) : 0});
   return r.status;
 };
 window.follow = (run, types) => {
   const terminal = new Set(["run.completed", "run.failed", "run.cancelled"]);
   const es = new EventSource("/api/workflows/runs/" + run + "/stream");
   window.es = es;
-  es.onopen = () => { window.opens.push(Date.now()); };
-  es.onerror = () => { if (window.token) window.login(window.token); };
+  es.onopen = () => { window.opens.push({at: Date.now(), logins: window.logins.length}); };
+  es.onerror = () => {
+    window.breaks.push({at: Date.now(), readyState: es.readyState});
+    if (window.token && es.readyState === EventSource.CONNECTING) window.login(window.token);
+  };
   for (const type of types) {
     es.addEventListener(type, (e) => {
       window.seen.push(Number(e.lastEventId));
@@ -55,25 +67,35 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// serve --auth jwt with an ES256 key file: a browser logs in with a token,
-// follows a run by its session cookie, and when the session expires (the
-// stream ends with it) renews it and resumes with Last-Event-ID, seeing
-// every event exactly once.
+// serve --auth jwt with an ES256 key file: a browser logs in with a
+// short-lived token, follows a run by its session cookie, and when the
+// session expires with the token (the stream ends with it) renews it with
+// a fresh token and resumes with Last-Event-ID, seeing every event
+// exactly once.
+//
+// Only the first session is short. The renewed one lasts the default
+// hour, so its cookie is still in the browser when EventSource reconnects
+// after the streams' 3 s retry, however loaded the machine: a short TTL
+// for every session made the renewed cookie (Max-Age whole seconds,
+// rounded down) expire at about the moment of the reconnection, which
+// then went out without a cookie, got 401, and ended the EventSource.
 func TestBrowserFollowsWithSession(t *testing.T) {
 	exe := chromiumPath(t)
 	key := authtest.NewECKey(t)
 	keyFile := filepath.Join(t.TempDir(), "jwt.pem")
 	authtest.WritePublicKeyPEM(t, keyFile, &key.PublicKey)
-	token := func() string {
+	token := func(life time.Duration) string {
 		return authtest.Token(map[string]any{"alg": "ES256", "typ": "JWT"},
-			map[string]any{"sub": "ada", "exp": time.Now().Add(time.Hour).Unix()}, authtest.ES256(key))
+			map[string]any{"sub": "ada", "exp": time.Now().Add(life).Unix()}, authtest.ES256(key))
 	}
-	const sessionTTL = 4 * time.Second // above the streams' 3 s retry
-	p := runServe(t, nil, "--store", "memory:", "--auth", "jwt", "--jwt-keys-file", keyFile, "--session-ttl", sessionTTL.String())
+	// The first token's life, which bounds its session's; a session's
+	// expiry is in whole seconds, so it ends 4 to 5 s after the login.
+	const firstLife = 5 * time.Second
+	p := runServe(t, nil, "--store", "memory:", "--auth", "jwt", "--jwt-keys-file", keyFile, "--jwt-leeway", "0")
 
-	// A run that waits for input, so the stream outlives the session.
+	// A run that waits for input, so the stream outlives the first session.
 	m := &matrix{base: p.base}
-	f := m.fixture(t, token())
+	f := m.fixture(t, token(time.Hour))
 
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.UserDataDir(t.TempDir()),
@@ -84,6 +106,7 @@ func TestBrowserFollowsWithSession(t *testing.T) {
 	if err := chromedp.Do(browser, chromedp.Navigate(p.base+"/healthz"), chromedp.WaitReady("body")); err != nil {
 		t.Fatalf("open the server's page in Chromium: %v", err)
 	}
+	traceBrowser(t, browser)
 	evaluate := func(expr string, v any) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(browser, 10*time.Second)
@@ -97,17 +120,27 @@ func TestBrowserFollowsWithSession(t *testing.T) {
 		}
 	}
 	type pageState struct {
-		Seen   []int64
-		Opens  []int64 // the time of each stream's opening, in Unix ms
-		Logins []int
-		Done   bool
-		// ReadyState is the EventSource's: 2 when it gave up.
+		Seen  []int64
+		Opens []struct {
+			At     int64 // Unix ms
+			Logins int   // logins done when the stream opened
+		}
+		Breaks []struct {
+			At         int64 // Unix ms
+			ReadyState int   // 0: EventSource reconnects; 2: it gave up
+		}
+		Logins []struct {
+			Status    int
+			ExpiresAt int64 // Unix ms
+		}
+		Done bool
+		// ReadyState is the EventSource's: 2 when it is closed.
 		ReadyState int
 	}
 	state := func() pageState {
 		t.Helper()
 		var s pageState
-		evaluate(`({seen: window.seen, opens: window.opens, logins: window.logins, done: window.done, readyState: window.es ? window.es.readyState : -1})`, &s)
+		evaluate(`({seen: window.seen, opens: window.opens, breaks: window.breaks, logins: window.logins, done: window.done, readyState: window.es ? window.es.readyState : -1})`, &s)
 		return s
 	}
 	waitFor := func(what string, cond func(pageState) bool) pageState {
@@ -116,6 +149,9 @@ func TestBrowserFollowsWithSession(t *testing.T) {
 			s := state()
 			if cond(s) {
 				return s
+			}
+			if s.ReadyState == 2 && !s.Done {
+				t.Fatalf("the EventSource gave up while waiting for %s (see the browser's trace); the page has %+v", what, s)
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s; the page has %+v", what, s)
@@ -130,23 +166,29 @@ func TestBrowserFollowsWithSession(t *testing.T) {
 	if status != 401 {
 		t.Fatalf("GET the run without a session: %d, want 401", status)
 	}
-	evaluate(`window.login(`+strconv.Quote(token())+`)`, &status)
+	// Log in with the short token and follow in one step, so the stream
+	// opens while the first session is young; the page keeps a fresh,
+	// long token to renew its session with when the stream breaks.
+	types, _ := json.Marshal(workflow.Events())
+	evaluate(`window.login(`+strconv.Quote(token(firstLife))+`).then(s => {
+		if (s === 200) { window.token = `+strconv.Quote(token(time.Hour))+`; window.follow(`+strconv.Quote(f.runID)+`, `+string(types)+`); }
+		return s;
+	})`, &status)
 	if status != 200 {
 		t.Fatalf("login: %d", status)
 	}
-	// The page renews its session with a fresh token when the stream breaks.
-	evaluate(`window.token = `+strconv.Quote(token())+`; true`, nil)
-	types, _ := json.Marshal(workflow.Events())
-	evaluate(`window.follow(`+strconv.Quote(f.runID)+`, `+string(types)+`); true`, nil)
 	first := waitFor("the events up to run.awaiting_input", func(s pageState) bool { return len(s.Seen) >= 6 })
 	second := waitFor("the stream to end with its session and reconnect", func(s pageState) bool { return len(s.Opens) >= 2 })
-	// The first stream lasted until its session expired (a lower bound:
-	// a loaded machine only makes it longer).
-	if d := time.Duration(second.Opens[1]-second.Opens[0]) * time.Millisecond; d < sessionTTL-time.Second {
-		t.Errorf("the second stream opened %v after the first, before the %v session expired", d, sessionTTL)
+	// The first stream ended when its session expired, not before, and
+	// EventSource reconnected by the renewed session.
+	if len(second.Breaks) == 0 || second.Breaks[0].At < second.Logins[0].ExpiresAt {
+		t.Errorf("the first stream broke %+v, before its session expired at %d ms", second.Breaks, second.Logins[0].ExpiresAt)
+	}
+	if second.Opens[1].Logins < 2 {
+		t.Errorf("the stream reopened after %d logins, want after the renewal", second.Opens[1].Logins)
 	}
 	// The run goes on; the resumed stream delivers the rest.
-	m.mustJSON(t, "POST", "/api/workflows/runs/"+f.runID+"/resume", token(), `{"resumeToken":"`+f.token+`","action":"approve","values":{}}`, 200, nil)
+	m.mustJSON(t, "POST", "/api/workflows/runs/"+f.runID+"/resume", token(time.Hour), `{"resumeToken":"`+f.token+`","action":"approve","values":{}}`, 200, nil)
 	last := waitFor("run.completed", func(s pageState) bool { return s.Done })
 
 	want := make([]int64, last.Seen[len(last.Seen)-1])
@@ -156,7 +198,75 @@ func TestBrowserFollowsWithSession(t *testing.T) {
 	if !slices.Equal(last.Seen, want) || len(last.Seen) <= len(first.Seen) {
 		t.Errorf("the browser saw seqs %v, want 1..%d exactly once (before the renewal: %v)", last.Seen, len(want), first.Seen)
 	}
-	if len(last.Logins) < 2 || slices.ContainsFunc(last.Logins, func(s int) bool { return s != 200 }) || last.ReadyState != 2 {
-		t.Errorf("logins %v (want the first and at least one renewal, all 200), EventSource state %d (want closed by the page)", last.Logins, last.ReadyState)
+	if len(last.Logins) != 2 || last.Logins[0].Status != 200 || last.Logins[1].Status != 200 || len(last.Opens) != 2 || last.ReadyState != 2 {
+		t.Errorf("logins %+v (want the first and one renewal, both 200), openings %+v (want 2), EventSource state %d (want closed by the page)",
+			last.Logins, last.Opens, last.ReadyState)
 	}
+}
+
+// traceBrowser records the network requests of the browser's tab (the
+// cookie each sends, the Set-Cookie and status of each answer, the
+// failures, the events of its EventSources) and the page's console, and
+// logs the record when the test fails.
+func traceBrowser(t *testing.T, browser context.Context) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	start := time.Now()
+	add := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf("%7.3fs ", time.Since(start).Seconds())+fmt.Sprintf(format, args...))
+	}
+	// A header's value, shortened: the trace shows whether a cookie went,
+	// not the whole session value.
+	header := func(h network.Headers, name string) string {
+		v, _ := h[name].(string)
+		if len(v) > 40 {
+			v = v[:40] + "…"
+		}
+		return v
+	}
+	err := chromedp.Listen(browser, func(ev any) {
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			add("%s %s %s", e.RequestID, e.Request.Method, e.Request.URL)
+		case *network.EventRequestWillBeSentExtraInfo:
+			add("%s sends Cookie %q, Last-Event-ID %q", e.RequestID, header(e.Headers, "Cookie"), header(e.Headers, "Last-Event-ID"))
+		case *network.EventResponseReceived:
+			add("%s answered %d", e.RequestID, e.Response.Status)
+		case *network.EventResponseReceivedExtraInfo:
+			if c := header(e.Headers, "Set-Cookie"); c != "" {
+				_, attrs, _ := strings.Cut(e.Headers["Set-Cookie"].(string), ";")
+				add("%s sets a cookie:%s", e.RequestID, attrs)
+			}
+		case *network.EventLoadingFailed:
+			add("%s failed: %s", e.RequestID, e.ErrorText)
+		case *network.EventLoadingFinished:
+			add("%s finished", e.RequestID)
+		case *network.EventEventSourceMessageReceived:
+			add("%s event %s id %s", e.RequestID, e.EventName, e.EventID)
+		case *runtime.EventConsoleAPICalled:
+			var args []string
+			for _, a := range e.Args {
+				args = append(args, cmp.Or(string(a.Value), a.Description))
+			}
+			add("console.%s %s", e.Type, strings.Join(args, " "))
+		case *runtime.EventExceptionThrown:
+			add("exception %s", e.ExceptionDetails.Text)
+		}
+	})
+	if err != nil {
+		t.Fatalf("trace the browser: %v", err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("the browser's trace:\n%s", strings.Join(lines, "\n"))
+	})
 }
