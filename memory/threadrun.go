@@ -158,7 +158,7 @@ func cloneFeedback(f runevents.Feedback) runevents.Feedback {
 }
 
 // ListFeedback returns the feedback on the given runs visible to owner,
-// by run id: of each run the most recently updated (ties by id).
+// by run id: of each run the one Feedback.ShownBefore the others.
 func (s *RunStore) ListFeedback(_ context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
 	errs := []error{runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)}
 	for _, id := range runIDs {
@@ -175,7 +175,7 @@ func (s *RunStore) ListFeedback(_ context.Context, threadID string, runIDs []str
 			if key.thread != threadID || key.run != id || !owner.Sees(key.user) {
 				continue
 			}
-			if old, ok := out[id]; !ok || cmp.Or(f.UpdatedAt.Compare(old.UpdatedAt), cmp.Compare(f.ID, old.ID)) > 0 {
+			if old, ok := out[id]; !ok || f.ShownBefore(old) {
 				out[id] = cloneFeedback(f)
 			}
 		}

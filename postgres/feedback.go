@@ -43,8 +43,10 @@ func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runev
 }
 
 // ListFeedback returns the feedback on the given runs visible to owner,
-// by run id: of each run the most recently updated (ties by the greater
-// id). One query, which reads the feedback_user unique index.
+// by run id: of each run the one Feedback.ShownBefore the others (the
+// rating of the whole run, message_id '', first; then the most recently
+// updated; then the greater id). One query, which reads the feedback_user
+// unique index.
 func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
 	errs := []error{runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)}
 	for _, id := range runIDs {
@@ -61,7 +63,7 @@ func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []s
 		return out, nil
 	}
 	list, err := s.queryFeedback(ctx, `SELECT DISTINCT ON (run_id) `+feedbackColumns+`
-		FROM feedback`+q.whereClause()+` ORDER BY run_id, updated_at DESC, id DESC`, q.args)
+		FROM feedback`+q.whereClause()+` ORDER BY run_id, message_id <> '', updated_at DESC, id DESC`, q.args)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package runevents
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -143,6 +144,17 @@ type Feedback struct {
 	UpdatedAt time.Time
 }
 
+// ShownBefore reports whether f rather than g is the feedback a run shows
+// (RunStore.ListFeedback's choice, on the run's row of the history): a
+// rating of the whole run (MessageID "") before a rating of one message,
+// then the most recently updated, then the greater id.
+func (f Feedback) ShownBefore(g Feedback) bool {
+	if (f.MessageID == "") != (g.MessageID == "") {
+		return f.MessageID == ""
+	}
+	return cmp.Or(f.UpdatedAt.Compare(g.UpdatedAt), cmp.Compare(f.ID, g.ID)) > 0
+}
+
 // FeedbackTags are the reason slugs a feedback may carry, as the original
 // frontend offers them for a thumbs-down.
 var FeedbackTags = []string{"incorrect", "not_as_expected", "slow", "style_tone", "safety_legal", "other"}
@@ -175,8 +187,9 @@ type RunStore interface {
 	// if owner sees it, and returns how many it deleted (0 or 1).
 	DeleteFeedbackByID(ctx context.Context, threadID, runID, id string, owner Owner) (int, error)
 	// ListFeedback returns the feedback of the given runs of a thread
-	// visible to owner, keyed by run id: of each run the most recently
-	// updated (ties by id).
+	// visible to owner, keyed by run id: of each run the one that
+	// Feedback.ShownBefore every other (the rating of the whole run, else
+	// the most recently updated rating of a message).
 	ListFeedback(ctx context.Context, threadID string, runIDs []string, owner Owner) (map[string]Feedback, error)
 	// DeleteFeedback deletes every feedback on a run of the thread visible
 	// to owner (the owner's own, of every message id; with AnyOwner,

@@ -121,6 +121,36 @@ var deerflowRunTests = []struct {
 		_, err = s.DeleteFeedbackByID(ctx, "t/1", "r1", "x", asAlice)
 		wantCode(t, err, runstream.CodeInvalidArgument, "DeleteFeedbackByID with a bad thread id")
 	}},
+	{"FeedbackShownPrefersTheRunsRating", func(t *testing.T, s runevents.RunStore) {
+		// ListFeedback shows of a run its rating of the whole run, even
+		// when a rating of a message is newer; without one, a rating of a
+		// message.
+		ctx := t.Context()
+		putRun(t, s, threadRun("t1", "r1", 0, runevents.RunSuccess))
+		put := func(message, rating string) runevents.Feedback {
+			f, err := s.PutFeedback(ctx, runevents.Feedback{ThreadID: "t1", RunID: "r1", UserID: alice, MessageID: message, Rating: json.RawMessage(rating)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		put("m1", "-1")
+		run := put("", "1")
+		put("m2", "-1")
+		for _, owner := range []runevents.Owner{asAlice, runevents.AnyOwner} {
+			got, err := s.ListFeedback(ctx, "t1", []string{"r1"}, owner)
+			if f := got["r1"]; err != nil || f.ID != run.ID || f.MessageID != "" || string(f.Rating) != "1" {
+				t.Errorf("ListFeedback as %q = %+v, %v; want the run's rating %s, not a newer message's", owner.UserID(), f, err, run.ID)
+			}
+		}
+		if n, err := s.DeleteFeedbackByID(ctx, "t1", "r1", run.ID, asAlice); n != 1 || err != nil {
+			t.Fatalf("delete the run's rating = %d, %v", n, err)
+		}
+		got, err := s.ListFeedback(ctx, "t1", []string{"r1"}, asAlice)
+		if f := got["r1"]; err != nil || (f.MessageID != "m1" && f.MessageID != "m2") {
+			t.Errorf("ListFeedback without the run's rating = %+v, %v; want a message's", f, err)
+		}
+	}},
 }
 
 func deerflowFields(r runevents.ThreadRun) string {

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"slices"
@@ -68,7 +67,7 @@ func listFeedbackQuery(threadID string, runIDs []string, owner runevents.Owner) 
 }
 
 // ListFeedback returns the feedback on the given runs visible to owner,
-// by run id: of each run the most recently updated (ties by id).
+// by run id: of each run the one Feedback.ShownBefore the others.
 func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
 	errs := []error{checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)}
 	for _, id := range runIDs {
@@ -85,7 +84,7 @@ func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []s
 			return nil, err
 		}
 		for _, f := range rows {
-			if old, ok := out[f.RunID]; !ok || cmp.Or(f.UpdatedAt.Compare(old.UpdatedAt), cmp.Compare(f.ID, old.ID)) > 0 {
+			if old, ok := out[f.RunID]; !ok || f.ShownBefore(old) {
 				out[f.RunID] = f
 			}
 		}

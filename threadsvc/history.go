@@ -281,7 +281,9 @@ func (s *Service) MessagePage(ctx context.Context, user, threadID string, c Curs
 }
 
 // attachLastAIFeedback gives the caller's feedback on a run to the row
-// that is the run's last visible AI row of the thread, when it is in rows.
+// that is the run's last visible AI row of the thread, when it is in rows:
+// the rating of the whole run, else the newest rating of a message
+// (RunStore.ListFeedback).
 func (s *Service) attachLastAIFeedback(ctx context.Context, threadID string, owner runevents.Owner, rows []Row) error {
 	var ids []string
 	seen := map[string]bool{}

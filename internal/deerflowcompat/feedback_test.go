@@ -111,3 +111,47 @@ func TestFeedbackRouter(t *testing.T) {
 		}
 	})
 }
+
+// A run's history row shows the rating the frontend's thumbs set and
+// un-rate (PUT and DELETE .../runs/{run_id}/feedback: the whole run's),
+// even when a rating of one message (POST with message_id) is newer.
+// DeerFlow keys the feedback of the page by run (routers/thread_runs.py
+// with the feedback repository's list_by_run_ids), on the run's last
+// visible AI row of the thread; its store holds one feedback per user and
+// run, so it never has both. Without a rating of the run, the row shows
+// a rating of a message (the newest), as DeerFlow shows the run's one
+// row whatever its message_id. The legacy /messages feed answers the same.
+func TestHistoryShowsTheRunsRating(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		c.run("t1", "r1", "success", nil)
+		c.post("t1", "r1", human("h1", "q"), ai("a1", "draft", "lead_agent", 3, 4), human("h2", "more"), ai("a2", "answer", "lead_agent", 5, 6))
+		run := c.want(200, "PUT", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": 1, "comment": "good"}).(map[string]any)
+		msg := c.want(200, "POST", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": -1, "comment": "wrong", "message_id": "a2"}).(map[string]any)
+		other := c.want(200, "POST", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": -1, "message_id": "a1"}).(map[string]any)
+		shown := func(want any) {
+			t.Helper()
+			page := c.want(200, "GET", "/api/threads/t1/messages/page", nil).(map[string]any)["data"].([]any)
+			legacy := c.want(200, "GET", "/api/threads/t1/messages", nil).([]any)
+			for name, rows := range map[string][]any{"/messages/page": page, "/messages": legacy} {
+				if len(rows) != 4 {
+					t.Fatalf("%s: %d rows, want 4", name, len(rows))
+				}
+				for i, row := range rows {
+					got := row.(map[string]any)["feedback"]
+					switch {
+					case i == 3 && !sameJSON(got, want):
+						t.Errorf("%s: the last AI row's feedback = %v, want %v", name, got, want)
+					case i < 3 && got != nil:
+						t.Errorf("%s: row %d has feedback %v, want null (only the run's last AI row carries it)", name, i, got)
+					}
+				}
+			}
+		}
+		shown(map[string]any{"feedback_id": run["feedback_id"], "rating": 1, "comment": "good"})
+		c.want(200, "DELETE", "/api/threads/t1/runs/r1/feedback/"+run["feedback_id"].(string), nil)
+		c.want(200, "DELETE", "/api/threads/t1/runs/r1/feedback/"+other["feedback_id"].(string), nil)
+		shown(map[string]any{"feedback_id": msg["feedback_id"], "rating": -1, "comment": "wrong"})
+		c.want(200, "DELETE", "/api/threads/t1/runs/r1/feedback", nil) // the un-rate removes every rating of the caller's on the run
+		shown(nil)
+	})
+}
