@@ -44,7 +44,7 @@ func (s *RunStore) PutFeedback(ctx context.Context, f runevents.Feedback) (runev
 
 // ListFeedback returns the feedback on the given runs visible to owner,
 // by run id: of each run the one Feedback.ShownBefore the others (the
-// rating of the whole run, message_id '', first; then the most recently
+// rating of the whole run, an empty message_id, first; then the most recently
 // updated; then the greater id). One query, which reads the feedback_user
 // unique index.
 func (s *RunStore) ListFeedback(ctx context.Context, threadID string, runIDs []string, owner runevents.Owner) (map[string]runevents.Feedback, error) {
