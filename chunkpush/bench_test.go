@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream/chunkpush"
+	"github.com/runstream/runstream/langgraph"
 )
 
 // BenchmarkPushRun pushes runs of 1000 "messages" chunks of about 300
@@ -15,7 +16,7 @@ import (
 // memory stores, and ends them: the client's batching and the server's
 // push path, without a disk.
 func BenchmarkPushRun(b *testing.B) {
-	s := newRealServer(b)
+	s := newRealServer(b, langgraph.Config{})
 	token := strings.Repeat("x", 200)
 	const chunks = 1000
 	n := 0

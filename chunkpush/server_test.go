@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,29 +22,75 @@ import (
 )
 
 // realServer is runstream's push API (package langgraph over memory
-// stores, mounted on httpapi as serve does) on a test listener.
+// stores, mounted on httpapi as serve does) on a test listener. restart
+// shuts the service down and serves the same stores with a new one, as a
+// restarted instance would.
 type realServer struct {
 	url   string
+	runs  *memory.RunStore
 	store runchunks.Store
+	cfg   langgraph.Config
+
+	current atomic.Pointer[instance]
+
+	mu    sync.Mutex
+	stops []func()
 }
 
-func newRealServer(t testing.TB) *realServer {
+func newRealServer(t testing.TB, cfg langgraph.Config) *realServer {
 	t.Helper()
 	runs := memory.NewRunStore()
-	store := memory.NewChunkStore(runs)
-	hub := live.New(live.Config{Poll: langgraph.Poller(store, nil)})
+	s := &realServer{runs: runs, store: memory.NewChunkStore(runs), cfg: cfg}
+	s.restart()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := s.current.Load()
+		if strings.HasSuffix(r.URL.Path, "/stream-control") {
+			in.polls.Add(1)
+			defer in.polls.Add(-1)
+		}
+		in.h.ServeHTTP(w, r)
+	}))
+	s.url = srv.URL
+	t.Cleanup(func() {
+		s.mu.Lock()
+		stops := s.stops
+		s.mu.Unlock()
+		for _, stop := range stops {
+			stop()
+		}
+		srv.Close()
+	})
+	return s
+}
+
+// instance is one service's handler, with the control long-polls it
+// serves now.
+type instance struct {
+	h     http.Handler
+	polls atomic.Int64
+}
+
+// restart shuts down the service serving now, if any (its streams abort,
+// its long-polls answer 503), serves the stores with a new one, and
+// returns the old instance.
+func (s *realServer) restart() *instance {
+	hub := live.New(live.Config{Poll: langgraph.Poller(s.store, nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
-	svc := langgraph.New(store, hub, langgraph.Config{})
+	svc := langgraph.New(s.store, hub, s.cfg)
 	api := httpapi.New(httpapi.Config{Authenticate: func(*http.Request) (string, error) { return "local", nil }}, nil, nil)
-	svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, Runs: runs})
-	srv := httptest.NewServer(api)
-	t.Cleanup(func() {
+	svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.stops); n > 0 {
+		s.stops[n-1]() // the old service: Shutdown, then its hub
+	}
+	old := s.current.Swap(&instance{h: api})
+	s.stops = append(s.stops, func() {
 		svc.Shutdown()
-		srv.Close()
 		cancel()
 	})
-	return &realServer{url: srv.URL, store: store}
+	return old
 }
 
 func (s *realServer) numbers(t testing.TB, run string) []int {
@@ -69,7 +118,7 @@ func realConfig(s *realServer, run string) chunkpush.Config {
 // run's status; a cancel request made on the cancel endpoint reaches the
 // producer through the long-poll; a takeover with epoch 2 fences epoch 1.
 func TestRealServer(t *testing.T) {
-	s := newRealServer(t)
+	s := newRealServer(t, langgraph.Config{})
 	p := open(t, realConfig(s, "run-a"))
 	pushN(t, p, 0, 200)
 	if ans := end(t, p, chunkpush.StatusSuccess); ans.Status != "success" || ans.NextIndex != 200 {
@@ -121,5 +170,48 @@ func TestRealServer(t *testing.T) {
 	end(t, second, chunkpush.StatusSuccess)
 	if run, err := s.store.GetRun(context.Background(), "run-c"); err != nil || run.Epoch != 2 || run.Status != "success" {
 		t.Fatalf("run %+v, %v", run, err)
+	}
+}
+
+// A control long-poll pending when the server shuts down ends at once
+// (503 with Retry-After), and the producer polls again, on the restarted
+// server, which hands it a cancel request made there. The poll's wait is
+// an hour: had Shutdown left it pending, it would still be.
+func TestControlPollAcrossShutdown(t *testing.T) {
+	s := newRealServer(t, langgraph.Config{ControlMax: 2 * time.Hour})
+	cfg := realConfig(s, "run-d")
+	cfg.ControlWait = time.Hour
+	p := open(t, cfg)
+	pushN(t, p, 0, 3)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+	first := s.current.Load()
+	waitFor("the producer's long-poll did not reach the server", func() bool { return first.polls.Load() > 0 })
+	s.restart()
+	waitFor("the long-poll pending at the shutdown did not end", func() bool { return first.polls.Load() == 0 })
+	resp, err := http.Post(s.url+"/api/threads/thread-1/runs/run-d/cancel?action=rollback", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel on the restarted server: %d", resp.StatusCode)
+	}
+	select {
+	case c := <-p.Cancels():
+		if c.Action != "rollback" {
+			t.Fatalf("cancel %+v", c)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the producer did not poll the restarted server")
+	}
+	if ans := end(t, p, chunkpush.StatusInterrupted); ans.Status != "interrupted" || ans.NextIndex != 3 {
+		t.Fatalf("end answer %+v", ans)
 	}
 }

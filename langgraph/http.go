@@ -135,7 +135,8 @@ func (a *api) push(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// control answers GET /api/runs/{run_id}/stream-control?wait=25s.
+// control answers GET /api/runs/{run_id}/stream-control?wait=25s; during
+// a shutdown 503 with Retry-After (the writer of the error body sets it).
 func (a *api) control(w http.ResponseWriter, r *http.Request) error {
 	runID, err := pathID(r, "run_id")
 	if err != nil {
@@ -201,7 +202,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	}
 	if a.s.stop.Err() != nil {
 		w.Header().Set("Retry-After", "1")
-		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
+		return shuttingDown()
 	}
 	release, err := a.s.acquire(user)
 	if err != nil {

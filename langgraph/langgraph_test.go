@@ -529,6 +529,54 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
+// Shutdown ends a pending control long-poll at once, whatever its wait,
+// with 503 UNAVAILABLE and Retry-After (a producer polls again, elsewhere
+// or after the restart), so that the poll does not hold a graceful
+// shutdown; a poll after Shutdown is refused alike.
+func TestShutdownEndsControlLongPoll(t *testing.T) {
+	f := newFixture(t, langgraph.Config{ControlMax: time.Hour})
+	f.mustPush(t, "r1", 0, 1, "")
+	type answer struct {
+		status     int
+		retryAfter string
+		body       map[string]any
+	}
+	// Cancelled first at the end: without the fix the poll would hold the
+	// server's Close for its hour.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	poll := func() answer {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/api/runs/r1/stream-control?wait=1h", nil)
+		if err != nil {
+			t.Error(err)
+			return answer{}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return answer{status: -1, body: map[string]any{"error": err.Error()}}
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), body}
+	}
+	polled := make(chan answer, 1)
+	go func() { polled <- poll() }()
+	waitFor(t, func() bool { return langgraph.ControlWaiters(f.svc, "r1") == 1 })
+	f.svc.Shutdown()
+	var got answer
+	select {
+	case got = <-polled:
+	case <-time.After(time.Minute): // the poll's wait is an hour
+		t.Fatal("the long-poll pending at Shutdown did not end")
+	}
+	for i, a := range []answer{got, poll()} {
+		if a.status != http.StatusServiceUnavailable || a.retryAfter == "" || a.body["code"] != string(runstream.CodeUnavailable) {
+			t.Errorf("poll %d during shutdown: %d Retry-After %q %v; want 503 UNAVAILABLE with Retry-After", i, a.status, a.retryAfter, a.body)
+		}
+	}
+}
+
 // The SDK reconnects only when the body breaks: lifetime expiry and
 // shutdown must abort the connection, not end the body cleanly.
 func TestJoinAbortsOnLifetimeExpiry(t *testing.T) {

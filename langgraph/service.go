@@ -154,8 +154,16 @@ func New(store runchunks.Store, hub *live.Hub, cfg Config) *Service {
 }
 
 // Shutdown aborts every join stream (their clients reconnect, to another
-// instance or after the restart) and refuses new ones.
+// instance or after the restart) and refuses new ones; it ends the pending
+// control long-polls at once, and refuses new ones, with UNAVAILABLE (503
+// with Retry-After: the producer polls again, on another instance or
+// after the restart), so that none holds a graceful shutdown for its wait.
 func (s *Service) Shutdown() { s.cancel() }
+
+// shuttingDown is the error of a request refused or ended by Shutdown.
+func shuttingDown() error {
+	return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
+}
 
 // acquire counts one more open join stream of user, or answers
 // RATE_LIMITED when user has MaxPerUser open; release uncounts it.
@@ -456,8 +464,12 @@ const controlPoll = time.Second
 
 // Control answers the producer's long-poll: the run's state once a cancel
 // request is pending or the run ended, or after wait (at most ControlMax).
-// Another user's run is CodeNotFound.
+// Another user's run is CodeNotFound. Once Shutdown is called, a pending
+// long-poll ends at once and a new one is refused, both CodeUnavailable.
 func (s *Service) Control(ctx context.Context, user, runID string, wait time.Duration) (Answer, error) {
+	if s.stop.Err() != nil {
+		return Answer{}, shuttingDown()
+	}
 	wait = min(max(wait, 0), s.cfg.ControlMax)
 	ch, stop := s.watch(runID)
 	defer stop()
@@ -478,6 +490,8 @@ func (s *Service) Control(ctx context.Context, user, runID string, wait time.Dur
 			return answerOf(run), nil
 		case <-ctx.Done():
 			return Answer{}, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "the long-poll was cancelled")
+		case <-s.stop.Done():
+			return Answer{}, shuttingDown()
 		case <-ch:
 		case <-tick.C:
 		}
