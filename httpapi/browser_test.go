@@ -147,9 +147,20 @@ func TestBrowserFollowsAndResumes(t *testing.T) {
 		evaluate(`window.seen`, &ids)
 		return ids
 	}
+	// waitFor polls cond until it holds, failing at once when the page's
+	// EventSource gave up (readyState 2, closed, before the terminal
+	// event): nothing it waits for can come then.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			var page struct {
+				Done       bool
+				ReadyState int
+			}
+			evaluate(`({done: window.done, readyState: es.readyState})`, &page)
+			if page.ReadyState == 2 && !page.Done {
+				t.Fatalf("the EventSource gave up while waiting for %s; the page saw %v", what, seen())
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("timed out waiting for %s; the page saw %v", what, seen())
 			}

@@ -23,7 +23,8 @@ import (
 
 // uiPage is a headless Chromium tab on a serve process's web UI. It
 // collects the console's errors and exceptions; the test fails on any that
-// allow does not excuse.
+// allow does not excuse. A failing test logs the tab's network and console
+// trace (traceBrowser).
 type uiPage struct {
 	t     *testing.T
 	ctx   context.Context
@@ -72,6 +73,7 @@ func openUI(t *testing.T, base string, opts ...chromedp.ExecAllocatorOption) *ui
 	if err := chromedp.Do(browser, chromedp.Navigate("about:blank"), chromedp.WaitReady("body")); err != nil {
 		t.Fatalf("start Chromium: %v", err)
 	}
+	traceBrowser(t, browser)
 	messages := chromedp.Console(browser)
 	go func() {
 		for m, err := range messages {
@@ -556,14 +558,17 @@ func TestWebUIThread(t *testing.T) {
 	ui.shot("thread-reviewed")
 	ui.checkLabels("the thread page")
 
-	// Live: a new message appears once.
-	apiCall(t, "POST", p.base+"/api/threads/th_ui/runs/tr_1/events", "application/json", `{"events":[{"event_type":"llm.human.input","content":{"type":"human","content":"a live message"},"metadata":{"caller":"lead_agent"}}]}`, 201, nil)
-	ui.wait("the live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "a live message")`)
-	time.Sleep(500 * time.Millisecond)
+	// Live: a new message appears once. A later one, which the stream
+	// delivers after it, shows when the page has applied all it will of
+	// the first (a condition, not a pause).
+	for _, text := range []string{"a live message", "a later message"} {
+		apiCall(t, "POST", p.base+"/api/threads/th_ui/runs/tr_1/events", "application/json", `{"events":[{"event_type":"llm.human.input","content":{"type":"human","content":"`+text+`"},"metadata":{"caller":"lead_agent"}}]}`, 201, nil)
+	}
+	ui.wait("the later live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "a later message")`)
 	var n int
 	ui.eval(`[...document.querySelectorAll("#messages .msg .text")].filter(e => e.textContent === "a live message").length + document.querySelectorAll("#messages .msg").length * 1000`, &n)
-	if n != 46*1000+1 {
-		t.Errorf("after the live message: %d messages, %d live copies; want 46 and 1", n/1000, n%1000)
+	if n != 47*1000+1 {
+		t.Errorf("after the live messages: %d messages, %d copies of the first; want 47 and 1", n/1000, n%1000)
 	}
 
 	// At 360 px the page has no horizontal scrolling.
@@ -679,11 +684,14 @@ func TestWebUIThreadResumesAfterRestart(t *testing.T) {
 	say("after the restart")
 	ui.wait("the second live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "after the restart")`)
 	ui.wait("the stream back", `!document.querySelector("#reconnecting")`)
-	time.Sleep(500 * time.Millisecond)
+	// A last message, written once the stream is back: when it shows,
+	// the page has applied what it will of the messages before it.
+	say("the last message")
+	ui.wait("the last live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "the last message")`)
 	var seqs []int
 	ui.eval(`[...document.querySelectorAll("#messages .msg")].map(e => Number(e.dataset.seq))`, &seqs)
-	if len(seqs) != 22 {
-		t.Errorf("%d messages shown, want 20 + 2: seqs %v", len(seqs), seqs)
+	if len(seqs) != 23 {
+		t.Errorf("%d messages shown, want 20 + 3: seqs %v", len(seqs), seqs)
 	}
 	for i := 1; i < len(seqs); i++ {
 		if seqs[i] <= seqs[i-1] {
