@@ -150,9 +150,12 @@ func putThreadRunStatus(ctx context.Context, tx pgx.Tx, r runchunks.Run) (outcom
 	err = tx.QueryRow(ctx, "SELECT owner_id FROM thread_runs WHERE thread_id = $1 AND run_id = $2 FOR UPDATE", r.ThreadID, r.RunID).Scan(&owner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		_, err = tx.Exec(ctx, `INSERT INTO thread_runs (`+threadRunColumns+`)
-			VALUES ($1, $2, $3, $4, 'run', '', '{}', 0, 0, 0, 0, 0, 0, 0, NULL, $5, 0, $5, 0)`,
-			r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.UpdatedAt)
+		var args []any
+		_, args, err = runRowArgs(runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, Status: r.Status,
+			CreatedAt: r.UpdatedAt, UpdatedAt: r.UpdatedAt}, r.UpdatedAt)
+		if err == nil {
+			_, err = tx.Exec(ctx, putRunSQL, args...)
+		}
 	case err != nil:
 	case owner != r.OwnerID:
 		return runchunks.NotFound(r.RunID), nil

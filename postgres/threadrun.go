@@ -68,29 +68,15 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 
 // PutRun creates or updates the run row.
 func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
-	r, err := runevents.PrepareRunRow(r, time.Now())
+	r, args, err := runRowArgs(r, time.Now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	var byModel *string
-	if r.Usage.ByModel != nil {
-		b, err := json.Marshal(r.Usage.ByModel)
-		if err != nil {
-			return runevents.ThreadRun{}, runstream.Wrap(err, runstream.CodeInvalidArgument, "run usage by model cannot be encoded")
-		}
-		text := string(b)
-		byModel = &text
-	}
-	u := r.Usage
 	var (
 		created time.Time
 		offset  int32
 	)
-	err = s.pool.QueryRow(ctx, putRunSQL, r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName,
-		string(r.Metadata), u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
-		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
-		r.AssistantID, string(r.Kwargs), r.MultitaskStrategy, r.MessageCount, r.StopReason,
-		r.CreatedAt, zoneOffset(r.CreatedAt), r.UpdatedAt, zoneOffset(r.UpdatedAt)).Scan(&created, &offset)
+	err = s.pool.QueryRow(ctx, putRunSQL, args...).Scan(&created, &offset)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows): // another owner's row: nothing written
 		return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
@@ -99,6 +85,30 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 	}
 	r.CreatedAt = inOffset(created, offset)
 	return r, nil
+}
+
+// runRowArgs prepares r (runevents.PrepareRunRow, now for its missing
+// times) and returns it with putRunSQL's arguments.
+func runRowArgs(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, []any, error) {
+	r, err := runevents.PrepareRunRow(r, now)
+	if err != nil {
+		return r, nil, err
+	}
+	var byModel *string
+	if r.Usage.ByModel != nil {
+		b, err := json.Marshal(r.Usage.ByModel)
+		if err != nil {
+			return r, nil, runstream.Wrap(err, runstream.CodeInvalidArgument, "run usage by model cannot be encoded")
+		}
+		text := string(b)
+		byModel = &text
+	}
+	u := r.Usage
+	return r, []any{r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName,
+		string(r.Metadata), u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
+		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		r.AssistantID, string(r.Kwargs), r.MultitaskStrategy, r.MessageCount, r.StopReason,
+		r.CreatedAt, zoneOffset(r.CreatedAt), r.UpdatedAt, zoneOffset(r.UpdatedAt)}, nil
 }
 
 // zoneOffset is t's UTC offset in seconds.

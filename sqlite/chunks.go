@@ -145,10 +145,12 @@ func putThreadRunStatus(ctx context.Context, tx *sql.Tx, r runchunks.Run) (outco
 	err = tx.QueryRowContext(ctx, "SELECT owner_id FROM thread_runs WHERE thread_id = ? AND run_id = ?", r.ThreadID, r.RunID).Scan(&owner)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		now := micros0(r.UpdatedAt)
-		_, err = tx.ExecContext(ctx, `INSERT INTO thread_runs (`+threadRunColumns+`)
-			VALUES (?, ?, ?, ?, 'run', '', '{}', 0, 0, 0, 0, 0, 0, 0, NULL, ?, 0, ?, 0)`,
-			r.ThreadID, r.RunID, r.OwnerID, string(r.Status), now, now)
+		var args []any
+		_, args, err = runRowArgs(runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, Status: r.Status,
+			CreatedAt: r.UpdatedAt, UpdatedAt: r.UpdatedAt}, r.UpdatedAt)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, putRunSQL, args...)
+		}
 	case err != nil:
 	case owner != r.OwnerID:
 		return runchunks.NotFound(r.RunID), nil

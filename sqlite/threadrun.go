@@ -69,25 +69,34 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 	WHERE thread_runs.owner_id = excluded.owner_id
 	RETURNING created_at, created_offset`
 
+// runRowArgs prepares r (runevents.PrepareRunRow, now for its missing
+// times) and returns it with putRunSQL's arguments.
+func runRowArgs(r runevents.ThreadRun, now time.Time) (runevents.ThreadRun, []any, error) {
+	r, err := runevents.PrepareRunRow(r, now)
+	if err != nil {
+		return r, nil, err
+	}
+	byModel, err := usageByModelText(r.Usage.ByModel)
+	if err != nil {
+		return r, nil, err
+	}
+	u := r.Usage
+	return r, []any{r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName, string(r.Metadata),
+		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
+		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
+		r.AssistantID, string(r.Kwargs), r.MultitaskStrategy, r.MessageCount, r.StopReason,
+		r.CreatedAt.UnixMicro(), zoneOffset(r.CreatedAt), r.UpdatedAt.UnixMicro(), zoneOffset(r.UpdatedAt)}, nil
+}
+
 // PutRun creates or updates the run row.
 func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents.ThreadRun, error) {
 	if err := checkDBOpen(s.db); err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	r, err := runevents.PrepareRunRow(r, time.Now())
+	r, args, err := runRowArgs(r, time.Now())
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	byModel, err := usageByModelText(r.Usage.ByModel)
-	if err != nil {
-		return runevents.ThreadRun{}, err
-	}
-	u := r.Usage
-	args := []any{r.ThreadID, r.RunID, r.OwnerID, string(r.Status), r.OperationKind, r.ModelName, string(r.Metadata),
-		u.TotalInputTokens, u.TotalOutputTokens, u.TotalTokens, u.LLMCallCount,
-		u.LeadAgentTokens, u.SubagentTokens, u.MiddlewareTokens, byModel,
-		r.AssistantID, string(r.Kwargs), r.MultitaskStrategy, r.MessageCount, r.StopReason,
-		r.CreatedAt.UnixMicro(), zoneOffset(r.CreatedAt), r.UpdatedAt.UnixMicro(), zoneOffset(r.UpdatedAt)}
 	var (
 		stored        bool
 		created       int64
