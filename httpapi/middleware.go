@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/httprec"
 	"github.com/runstream/runstream/redact"
 )
 
@@ -37,33 +38,6 @@ func newRequestID() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
-
-// statusRecorder remembers the status and size of a response. It passes
-// Flush and deadlines through via Unwrap, so http.ResponseController works
-// on the wrapped writer.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type metrics struct {
 	requests *prometheus.CounterVec
@@ -106,7 +80,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = s.deadlineBody(w, http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &httprec.Writer{ResponseWriter: w}
 		s.metrics.inFlight.Inc()
 		defer func() {
 			if p := recover(); p != nil {
@@ -116,7 +90,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 				}
 				s.logger.LogAttrs(r.Context(), slog.LevelError, "panic in handler",
 					slog.String("request_id", id), slog.String("panic", redact.Text(fmt.Sprint(p))))
-				if rec.status == 0 {
+				if rec.Status == 0 {
 					s.writeError(rec, r, runstream.Wrap(errors.New("handler panic"), runstream.CodeInternal, "internal error"))
 				}
 			}
@@ -124,7 +98,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 				return // the stream that took the request over finishes it
 			}
 			entry.describe(r)
-			entry.finish(rec.status, rec.bytes)
+			entry.finish(rec.Status, rec.Bytes)
 		}()
 		next.ServeHTTP(rec, r)
 	})

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/runstream/runstream/internal/httprec"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -62,11 +63,11 @@ func Handler(h http.Handler, pattern func(*http.Request) string) http.Handler {
 		}
 		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		st := &serverSpan{span: span, header: w.Header()}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &httprec.Writer{ResponseWriter: w}
 		defer func() {
 			if !st.isDetached() {
 				st.recordRequestID()
-				st.end(rec.status, rec.bytes)
+				st.end(rec.Status, rec.Bytes)
 			}
 		}()
 		h.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, serverSpanKey{}, st)))
@@ -156,33 +157,6 @@ func StreamResumed(ctx context.Context, cursor int64) {
 	}
 	span.AddEvent("stream.resume", trace.WithAttributes(attribute.Int64("runstream.stream.cursor", cursor)))
 }
-
-// statusRecorder remembers the status and size of a response. Unwrap lets
-// http.ResponseController reach the writer underneath (flushes, deadlines,
-// taking the connection over).
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Transport returns rt (http.DefaultTransport when nil) with a client span
 // per request whose context holds a span, a child of that span, and the
