@@ -73,7 +73,7 @@ func crashThreadIngest(t *testing.T, backend string) {
 	args := append(backendArgs(t, backend, dir), "--workers", "0", "--max-streams-per-user", "-1")
 	addr := freePort(t)
 	srv := startServer(t, dir, addr, args...)
-	base := srv.base
+	base := srv.Base()
 
 	acked.Store(0)
 	replayed.Store(0)
@@ -117,15 +117,15 @@ func crashThreadIngest(t *testing.T, backend string) {
 	for acked.Load() < killAt && time.Now().Before(killDeadline) {
 		time.Sleep(time.Millisecond)
 	}
-	srv.kill()
+	srv.Kill()
 	ackedAtKill := acked.Load()
-	killedLog := srv.log()
+	killedLog := srv.Log()
 	srv = startServer(t, dir, addr, args...)
 	pwg.Wait()
 	t.Logf("%s: killed after %d of %d batches were acknowledged; %d retries answered with the first response (replayed)",
 		backend, ackedAtKill, total, replayed.Load())
 	if len(fails) > 0 || len(stuck) > 0 {
-		t.Fatalf("failed producers %v, stuck producers %v\nlog before the kill:\n%s\nlog after:\n%s", fails, stuck, killedLog, srv.log())
+		t.Fatalf("failed producers %v, stuck producers %v\nlog before the kill:\n%s\nlog after:\n%s", fails, stuck, killedLog, srv.Log())
 	}
 
 	// The store: every batch once, seqs 1..N, acknowledged records as

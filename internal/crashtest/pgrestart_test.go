@@ -111,7 +111,7 @@ func TestPostgresRestart(t *testing.T) {
 	var followers []*follower
 	var fwg sync.WaitGroup
 	for i := range 4 {
-		f := &follower{url: instances[i%2].base + "/api/threads/t1/stream"}
+		f := &follower{url: instances[i%2].Base() + "/api/threads/t1/stream"}
 		followers = append(followers, f)
 		fwg.Go(func() { f.run(ctx) })
 	}
@@ -134,7 +134,7 @@ func TestPostgresRestart(t *testing.T) {
 						problems <- fmt.Sprintf("producer %d stuck at batch %d", p, n)
 						return
 					}
-					req, _ := http.NewRequest("POST", instances[p].base+"/api/threads/t1/runs/r1/events", strings.NewReader(body))
+					req, _ := http.NewRequest("POST", instances[p].Base()+"/api/threads/t1/runs/r1/events", strings.NewReader(body))
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("Idempotency-Key", fmt.Sprintf("p%d-%d", p, n))
 					resp, err := client.Do(req)
@@ -183,7 +183,7 @@ func TestPostgresRestart(t *testing.T) {
 		t.Error("no append was answered 503 during the outage: the restart did not happen mid-stream")
 	}
 
-	rows := threadRows(t, a.base, "t1")
+	rows := threadRows(t, a.Base(), "t1")
 	if len(rows) != 2*batches {
 		t.Errorf("the thread holds %d rows; want %d (each batch once)", len(rows), 2*batches)
 	}

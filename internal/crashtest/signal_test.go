@@ -18,7 +18,7 @@ import (
 func startUpload(t *testing.T, srv *server) (send func() (*http.Response, error)) {
 	t.Helper()
 	body := `{"events":[{"event_type":"run.start","content":{"chain":null},"metadata":{"caller":"lead_agent"}}]}`
-	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.base, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.Base(), "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +45,16 @@ func TestSignals(t *testing.T) {
 		dir := t.TempDir()
 		srv := startServer(t, dir, freePort(t), backendArgs(t, "sqlite", dir)...)
 		send := startUpload(t, srv)
-		srv.cmd.Process.Signal(syscall.SIGTERM)
+		srv.Signal(syscall.SIGTERM)
 		waitRefused(t, srv)
 		resp, err := send()
 		if err != nil || resp.StatusCode != http.StatusCreated {
-			t.Fatalf("the append in flight at SIGTERM: %v %v; want 201\n%s", resp, err, srv.log())
+			t.Fatalf("the append in flight at SIGTERM: %v %v; want 201\n%s", resp, err, srv.Log())
 		}
 		select {
-		case <-srv.done:
-			if srv.err != nil {
-				t.Errorf("serve exited with %v after SIGTERM; want 0\n%s", srv.err, srv.log())
+		case <-srv.Done():
+			if srv.Err() != nil {
+				t.Errorf("serve exited with %v after SIGTERM; want 0\n%s", srv.Err(), srv.Log())
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatal("serve still runs 30 s after SIGTERM")
@@ -64,16 +64,16 @@ func TestSignals(t *testing.T) {
 		dir := t.TempDir()
 		srv := startServer(t, dir, freePort(t), backendArgs(t, "sqlite", dir)...)
 		startUpload(t, srv) // never finished: the drain would wait for it
-		srv.cmd.Process.Signal(syscall.SIGTERM)
+		srv.Signal(syscall.SIGTERM)
 		waitRefused(t, srv)
 		select {
-		case <-srv.done:
-			t.Fatalf("serve exited (%v) with a request in flight; want it to wait for the request", srv.err)
+		case <-srv.Done():
+			t.Fatalf("serve exited (%v) with a request in flight; want it to wait for the request", srv.Err())
 		default:
 		}
-		srv.cmd.Process.Signal(syscall.SIGTERM)
+		srv.Signal(syscall.SIGTERM)
 		select {
-		case <-srv.done:
+		case <-srv.Done():
 		case <-time.After(10 * time.Second):
 			t.Fatal("serve still runs 10 s after a second SIGTERM")
 		}
@@ -86,7 +86,7 @@ func waitRefused(t *testing.T, srv *server) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.base, "http://"))
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.Base(), "http://"))
 		if err != nil {
 			return
 		}

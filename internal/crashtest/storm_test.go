@@ -121,9 +121,9 @@ func TestStormOverHistory(t *testing.T) {
 		}
 		sf := stormFollower{cursor: cursor}
 		if onThread {
-			sf.f, sf.end = &follower{url: srv.base + "/api/threads/storm/stream"}, threadEnd
+			sf.f, sf.end = &follower{url: srv.Base() + "/api/threads/storm/stream"}, threadEnd
 		} else {
-			sf.f, sf.end = &follower{url: srv.base + "/api/workflows/runs/" + run.ID + "/stream"}, runEnd
+			sf.f, sf.end = &follower{url: srv.Base() + "/api/workflows/runs/" + run.ID + "/stream"}, runEnd
 		}
 		if cursor > 0 {
 			sf.f.frames = []frame{{id: strconv.FormatInt(cursor, 10)}} // resume point; dropped below
@@ -139,7 +139,7 @@ func TestStormOverHistory(t *testing.T) {
 		for e := range growSize {
 			events = append(events, fmt.Sprintf(`{"event_type":"run.start","content":{"chain":null,"grow":%d},"metadata":{"caller":"lead_agent"}}`, b*growSize+e))
 		}
-		resp, err := client.Post(instances[b%2].base+"/api/threads/storm/runs/r1/events", "application/json", strings.NewReader(`{"events":[`+join(events)+`]}`))
+		resp, err := client.Post(instances[b%2].Base()+"/api/threads/storm/runs/r1/events", "application/json", strings.NewReader(`{"events":[`+join(events)+`]}`))
 		if err != nil {
 			t.Fatal(err)
 		}

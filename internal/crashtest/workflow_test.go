@@ -49,7 +49,7 @@ func crashWorkflowRun(t *testing.T, backend string) {
 	args := append(backendArgs(t, backend, dir), "--workers", "4", "--lease-duration", leaseDuration, "--max-streams-per-user", "-1")
 	addr := freePort(t)
 	srv := startServer(t, dir, addr, args...)
-	base := srv.base
+	base := srv.Base()
 
 	var wf struct{ WorkflowID string }
 	postJSON(t, base+"/api/workflows", crashWorkflow, &wf)
@@ -71,19 +71,19 @@ func crashWorkflowRun(t *testing.T, backend string) {
 	for i, f := range followers {
 		for !f.saw(string(workflow.EventNodeProgress)) {
 			if time.Now().After(deadline) {
-				t.Fatalf("run %s did not start its first node:\n%s", ids[i], srv.log())
+				t.Fatalf("run %s did not start its first node:\n%s", ids[i], srv.Log())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	srv.kill()
+	srv.Kill()
 	srv = startServer(t, dir, addr, args...)
 
 	deadline = time.Now().Add(90 * time.Second)
 	for i, f := range followers {
 		for !f.saw(string(workflow.EventRunCompleted)) && !f.saw(string(workflow.EventRunFailed)) && !f.saw(string(workflow.EventRunCancelled)) {
 			if time.Now().After(deadline) {
-				t.Fatalf("run %s did not end after the takeover; its events %v\n%s", ids[i], f.events(), srv.log())
+				t.Fatalf("run %s did not end after the takeover; its events %v\n%s", ids[i], f.events(), srv.Log())
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

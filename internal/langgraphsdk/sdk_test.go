@@ -80,14 +80,14 @@ func TestSDKJoinAcrossCutAndRestart(t *testing.T) {
 			if backend == "postgres" {
 				b = startServer(t, store)
 			}
-			px := startProxy(t, b.addr)
+			px := startProxy(t, b.Addr())
 			api := px.base() + "/api"
 			threadID, runID := ids("join")
 			chunks, secret := script(threadID, runID, 5)
 			n := len(chunks)
 			n1, n2 := n/3, 2*n/3
 
-			p := producer(t, a.base(), threadID, runID, 0)
+			p := producer(t, a.Base(), threadID, runID, 0)
 			push(t, p, chunks, 0, n1)
 			h := runHarness(t, "join", api, threadID, runID, "-1")
 			h.waitFor(fmt.Sprintf("chunk %d", n1-1), sawID(strconv.Itoa(n1-1)))
@@ -98,23 +98,21 @@ func TestSDKJoinAcrossCutAndRestart(t *testing.T) {
 			}
 			h.waitFor(fmt.Sprintf("chunk %d after the cut", n2-1), sawID(strconv.Itoa(n2-1)))
 
-			a.kill()
-			b.kill()
+			a.Kill()
+			b.Kill()
 			push(t, p, chunks, n2, n) // queued: sent once the server is back
 			px.waitBadGateway()       // the SDK retries its reconnect meanwhile
-			a.start()
+			a.Start()
 			if b != a {
-				b.start()
+				b.Start()
 			}
 			if ans := endRun(t, p, chunkpush.StatusSuccess); ans.NextIndex != int64(n) || ans.Status != "success" {
 				t.Fatalf("end answer %+v", ans)
 			}
 			lines := h.wait()
 			checkExactlyOnce(t, lines, threadID, runID, chunks, secret, nil)
-			joins := checkReconnects(t, lines, threadID, runID)
-			if joins < 3 {
-				t.Fatalf("%d join requests answered 200, want at least 3 (start, after the cut, after the restart):\n%s", joins, dump(lines))
-			}
+			checkReconnects(t, lines, threadID, runID)
+			checkResumedMidStream(t, lines, n1+1)
 
 			if got := sdkCall(t, "get", api, threadID, runID); got.Kind != "result" || !strings.Contains(string(got.Value), `"status":"success"`) {
 				t.Fatalf("runs.get after the end: %+v", got)
@@ -146,14 +144,14 @@ func TestSDKJoinAcrossCutAndRestart(t *testing.T) {
 func TestSDKResumesAfterLifetimeAndShutdown(t *testing.T) {
 	harnessDir(t)
 	s := startServer(t, append(storeArgs(t, "sqlite"), "--max-stream-lifetime", "1s"))
-	px := startProxy(t, s.addr) // as nginx in front: 502 while the server restarts
+	px := startProxy(t, s.Addr()) // as nginx in front: 502 while the server restarts
 	api := px.base() + "/api"
 	threadID, runID := ids("lifetime")
 	chunks, secret := script(threadID, runID, 2)
 	n := len(chunks)
-	// No control long-poll: a pending one holds the graceful shutdown
-	// for its whole wait (25 s), past the SDK's reconnect budget.
-	p := producer(t, s.base(), threadID, runID, -1)
+	// With the control long-poll: the shutdown ends it at once (503), and
+	// the producer polls the restarted server.
+	p := producer(t, s.Base(), threadID, runID, 0)
 	push(t, p, chunks, 0, n/3)
 	h := runHarness(t, "join", api, threadID, runID, "-1")
 	h.waitFor("a reconnect after the stream's lifetime", func(lines []line) bool {
@@ -162,15 +160,65 @@ func TestSDKResumesAfterLifetimeAndShutdown(t *testing.T) {
 	push(t, p, chunks, n/3, 2*n/3)
 	h.waitFor(fmt.Sprintf("chunk %d", 2*n/3-1), sawID(strconv.Itoa(2*n/3-1)))
 	began := time.Now()
-	s.shutdown()
+	s.Terminate()
 	t.Logf("graceful shutdown took %v", time.Since(began).Round(time.Millisecond))
 	push(t, p, chunks, 2*n/3, n)
-	s.start()
+	s.Start()
 	endRun(t, p, chunkpush.StatusSuccess)
 	lines := h.wait()
 	checkExactlyOnce(t, lines, threadID, runID, chunks, secret, nil)
 	if joins := checkReconnects(t, lines, threadID, runID); joins < 3 {
 		t.Fatalf("%d join requests answered 200, want at least 3 (start, after the lifetime, after the shutdown)", joins)
+	}
+}
+
+// checkResumedMidStream checks what a cut of the first join's connection
+// guarantees, whatever the scheduling of the reconnects: that connection
+// (200) yielded chunks up to at least id from and broke without the end,
+// and the SDK's next request resumed from a chunk id (at least from), not
+// from the start; the end came on a later connection answered 200.
+// checkReconnects checks that every request carried the last id yielded.
+func checkResumedMidStream(t *testing.T, lines []line, from int) {
+	t.Helper()
+	type conn struct {
+		lastEventID string
+		status      int
+		last        int // the greatest chunk id yielded, or -1
+		end         bool
+	}
+	var conns []*conn
+	for _, l := range lines {
+		switch {
+		case l.Kind == "request":
+			conns = append(conns, &conn{lastEventID: deref(l.LastEventID), last: -1})
+		case len(conns) == 0:
+		case l.Kind == "response":
+			conns[len(conns)-1].status = l.Status
+		case l.Kind == "event" && l.Event == "end":
+			conns[len(conns)-1].end = true
+		case l.Kind == "event" && l.ID != nil:
+			if id, err := strconv.Atoi(*l.ID); err == nil {
+				conns[len(conns)-1].last = max(conns[len(conns)-1].last, id)
+			}
+		}
+	}
+	if len(conns) < 2 {
+		t.Fatalf("%d join requests, want the first and a reconnect after the cut:\n%s", len(conns), dump(lines))
+	}
+	first, next := conns[0], conns[1]
+	if first.status != 200 || first.last < from || first.end {
+		t.Fatalf("the cut connection: status %d, last chunk id %d, end %t; want 200, chunks up to at least %d, no end:\n%s",
+			first.status, first.last, first.end, from, dump(lines))
+	}
+	if id, err := strconv.Atoi(next.lastEventID); err != nil || id < from {
+		t.Fatalf("the reconnect after the cut sent Last-Event-ID %q, want a chunk id >= %d (a resume, not a restart):\n%s", next.lastEventID, from, dump(lines))
+	}
+	ended := false
+	for _, c := range conns[1:] {
+		ended = ended || c.status == 200 && c.end
+	}
+	if !ended {
+		t.Fatalf("no reconnect answered 200 carried the end:\n%s", dump(lines))
 	}
 }
 
@@ -191,10 +239,10 @@ func countRequests(lines []line) int {
 func TestSDKSeesRunOfDeadProducerEnd(t *testing.T) {
 	harnessDir(t)
 	s := startServer(t, append(storeArgs(t, "sqlite"), "--chunk-lease", "2s"))
-	api := s.base() + "/api"
+	api := s.Base() + "/api"
 	threadID, runID := ids("lease")
 	chunks, secret := script(threadID, runID, 1)
-	p := producer(t, s.base(), threadID, runID, -1)
+	p := producer(t, s.Base(), threadID, runID, -1)
 	push(t, p, chunks, 0, 8)
 	h := runHarness(t, "join", api, threadID, runID, "-1")
 	h.waitFor("chunk 7", sawID("7"))
@@ -210,7 +258,7 @@ func TestSDKSeesRunOfDeadProducerEnd(t *testing.T) {
 	if got := sdkCall(t, "get", api, threadID, runID); got.Kind != "result" || !strings.Contains(string(got.Value), `"status":"error"`) {
 		t.Fatalf("runs.get after the sweep: %+v", got)
 	}
-	late, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: s.base(), ThreadID: threadID, RunID: runID, ControlWait: -1})
+	late, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: s.Base(), ThreadID: threadID, RunID: runID, ControlWait: -1})
 	if !errors.Is(err, chunkpush.ErrFenced) {
 		if late != nil {
 			late.Close()
@@ -226,11 +274,11 @@ func TestSDKSeesRunOfDeadProducerEnd(t *testing.T) {
 func TestSDKGapBelowRetention(t *testing.T) {
 	harnessDir(t)
 	s := startServer(t, append(storeArgs(t, "sqlite"), "--max-chunks-per-run", "5"))
-	api := s.base() + "/api"
+	api := s.Base() + "/api"
 	threadID, runID := ids("gap")
 	chunks, _ := script(threadID, runID, 1)
 	n := len(chunks)
-	p := producer(t, s.base(), threadID, runID, -1)
+	p := producer(t, s.Base(), threadID, runID, -1)
 	push(t, p, chunks, 0, n)
 	endRun(t, p, chunkpush.StatusSuccess)
 
@@ -274,10 +322,10 @@ func TestSDKGapBelowRetention(t *testing.T) {
 func TestSDKCancelRunningRun(t *testing.T) {
 	harnessDir(t)
 	s := startServer(t, storeArgs(t, "sqlite"))
-	api := s.base() + "/api"
+	api := s.Base() + "/api"
 	threadID, runID := ids("cancel")
 	chunks, _ := script(threadID, runID, 1)
-	p := producer(t, s.base(), threadID, runID, 0)
+	p := producer(t, s.Base(), threadID, runID, 0)
 	push(t, p, chunks, 0, 5)
 	h := runHarness(t, "join", api, threadID, runID, "-1")
 	h.waitFor("chunk 4", sawID("4"))
@@ -319,9 +367,9 @@ func TestSDKCancelRunningRun(t *testing.T) {
 	}
 
 	// A run runstream only stores (its row, written through the thread
-	// API, no chunk stream): joining it is 409, cancelling it 409 with
-	// its status.
-	req, err := http.NewRequest(http.MethodPut, s.base()+"/api/threads/"+threadID+"/runs/stored-run", strings.NewReader(`{"status":"running"}`))
+	// API, no chunk stream): joining it is 409, cancelling it 409 as
+	// DeerFlow answers a running run not active on its worker.
+	req, err := http.NewRequest(http.MethodPut, s.Base()+"/api/threads/"+threadID+"/runs/stored-run", strings.NewReader(`{"status":"running"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +385,7 @@ func TestSDKCancelRunningRun(t *testing.T) {
 	if got := sdkCall(t, "join", api, threadID, "stored-run", "-1"); got.Kind != "error" || got.Status != 409 {
 		t.Fatalf("joinStream of a stored-only run: %+v", got)
 	}
-	if got := sdkCall(t, "cancel", api, threadID, "stored-run", "0", "interrupt"); got.Kind != "error" || got.Status != 409 || !strings.Contains(got.Message, "not cancellable (status: running)") {
+	if got := sdkCall(t, "cancel", api, threadID, "stored-run", "0", "interrupt"); got.Kind != "error" || got.Status != 409 || !strings.Contains(got.Message, "Run stored-run is not active on this worker and cannot be cancelled") {
 		t.Fatalf("runs.cancel of a stored-only run: %+v", got)
 	}
 }

@@ -2,179 +2,37 @@ package langgraphsdk_test
 
 import (
 	"bufio"
-	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/runstream/runstream/internal/binarytest"
 )
 
-// binary is the runstream binary TestMain builds.
-var binary string
+func TestMain(m *testing.M) { binarytest.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "runstream-langgraphsdk-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "runstream")
-	build := exec.Command("go", "build", "-o", binary, "github.com/runstream/runstream/cmd/runstream")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build runstream:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// server is one runstream serve process on a fixed address, restartable.
-type server struct {
-	t    *testing.T
-	dir  string
-	addr string
-	args []string
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs []string // the log files of every start
-}
-
-// freeAddr returns a loopback address nothing listens on now, for a
-// server that must come back on the same address after a restart.
-func freeAddr(t *testing.T) string {
+// startServer runs serve on a free address with the store args, in a
+// data directory of the test, and waits until it listens. The server
+// restarts on the same address and store (Kill, then Start); the logs of
+// all its starts are shown when the test fails.
+func startServer(t *testing.T, store []string) *binarytest.Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startServer runs serve on a free address with the store args and waits
-// until it listens.
-func startServer(t *testing.T, store []string) *server {
-	t.Helper()
-	s := &server{t: t, dir: t.TempDir(), addr: freeAddr(t), args: store}
+	s := binarytest.Start(t, t.TempDir(), binarytest.FreeAddr(t), store...)
 	t.Cleanup(func() {
-		s.kill()
+		s.Kill()
 		if t.Failed() {
-			for _, name := range s.logs {
+			for _, name := range s.LogFiles() {
 				b, _ := os.ReadFile(name)
 				t.Logf("%s:\n%s", name, b)
 			}
 		}
 	})
-	s.start()
 	return s
-}
-
-func (s *server) base() string { return "http://" + s.addr }
-
-// start runs the process and waits until it listens.
-func (s *server) start() {
-	s.t.Helper()
-	logFile, err := os.CreateTemp(s.dir, "serve-*.log")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer logFile.Close()
-	args := append([]string{"serve", "--addr", s.addr, "--log-level", "WARN", "--data-dir", s.dir}, s.args...)
-	cmd := exec.Command(binary, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.logs = append(s.logs, logFile.Name())
-	s.mu.Unlock()
-	listening := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		found := false
-		for sc.Scan() {
-			if !found && strings.Contains(sc.Text(), "listening on") {
-				found = true
-				listening <- true
-			}
-		}
-		if !found {
-			listening <- false
-		}
-	}()
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	select {
-	case ok := <-listening:
-		if !ok {
-			s.t.Fatalf("serve exited before listening (log %s)", logFile.Name())
-		}
-	case <-time.After(60 * time.Second):
-		s.t.Fatal("serve did not listen within 60 s")
-	}
-}
-
-// kill ends the process with SIGKILL and waits for it.
-func (s *server) kill() {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
-
-// shutdown ends the process with SIGTERM (a graceful shutdown) and waits
-// for it.
-func (s *server) shutdown() {
-	s.t.Helper()
-	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.mu.Unlock()
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		s.t.Fatal("serve did not shut down within a minute of SIGTERM")
-	}
-}
-
-// restart kills the process and starts it again on the same address and
-// store.
-func (s *server) restart() {
-	s.t.Helper()
-	s.kill()
-	s.start()
 }
 
 // storeArgs returns the serve flags of a fresh store: a SQLite file in a
@@ -186,25 +44,7 @@ func storeArgs(t *testing.T, backend string) []string {
 	case "sqlite":
 		return []string{"--store", "sqlite:" + filepath.Join(t.TempDir(), "runstream.db")}
 	case "postgres":
-		url := os.Getenv("RUNSTREAM_TEST_POSTGRES_URL")
-		if url == "" {
-			t.Skip("RUNSTREAM_TEST_POSTGRES_URL is not set: skipping the PostgreSQL run of the LangGraph SDK test")
-		}
-		schema := fmt.Sprintf("rs_lgsdk_%d", time.Now().UnixNano())
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-				return
-			}
-			defer conn.Close(ctx)
-			if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
-		return []string{"--store", url, "--postgres-schema", schema}
+		return binarytest.PostgresStore(t, "rs_lgsdk_", "the PostgreSQL run of the LangGraph SDK test")
 	}
 	t.Fatalf("unknown backend %q", backend)
 	return nil
