@@ -136,6 +136,13 @@ func matrixRows() map[string]matrixRow {
 		"GET /api/threads/{thread_id}/runs/{run_id}/join":                      {kind: owned, status: 409},
 		"GET /api/threads/{thread_id}/runs/{run_id}/stream":                    {kind: owned, status: 409},
 		"POST /api/threads/{thread_id}/runs/{run_id}/stream":                   {kind: owned, status: 409},
+		// The LangGraph run stream: a push to a new run of the caller's
+		// thread creates it; the fixture's run is a row without a chunk
+		// stream, whose control poll is NOT_FOUND for its owner too.
+		"POST /api/runs/{run_id}/stream-chunks": {kind: ownedWrite, status: 200, mutates: true, body: func(f matrixFixture) string {
+			return `{"thread_id":"` + f.threadID + `","epoch":1}`
+		}},
+		"GET /api/runs/{run_id}/stream-control": {kind: owned, status: 404},
 	}
 }
 
