@@ -577,6 +577,43 @@ func TestShutdownEndsControlLongPoll(t *testing.T) {
 	}
 }
 
+// Shutdown ends a cancel's wait for the run's end (wait=1) at once with
+// 503: the request stays stored for the producer, and the wait does not
+// hold the graceful shutdown until the run ends.
+func TestShutdownEndsCancelWait(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // first: without the fix the wait would hold the server's Close
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.url+"/api/threads/t1/runs/r1/cancel?wait=1&action=interrupt", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- -1
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	waitFor(t, func() bool {
+		run, _ := f.store.GetRun(context.Background(), "r1")
+		return run.Cancel != nil
+	})
+	f.svc.Shutdown()
+	select {
+	case status := <-done:
+		if status != http.StatusServiceUnavailable {
+			t.Fatalf("cancel wait=1 during shutdown: %d, want 503", status)
+		}
+	case <-time.After(time.Minute): // the run never ends
+		t.Fatal("the cancel's wait pending at Shutdown did not end")
+	}
+	if run, err := f.store.GetRun(context.Background(), "r1"); err != nil || run.Cancel == nil || run.Cancel.Action != "interrupt" {
+		t.Fatalf("the stored cancel request after the shutdown: %+v, %v", run, err)
+	}
+}
+
 // The SDK reconnects only when the body breaks: lifetime expiry and
 // shutdown must abort the connection, not end the body cleanly.
 func TestJoinAbortsOnLifetimeExpiry(t *testing.T) {

@@ -523,7 +523,8 @@ const (
 
 // Cancel stores a cancel request (action "interrupt" or "rollback") on
 // the run of threadID; with wait it returns once the run ended, or when
-// ctx ends. A run that has ended is CodeConflict "Run <id> is not
+// ctx ends or Shutdown is called (CodeUnavailable: the request is stored,
+// the wait is not). A run that has ended is CodeConflict "Run <id> is not
 // cancellable (status: <s>)"; an unknown or other user's run CodeNotFound.
 func (s *Service) Cancel(ctx context.Context, user, threadID, runID, action string, wait bool) (CancelOutcome, error) {
 	if action != "interrupt" && action != "rollback" {
@@ -557,6 +558,8 @@ func (s *Service) Cancel(ctx context.Context, user, threadID, runID, action stri
 		select {
 		case <-ctx.Done():
 			return 0, runstream.Wrap(ctx.Err(), runstream.CodeUnavailable, "the wait for the run's end was cancelled")
+		case <-s.stop.Done():
+			return 0, shuttingDown() // the request is stored; the wait ends with the server
 		case <-sub.Ready():
 			sub.Take()
 		case <-tick.C:
