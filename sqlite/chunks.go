@@ -286,5 +286,8 @@ func (s *ChunkStore) DeleteEndedChunks(ctx context.Context, before time.Time) (i
 		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return 0, err // n may still be written by a write that outlived ctx
+	}
+	return n, nil
 }
