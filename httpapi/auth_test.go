@@ -125,8 +125,15 @@ func TestAuthSessionCookie(t *testing.T) {
 	if ck.Name != sessionCookie || ck.Path != "/api/" || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Secure || ck.MaxAge < 3500 {
 		t.Errorf("cookie %+v", ck)
 	}
-	if got := decodeAs[sessionView](t, rec); got.User != "alice" {
+	got := decodeAs[sessionView](t, rec)
+	if got.User != "alice" {
 		t.Errorf("session %+v", got)
+	}
+	// The browser keeps the cookie until the session ends, not a fraction
+	// of a second less (a stream reconnecting at the end of a session
+	// would go out without it).
+	if kept := time.Now().Add(time.Duration(ck.MaxAge) * time.Second); kept.Before(got.ExpiresAt) {
+		t.Errorf("cookie Max-Age %d s ends before the session (%s)", ck.MaxAge, got.ExpiresAt)
 	}
 	cookie := "Cookie"
 	value := sessionCookie + "=" + ck.Value

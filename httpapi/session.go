@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"math"
 	"net/http"
 	"time"
 
@@ -88,7 +89,7 @@ func (s *Server) sessionCookie(value string, expires time.Time) *http.Cookie {
 		Value:    value,
 		Path:     "/api/",
 		Expires:  expires,
-		MaxAge:   max(int(time.Until(expires).Seconds()), 1),
+		MaxAge:   max(int(math.Ceil(time.Until(expires).Seconds())), 1), // not a second short of expires
 		HttpOnly: true,
 		Secure:   s.cfg.Auth.CookieSecure,
 		SameSite: http.SameSiteStrictMode,
