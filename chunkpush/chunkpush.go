@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runstream/runstream/internal/backoff"
 )
 
 // Defaults of Config.
@@ -611,7 +611,7 @@ func (s *Stream) poll() {
 		if err := s.send(ctx, http.MethodGet, u, nil, s.cfg.RequestTimeout+s.cfg.ControlWait, &ans); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("chunkpush: control poll failed", "run_id", s.cfg.RunID, "error", err)
-				sleep(ctx, s.cfg.MaxBackoff)
+				backoff.Sleep(ctx, s.cfg.MaxBackoff)
 			}
 			continue
 		}
@@ -657,23 +657,12 @@ func (s *Stream) send(ctx context.Context, method, u string, body []byte, timeou
 		if errors.As(err, &apiErr) || errors.Is(err, ErrFenced) || ctx.Err() != nil {
 			return err
 		}
-		wait := s.backoff(attempt)
-		if retryAfter > 0 {
-			wait = min(retryAfter, s.cfg.MaxBackoff)
-		}
+		wait := backoff.Policy{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff}.Delay(attempt, retryAfter)
 		s.log.Debug("chunkpush: retrying", "run_id", s.cfg.RunID, "attempt", attempt+1, "wait", wait, "error", err)
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return fmt.Errorf("chunkpush: %w (last: %v)", ctx.Err(), err)
 		}
 	}
-}
-
-func (s *Stream) backoff(attempt int) time.Duration {
-	d := s.cfg.MaxBackoff
-	if attempt < 30 {
-		d = min(s.cfg.MinBackoff<<attempt, s.cfg.MaxBackoff)
-	}
-	return time.Duration(rand.Int64N(int64(d)) + 1)
 }
 
 // attempt makes one request. A retryable failure is returned as a plain
@@ -711,11 +700,7 @@ func (s *Stream) attempt(ctx context.Context, method, u string, body []byte, tim
 		return 0, nil
 	}
 	if retryable(resp.StatusCode) {
-		wait := time.Duration(0)
-		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
-			wait = time.Duration(secs) * time.Second
-		}
-		return wait, fmt.Errorf("chunkpush: HTTP %d", resp.StatusCode)
+		return backoff.RetryAfter(resp.Header), fmt.Errorf("chunkpush: HTTP %d", resp.StatusCode)
 	}
 	apiErr, currentEpoch := decodeError(resp.StatusCode, data)
 	if apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex < 0 &&
@@ -755,16 +740,4 @@ func decodeError(status int, data []byte) (*APIError, int64) {
 		e.ExpectedIndex = *body.Details.ExpectedIndex
 	}
 	return e, max(body.CurrentEpoch, body.Details.CurrentEpoch)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -10,15 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/runstream/runstream/internal/backoff"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -519,27 +518,12 @@ func (w *Writer) send(ctx context.Context, method, u string, body []byte, key st
 		if ctx.Err() != nil {
 			return 0, fmt.Errorf("producer: %w (last: %v)", ctx.Err(), err)
 		}
-		wait := w.backoff(attempt)
-		if retryAfter > wait {
-			wait = min(retryAfter, w.cfg.MaxBackoff)
-		}
+		wait := backoff.Policy{Min: w.cfg.MinBackoff, Max: w.cfg.MaxBackoff}.Delay(attempt, retryAfter)
 		w.log.Debug("producer: retrying", "url", u, "attempt", attempt+1, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return 0, fmt.Errorf("producer: %w (last: %v)", ctx.Err(), err)
 		}
 	}
-}
-
-func (w *Writer) backoff(attempt int) time.Duration {
-	ceiling := w.cfg.MinBackoff << min(attempt, 20)
-	if ceiling > w.cfg.MaxBackoff || ceiling <= 0 {
-		ceiling = w.cfg.MaxBackoff
-	}
-	return time.Duration(rand.Int64N(int64(ceiling) + 1))
 }
 
 func (w *Writer) attempt(ctx context.Context, method, u string, body []byte, key string, into any) (int, time.Duration, error) {
@@ -573,11 +557,7 @@ func (w *Writer) attempt(ctx context.Context, method, u string, body []byte, key
 		if apiErr.Message == "" {
 			apiErr.Message = strings.TrimSpace(string(data[:min(len(data), 200)]))
 		}
-		var retryAfter time.Duration
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			retryAfter = time.Duration(s) * time.Second
-		}
-		return resp.StatusCode, retryAfter, apiErr
+		return resp.StatusCode, backoff.RetryAfter(resp.Header), apiErr
 	}
 	if into != nil {
 		if err := json.Unmarshal(data, into); err != nil {
