@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/runstream/runstream"
@@ -173,6 +174,12 @@ func callerOf(r *http.Request) caller {
 
 // User returns the user id of a request that a Mount route authenticated.
 func User(r *http.Request) string { return userOf(r) }
+
+// CredentialExpires returns when the credential of a request that a Mount
+// route authenticated expires (a JWT's exp, a session's end); zero when it
+// does not. A stream of that request ends then, so that its client
+// re-authenticates.
+func CredentialExpires(r *http.Request) time.Time { return callerOf(r).Expires }
 
 // userOf returns the authenticated caller's user id.
 func userOf(r *http.Request) string { return callerOf(r).User }

@@ -30,6 +30,10 @@ type HTTP struct {
 	// (threadsvc.Service.StoreOnlyRun: 409, or 404 for an unknown run).
 	// Without it such a run is 404.
 	StoreOnly func(ctx context.Context, user, threadID, runID, action string) error
+	// Expires, when set, returns when the caller's credential expires
+	// (zero: never); a join stream is aborted then, as on lifetime
+	// expiry, so that the client re-authenticates and resumes.
+	Expires func(r *http.Request) time.Time
 }
 
 // Routes are the endpoints Mount registers.
@@ -210,7 +214,13 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
-	a.s.Join(w, r, run, cursor, ParseModes(q["stream_mode"]))
+	lifetime := a.s.cfg.MaxLifetime
+	if a.h.Expires != nil {
+		if at := a.h.Expires(r); !at.IsZero() {
+			lifetime = max(min(lifetime, time.Until(at)), time.Millisecond)
+		}
+	}
+	a.s.Join(w, r, run, cursor, ParseModes(q["stream_mode"]), lifetime)
 	return nil
 }
 

@@ -106,10 +106,10 @@ type joiner struct {
 // Join serves the join stream of run (visible to the caller) after
 // cursor: 200 with the Location the SDK reconnects to, the metadata
 // frame, the chunks, then the end; a gap event when the cursor is below
-// what is kept. It returns when the stream ended or the client left; on
-// lifetime expiry and on Shutdown it aborts the connection (panics with
-// http.ErrAbortHandler).
-func (s *Service) Join(w http.ResponseWriter, r *http.Request, run runchunks.Run, cursor int64, modes Modes) {
+// what is kept. It returns when the stream ended or the client left; once
+// lifetime has passed and on Shutdown it aborts the connection (panics
+// with http.ErrAbortHandler).
+func (s *Service) Join(w http.ResponseWriter, r *http.Request, run runchunks.Run, cursor int64, modes Modes, lifetime time.Duration) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -128,15 +128,15 @@ func (s *Service) Join(w http.ResponseWriter, r *http.Request, run runchunks.Run
 	j.buf = append(append(append(j.buf, "event: metadata\ndata: "...), meta...), "\n\n"...)
 	sub := s.hub.Subscribe(StreamKey(run.RunID), j.cursor+1)
 	defer sub.Close()
-	err := j.follow(r.Context(), sub)
+	err := j.follow(r.Context(), sub, lifetime)
 	if errors.Is(err, errAbort) {
 		panic(http.ErrAbortHandler)
 	}
 }
 
 // follow runs the stream until it ends.
-func (j *joiner) follow(ctx context.Context, sub *live.Subscription) error {
-	lifetime := time.NewTimer(j.s.cfg.MaxLifetime)
+func (j *joiner) follow(ctx context.Context, sub *live.Subscription, maxLifetime time.Duration) error {
+	lifetime := time.NewTimer(maxLifetime)
 	defer lifetime.Stop()
 	err := j.catchUp(ctx)
 	for err == nil {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +55,9 @@ type fixture struct {
 	runs  runevents.RunStore
 	clock *clock
 	url   string
+	// credentialExpires is when the callers' credentials expire, in Unix
+	// nanoseconds (0: never): HTTP.Expires.
+	credentialExpires atomic.Int64
 }
 
 func newFixture(t *testing.T, cfg langgraph.Config) *fixture {
@@ -79,7 +83,13 @@ func newFixture(t *testing.T, cfg langgraph.Config) *fixture {
 		}
 		return "local", nil
 	}}, nil, threads)
-	f.svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, StoreOnly: threads.StoreOnlyRun})
+	f.svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, StoreOnly: threads.StoreOnlyRun,
+		Expires: func(*http.Request) time.Time {
+			if at := f.credentialExpires.Load(); at != 0 {
+				return time.Unix(0, at)
+			}
+			return time.Time{}
+		}})
 	srv := httptest.NewServer(api)
 	f.url = srv.URL
 	t.Cleanup(func() {
@@ -619,6 +629,21 @@ func TestShutdownEndsCancelWait(t *testing.T) {
 func TestJoinAbortsOnLifetimeExpiry(t *testing.T) {
 	f := newFixture(t, langgraph.Config{MaxLifetime: 50 * time.Millisecond})
 	f.mustPush(t, "r1", 0, 1, "")
+	events, err := f.join(t, "r1", "-1", "").rest()
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("stream ended with %v after\n%s; want an unexpected EOF (aborted)", err, frames(events))
+	}
+	if frames(events) != metadataFrame+valuesFrames(0, 1) {
+		t.Fatalf("events before the abort:\n%s", frames(events))
+	}
+}
+
+// A join of a caller whose credential expires is aborted then, as on
+// lifetime expiry: the client re-authenticates and resumes.
+func TestJoinAbortsWhenTheCredentialExpires(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	f.credentialExpires.Store(time.Now().Add(50 * time.Millisecond).UnixNano())
 	events, err := f.join(t, "r1", "-1", "").rest()
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("stream ended with %v after\n%s; want an unexpected EOF (aborted)", err, frames(events))
