@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/backoff"
 )
 
 // NotifyChannel is the PostgreSQL notification channel on which the
@@ -117,7 +118,7 @@ func (l *Listener) Run(ctx context.Context) error {
 	}
 	defer l.running.Store(false)
 	var (
-		wait backoff
+		wait reconnectDelay
 		lost bool // a loss was logged and no connection has succeeded since
 	)
 	for {
@@ -132,7 +133,7 @@ func (l *Listener) Run(ctx context.Context) error {
 			} else {
 				l.logger.Debug("postgres: listener reconnection failed", "error", err)
 			}
-			if !sleepCtx(ctx, wait.next()) {
+			if !backoff.Sleep(ctx, wait.next()) {
 				return ctx.Err()
 			}
 			continue
@@ -157,7 +158,7 @@ func (l *Listener) Run(ctx context.Context) error {
 		if time.Since(connected) >= listenHealthy {
 			wait.reset()
 		}
-		if !sleepCtx(ctx, wait.next()) {
+		if !backoff.Sleep(ctx, wait.next()) {
 			return ctx.Err()
 		}
 	}
@@ -241,12 +242,12 @@ func parsePayload(payload string) (runID string, seq int64, ok bool) {
 	return payload[:i], seq, true
 }
 
-// backoff is an exponential delay with jitter: the n-th wait since a reset
+// reconnectDelay is an exponential delay with jitter: the n-th wait since a reset
 // is drawn from [d/2, d), where d is listenBackoffMin doubled n-1 times, at
 // most listenBackoffMax.
-type backoff struct{ d time.Duration }
+type reconnectDelay struct{ d time.Duration }
 
-func (b *backoff) next() time.Duration {
+func (b *reconnectDelay) next() time.Duration {
 	if b.d == 0 {
 		b.d = listenBackoffMin
 	}
@@ -255,16 +256,4 @@ func (b *backoff) next() time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-func (b *backoff) reset() { b.d = 0 }
-
-// sleepCtx waits d or until ctx is done, and reports whether it waited d.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (b *reconnectDelay) reset() { b.d = 0 }

@@ -45,12 +45,12 @@ func TestParsePayload(t *testing.T) {
 	}
 }
 
-// ceilings are the upper bounds of the first waits of a backoff.
+// ceilings are the upper bounds of the first waits of a reconnectDelay.
 var ceilings = []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000}
 
-func TestBackoff(t *testing.T) {
+func TestReconnectDelay(t *testing.T) {
 	t.Parallel()
-	var b backoff
+	var b reconnectDelay
 	for round := range 2 {
 		for i, ceiling := range ceilings {
 			ceiling *= time.Millisecond
