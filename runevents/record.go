@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream/internal/jsonenc"
+	"github.com/runstream/runstream/internal/jsonscan"
 )
 
 // CreatedAtLayout encodes Record.CreatedAt: RFC 3339 with a numeric offset
@@ -111,3 +112,35 @@ func orDefault(raw json.RawMessage, def string) []byte {
 	}
 	return raw
 }
+
+// AppendRecordsJSON appends recs as the JSON array json.Marshal writes for
+// them, HTML characters escaped as it escapes them, without its second
+// pass over the bytes: each record's MarshalJSON is copied as it is when
+// it is compact JSON that jsonscan.Plain accepts. ok is false, and the
+// result unusable, when a record's is not or recs is nil; the caller then
+// uses json.Marshal, which also words the error.
+func AppendRecordsJSON(b []byte, recs []Record) (_ []byte, ok bool) {
+	if recs == nil {
+		return b, false
+	}
+	b = append(b, '[')
+	for i, r := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		enc, _ := r.MarshalJSON()
+		if !jsonenc.IsCompact(enc) || !jsonscan.Plain(enc, maxPlainDepth) {
+			return b, false
+		}
+		if bytes.ContainsAny(enc, "<>&\u2028\u2029") {
+			var buf bytes.Buffer
+			json.HTMLEscape(&buf, enc)
+			enc = buf.Bytes()
+		}
+		b = append(b, enc...)
+	}
+	return append(b, ']'), true
+}
+
+// maxPlainDepth is encoding/json's deepest nesting.
+const maxPlainDepth = 10000
