@@ -28,7 +28,7 @@ func Plain(data []byte, maxDepth int) bool {
 	if !utf8.Valid(data) {
 		return false
 	}
-	s := scanner{data: data, maxDepth: maxDepth}
+	s := scanner{data: data, maxDepth: maxDepth, names: make([][]byte, 0, 8)}
 	i, ok := s.value(space(data, 0), 0)
 	return ok && space(data, i) == len(data)
 }
