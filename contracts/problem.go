@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/runstream/runstream/internal/jsonscan"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -136,8 +138,13 @@ func shorten(s string) string {
 }
 
 // decode parses one JSON document keeping numbers exact (json.Number), the
-// form the schema library validates.
+// form the schema library validates. A document jsonscan.Plain accepts,
+// as events usually are, is decoded in one pass (plainValue); any other
+// by the schema library's decoder, which also words the error.
 func decode(raw []byte) (any, error) {
+	if jsonscan.Plain(raw, maxDecodeDepth) {
+		return plainValue(raw), nil
+	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("not a single valid JSON value: %w", err)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/jsonscan"
 	"github.com/runstream/runstream/redact"
 )
 
@@ -78,8 +79,17 @@ func isJSONSuffix(mt string) bool {
 // duplicate object keys, at most MaxJSONDepth deep, whose numbers are all
 // finite float64 values. Its error is a *runstream.Error with
 // CodeInvalidJSON, or CodeValidationFailed naming the JSON pointer of a
-// number out of range (1e999), never its text.
+// number out of range (1e999), never its text. A plain body
+// (jsonscan.Plain) is checked in one pass, any other token by token.
 func CheckJSON(body []byte) error {
+	if jsonscan.Plain(body, MaxJSONDepth) {
+		return nil
+	}
+	return checkJSONTokens(body)
+}
+
+// checkJSONTokens is CheckJSON with encoding/json's tokens.
+func checkJSONTokens(body []byte) error {
 	if !utf8.Valid(body) {
 		return runstream.Errorf(runstream.CodeInvalidJSON, "request body is not valid UTF-8")
 	}

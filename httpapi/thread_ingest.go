@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/jsonscan"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
@@ -118,7 +119,11 @@ func (s *Server) appendPlain(w http.ResponseWriter, r *http.Request, threadID st
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusCreated, ingestResponse{Events: recs})
+		if body, err := (ingestResponse{Events: recs}).marshal(); err == nil {
+			writeRawJSON(w, http.StatusCreated, body)
+			return nil
+		}
+		writeJSON(w, http.StatusCreated, ingestResponse{Events: recs}) // its answer to the error
 		return nil
 	}
 	rec, created, err := s.threads.AppendIfAbsent(r.Context(), user, threadID, events[0])
@@ -127,6 +132,14 @@ func (s *Server) appendPlain(w http.ResponseWriter, r *http.Request, threadID st
 	}
 	writeJSON(w, ifAbsentStatus(created), ingestResponse{Events: []runevents.Record{rec}, Created: &created})
 	return nil
+}
+
+// marshal is json.Marshal(r), the records copied as runevents.AppendRecordsJSON does.
+func (r ingestResponse) marshal() ([]byte, error) {
+	if b, ok := runevents.AppendRecordsJSON([]byte(`{"events":`), r.Events); ok && r.Created == nil {
+		return append(b, '}'), nil
+	}
+	return json.Marshal(r)
 }
 
 // ifAbsentStatus is the status of the singleton write: 201 when it
@@ -140,8 +153,26 @@ func ifAbsentStatus(created bool) int {
 
 // decodeIngest decodes an ingest body into events of the thread and run;
 // with runID "", each event names its run (run_id, required). Unknown
-// members are refused, so a misspelt field is never dropped silently.
+// members are refused, so a misspelt field is never dropped silently. A
+// plain body is taken apart in one pass (scanIngest), any other strictly.
 func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runevents.NewEvent, error) {
+	ins, ok := scanIngest(body, maxEvents)
+	if !ok {
+		return decodeIngestStrict(body, threadID, runID, maxEvents)
+	}
+	out := make([]runevents.NewEvent, len(ins))
+	for i := range ins {
+		e, err := ins[i].event("/events/"+strconv.Itoa(i), threadID, runID)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// decodeIngestStrict is decodeIngest with encoding/json and its errors.
+func decodeIngestStrict(body []byte, threadID, runID string, maxEvents int) ([]runevents.NewEvent, error) {
 	var req struct {
 		Events []json.RawMessage `json:"events"`
 	}
@@ -165,28 +196,74 @@ func decodeIngest(body []byte, threadID, runID string, maxEvents int) ([]runeven
 		if err := decodeStrict(raw, &in); err != nil {
 			return nil, bodyProblem(at, err)
 		}
-		run, err := ingestRun(at, runID, in.RunID)
+		e, err := in.event(at, threadID, runID)
 		if err != nil {
 			return nil, err
-		}
-		if in.EventType == "" {
-			return nil, bodyProblem(at+"/event_type", errors.New("required"))
-		}
-		e := runevents.NewEvent{ThreadID: threadID, RunID: run, EventType: runevents.EventType(in.EventType),
-			Category: runevents.Category(in.Category), Content: in.Content, Metadata: in.Metadata}
-		if string(e.Metadata) == "null" {
-			e.Metadata = nil
-		}
-		if in.CreatedAt != nil {
-			t, err := threadsvc.ParseTimestamp(at+"/created_at", *in.CreatedAt)
-			if err != nil {
-				return nil, err
-			}
-			e.CreatedAt = t
 		}
 		out[i] = e
 	}
 	return out, nil
+}
+
+// event checks the decoded event found at path at and returns it as an
+// event of the thread (and of the run runID, when not "").
+func (in *ingestEvent) event(at, threadID, runID string) (runevents.NewEvent, error) {
+	run, err := ingestRun(at, runID, in.RunID)
+	if err != nil {
+		return runevents.NewEvent{}, err
+	}
+	if in.EventType == "" {
+		return runevents.NewEvent{}, bodyProblem(at+"/event_type", errors.New("required"))
+	}
+	e := runevents.NewEvent{ThreadID: threadID, RunID: run, EventType: runevents.EventType(in.EventType),
+		Category: runevents.Category(in.Category), Content: in.Content, Metadata: in.Metadata}
+	if string(e.Metadata) == "null" {
+		e.Metadata = nil
+	}
+	if in.CreatedAt != nil {
+		t, err := threadsvc.ParseTimestamp(at+"/created_at", *in.CreatedAt)
+		if err != nil {
+			return runevents.NewEvent{}, err
+		}
+		e.CreatedAt = t
+	}
+	return e, nil
+}
+
+// scanIngest decodes as decodeStrict would a body CheckJSON accepted: 1 to
+// maxEvents events, members named exactly, strings without escapes; or not ok.
+func scanIngest(body []byte, maxEvents int) (ins []ingestEvent, ok bool) {
+	ok = jsonscan.Members(body, func(name, value []byte) bool {
+		return string(name) == "events" && ins == nil && jsonscan.Elements(value, func(item []byte) bool {
+			var in ingestEvent
+			ins = append(ins, in)
+			return len(ins) <= maxEvents && jsonscan.Members(item, ins[len(ins)-1].set)
+		})
+	})
+	return ins, ok && len(ins) > 0
+}
+
+// set sets the member name of the event to the JSON value; false when it
+// is not a member or not a plain value of its type.
+func (in *ingestEvent) set(name, value []byte) bool {
+	text, ok := jsonscan.String(value)
+	switch string(name) {
+	case "run_id":
+		in.RunID = &text
+	case "created_at":
+		in.CreatedAt = &text
+	case "event_type":
+		in.EventType = text
+	case "category":
+		in.Category = text
+	case "content":
+		in.Content, ok = value, true
+	case "metadata":
+		in.Metadata, ok = value, true
+	default:
+		return false
+	}
+	return ok
 }
 
 // ingestRun returns the run of the event at path at: pathRun, which then
@@ -344,7 +421,7 @@ func (s *Server) appendIdempotent(w http.ResponseWriter, r *http.Request, p thre
 		if p.IfAbsent {
 			status, resp.Created = ifAbsentStatus(created), &created
 		}
-		body, err := json.Marshal(resp)
+		body, err := resp.marshal()
 		if err != nil {
 			return threadsvc.Response{}, runstream.Wrap(err, runstream.CodeInternal, "encode response")
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/jsonenc"
+	"github.com/runstream/runstream/internal/jsonscan"
 )
 
 // ValidateID checks a thread or run id against ^[A-Za-z0-9_-]{1,64}$.
@@ -126,7 +127,9 @@ func PrepareBatch(events []NewEvent, now time.Time, maxTraceContent int) ([]Reco
 func truncateTrace(rec *Record, max int) error {
 	text := rec.Content
 	var s string
-	if json.Unmarshal(rec.Content, &s) == nil {
+	// Content is compact valid JSON: a string starts with its quote, and
+	// anything else would not decode into s.
+	if text[0] == '"' && json.Unmarshal(rec.Content, &s) == nil {
 		text = []byte(s)
 	}
 	if len(text) <= max {
@@ -156,10 +159,11 @@ func truncateTrace(rec *Record, max int) error {
 
 // compact returns a compact copy of the JSON value raw, or an error when it
 // is not one valid JSON value. Input that is compact already, as producers
-// usually send it, is validated and copied without re-encoding.
+// usually send it, is validated (in one pass when jsonscan.Plain accepts
+// it) and copied without re-encoding.
 func compact(raw []byte) ([]byte, error) {
 	if jsonenc.IsCompact(raw) {
-		if !json.Valid(raw) {
+		if !jsonscan.Plain(raw, maxPlainDepth) && !json.Valid(raw) {
 			return nil, errors.New("invalid JSON")
 		}
 		return bytes.Clone(raw), nil

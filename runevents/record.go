@@ -3,10 +3,12 @@ package runevents
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/runstream/runstream/internal/jsonenc"
+	"github.com/runstream/runstream/internal/jsonscan"
 )
 
 // CreatedAtLayout encodes Record.CreatedAt: RFC 3339 with a numeric offset
@@ -57,7 +59,14 @@ func (r Record) MetadataString(key string) (string, bool) {
 // order thread_id, run_id, event_type, category, content, metadata, seq,
 // created_at, and user_id when the row has an owner.
 func (r Record) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 160+len(r.Content)+len(r.Metadata))
+	return r.appendJSON(make([]byte, 0, r.jsonSize())), nil
+}
+
+// jsonSize is about the size of the record's MarshalJSON.
+func (r Record) jsonSize() int { return 160 + len(r.Content) + len(r.Metadata) }
+
+// appendJSON appends what MarshalJSON returns.
+func (r Record) appendJSON(b []byte) []byte {
 	b = append(b, `{"thread_id":`...)
 	b = jsonenc.AppendString(b, r.ThreadID)
 	b = append(b, `,"run_id":`...)
@@ -78,7 +87,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		b = append(b, `,"user_id":`...)
 		b = jsonenc.AppendString(b, r.UserID)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // UnmarshalJSON decodes the record envelope.
@@ -111,3 +120,56 @@ func orDefault(raw json.RawMessage, def string) []byte {
 	}
 	return raw
 }
+
+// AppendRecordsJSON appends recs as the JSON array json.Marshal writes for
+// them, HTML characters escaped as it escapes them, without its second
+// pass over the bytes. The envelope MarshalJSON writes is compact valid
+// JSON, HTML characters escaped; content and metadata are copied as they
+// are when they are compact JSON that jsonscan.Plain accepts, and the
+// record escaped when they hold HTML characters. ok is false, and the
+// result unusable, when one is not plain or recs is nil; the caller then
+// uses json.Marshal, which also words the error.
+func AppendRecordsJSON(b []byte, recs []Record) (_ []byte, ok bool) {
+	if recs == nil {
+		return b, false
+	}
+	size := 2
+	for _, r := range recs {
+		size += r.jsonSize() + 1
+	}
+	b = append(slices.Grow(b, size), '[')
+	for i, r := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		start := len(b)
+		b = r.appendJSON(b)
+		escape := false
+		for _, raw := range [][]byte{orDefault(r.Content, `""`), orDefault(r.Metadata, `{}`)} {
+			if !jsonenc.IsCompact(raw) || !jsonscan.Plain(raw, maxPlainDepth) {
+				return b, false
+			}
+			escape = escape || mayEscapeHTML(raw)
+		}
+		if escape {
+			var buf bytes.Buffer
+			json.HTMLEscape(&buf, b[start:])
+			b = append(b[:start], buf.Bytes()...)
+		}
+	}
+	return append(b, ']'), true
+}
+
+// mayEscapeHTML reports whether json.HTMLEscape might change b: it holds
+// <, > or &, or the first byte of U+2028 or U+2029.
+func mayEscapeHTML(b []byte) bool {
+	for _, c := range b {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPlainDepth is encoding/json's deepest nesting.
+const maxPlainDepth = 10000
