@@ -13,7 +13,7 @@
 //
 // whose status comes from the one table of this package (ErrorStatus,
 // generated from contracts/errors.json); on the thread API it also carries
-// FastAPI's detail, for DeerFlow's clients (fastAPIDetail). The run row
+// FastAPI's detail, for DeerFlow's clients (internal/fastapi). The run row
 // and feedback routes are package threadruns', mounted here. Internal
 // errors are logged with their cause under the request id; the body carries
 // only a generic message, so driver text, SQL and connection strings never

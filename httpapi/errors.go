@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/fastapi"
 	"github.com/runstream/runstream/redact"
 )
 
@@ -27,7 +28,7 @@ type errorBody struct {
 	NodeID    string              `json:"nodeId,omitempty"`
 	Details   map[string]any      `json:"details,omitempty"`
 	RequestID string              `json:"requestId"`
-	// Detail is FastAPI's member, on the thread API only (fastAPIDetail).
+	// Detail is FastAPI's member, on the thread API only (internal/fastapi).
 	Detail any `json:"detail,omitempty"`
 }
 
@@ -65,7 +66,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	if threadAPI(r.URL.Path) {
-		body.Detail = fastAPIDetail(body.Code, body.Message, body.Details)
+		body.Detail = fastapi.Detail(body.Code, body.Message, body.Details)
 	}
 	writeJSON(w, status, body)
 }
