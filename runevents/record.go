@@ -57,7 +57,12 @@ func (r Record) MetadataString(key string) (string, bool) {
 // order thread_id, run_id, event_type, category, content, metadata, seq,
 // created_at, and user_id when the row has an owner.
 func (r Record) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 160+len(r.Content)+len(r.Metadata))
+	return r.AppendJSON(make([]byte, 0, 160+len(r.Content)+len(r.Metadata))), nil
+}
+
+// AppendJSON appends the record's JSON envelope, as MarshalJSON encodes
+// it, to b: frames are written in place this way, without a copy.
+func (r Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"thread_id":`...)
 	b = jsonenc.AppendString(b, r.ThreadID)
 	b = append(b, `,"run_id":`...)
@@ -78,7 +83,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		b = append(b, `,"user_id":`...)
 		b = jsonenc.AppendString(b, r.UserID)
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // UnmarshalJSON decodes the record envelope.
