@@ -77,8 +77,9 @@ func (r Record) AppendJSON(b []byte) []byte {
 	b = append(b, orDefault(r.Metadata, `{}`)...)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
-	b = append(b, `,"created_at":`...)
-	b = jsonenc.AppendString(b, r.CreatedAt.Format(CreatedAtLayout))
+	// The layout's output needs no JSON escaping: digits and -:.T+ only.
+	b = append(b, `,"created_at":"`...)
+	b = append(r.CreatedAt.AppendFormat(b, CreatedAtLayout), '"')
 	if r.UserID != "" {
 		b = append(b, `,"user_id":`...)
 		b = jsonenc.AppendString(b, r.UserID)
