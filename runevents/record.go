@@ -59,14 +59,16 @@ func (r Record) MetadataString(key string) (string, bool) {
 // order thread_id, run_id, event_type, category, content, metadata, seq,
 // created_at, and user_id when the row has an owner.
 func (r Record) MarshalJSON() ([]byte, error) {
-	return r.appendJSON(make([]byte, 0, r.jsonSize())), nil
+	return r.AppendJSON(make([]byte, 0, r.jsonSize())), nil
 }
 
 // jsonSize is about the size of the record's MarshalJSON.
 func (r Record) jsonSize() int { return 160 + len(r.Content) + len(r.Metadata) }
 
-// appendJSON appends what MarshalJSON returns.
-func (r Record) appendJSON(b []byte) []byte {
+// AppendJSON appends the record's JSON envelope, as MarshalJSON encodes
+// it, to b: frames and responses are written in place this way, without a
+// copy.
+func (r Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"thread_id":`...)
 	b = jsonenc.AppendString(b, r.ThreadID)
 	b = append(b, `,"run_id":`...)
@@ -81,8 +83,9 @@ func (r Record) appendJSON(b []byte) []byte {
 	b = append(b, orDefault(r.Metadata, `{}`)...)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, r.Seq, 10)
-	b = append(b, `,"created_at":`...)
-	b = jsonenc.AppendString(b, r.CreatedAt.Format(CreatedAtLayout))
+	// The layout's output needs no JSON escaping: digits and -:.T+ only.
+	b = append(b, `,"created_at":"`...)
+	b = append(r.CreatedAt.AppendFormat(b, CreatedAtLayout), '"')
 	if r.UserID != "" {
 		b = append(b, `,"user_id":`...)
 		b = jsonenc.AppendString(b, r.UserID)
@@ -143,7 +146,7 @@ func AppendRecordsJSON(b []byte, recs []Record) (_ []byte, ok bool) {
 			b = append(b, ',')
 		}
 		start := len(b)
-		b = r.appendJSON(b)
+		b = r.AppendJSON(b)
 		escape := false
 		for _, raw := range [][]byte{orDefault(r.Content, `""`), orDefault(r.Metadata, `{}`)} {
 			if !jsonenc.IsCompact(raw) || !jsonscan.Plain(raw, maxPlainDepth) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -123,4 +124,70 @@ func BenchmarkListEvents500(b *testing.B) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(len(lat))/1000, "cpu-ms/op")
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+}
+
+// BenchmarkListThreadEvents500 reads pages of 500 rows of a 20,000-row
+// thread, as a follower's catch-up does, with the packed row (two columns,
+// as ListThreadEvents reads) and, to compare in the same run, the nine
+// columns scanned one by one (as reads did before).
+func BenchmarkListThreadEvents500(b *testing.B) {
+	const rows, page = 20_000, 500
+	s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: SynchronousNormal})
+	defer s.Close()
+	events := make([]runevents.NewEvent, 1000)
+	for i := 0; i < rows; i += len(events) {
+		for j := range events {
+			events[j] = benchEvent(i+j, 1)
+		}
+		if _, err := s.PutBatch(b.Context(), events); err != nil {
+			b.Fatal(err)
+		}
+	}
+	nineColumns := func(after int64) ([]runevents.Record, error) {
+		q := listThreadEventsQuery(runevents.ListThreadEventsParams{ThreadID: "bench", Owner: runevents.AnyOwner, AfterSeq: after, Limit: page})
+		q.sql = strings.Replace(q.sql, packedRecordColumns, recordColumns, 1)
+		rows, err := s.db.reads.query(b.Context(), q.sql, q.args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []runevents.Record
+		for rows.Next() {
+			rec, err := scanRecord(rows)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
+		}
+		return out, rows.Err()
+	}
+	packed := func(after int64) ([]runevents.Record, error) {
+		return s.ListThreadEvents(b.Context(), runevents.ListThreadEventsParams{ThreadID: "bench", Owner: runevents.AnyOwner, AfterSeq: after, Limit: page})
+	}
+	// Both read the same rows alike.
+	want, err := nineColumns(100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got, err := packed(100); err != nil || !reflect.DeepEqual(got, want) {
+		b.Fatalf("packed rows differ from the nine columns (%v)", err)
+	}
+	for _, bc := range []struct {
+		name string
+		read func(after int64) ([]runevents.Record, error)
+	}{{"NineColumns", nineColumns}, {"Packed", packed}} {
+		b.Run(bc.name, func(b *testing.B) {
+			after := int64(0)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				recs, err := bc.read(after)
+				if err != nil || len(recs) != page || recs[0].Seq != after+1 {
+					b.Fatalf("after %d: %d rows, %v", after, len(recs), err)
+				}
+				after = (after + page) % (rows - page)
+			}
+			b.ReportMetric(float64(b.N*page)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*page), "cpu-ns/row")
+		})
+	}
 }

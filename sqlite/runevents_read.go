@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/runstream/runstream/runevents"
@@ -62,7 +64,7 @@ func selectQuery(w where, first bool, limit int) query {
 		order = " ORDER BY seq DESC LIMIT ?"
 	}
 	return query{
-		sql:  "SELECT " + recordColumns + " FROM run_events WHERE " + w.String() + order,
+		sql:  "SELECT " + packedRecordColumns + " FROM run_events WHERE " + w.String() + order,
 		args: append(w.args, limit),
 	}
 }
@@ -224,8 +226,9 @@ func (s *RunEventStore) queryRecords(ctx context.Context, op string, q query, re
 	}
 	defer rows.Close()
 	var out []runevents.Record
+	var packed string
 	for rows.Next() {
-		rec, err := scanRecord(rows)
+		rec, err := scanPackedRecord(rows, &packed)
 		if err != nil {
 			return nil, sqlError(op, err)
 		}
@@ -252,6 +255,59 @@ func scanRecord(row interface{ Scan(...any) error }) (runevents.Record, error) {
 		return runevents.Record{}, err
 	}
 	r.EventType, r.Category = runevents.EventType(eventType), runevents.Category(category)
+	t, err := parseCreatedAt(createdAt)
+	if err != nil {
+		return runevents.Record{}, err
+	}
+	r.CreatedAt = t
+	return r, nil
+}
+
+// packedRecordColumns are the columns scanPackedRecord reads: the seq, then
+// every other column of the record in one text value, each field's length
+// in bytes first ("13,5,5,…:<thread_id><run_id>…<metadata>"; metadata takes
+// the rest). Reading two columns instead of nine is what makes a page cheap:
+// the driver locks the connection and allocates once per column of a row.
+const packedRecordColumns = `seq, concat(octet_length(thread_id), ',', octet_length(run_id), ',', octet_length(user_id), ',',
+	octet_length(event_type), ',', octet_length(category), ',', octet_length(created_at), ',', octet_length(content), ':',
+	thread_id, run_id, user_id, event_type, category, created_at, content, metadata)`
+
+// scanPackedRecord reads the packedRecordColumns of one row into a fresh
+// Record. The record's strings share the row's packed value; content and
+// metadata are copies of their part. packed is scratch space the caller
+// keeps across rows.
+func scanPackedRecord(row interface{ Scan(...any) error }, packed *string) (runevents.Record, error) {
+	var r runevents.Record
+	if err := row.Scan(&r.Seq, packed); err != nil {
+		return runevents.Record{}, err
+	}
+	p := *packed
+	head, body, ok := strings.Cut(p, ":")
+	var n [7]int
+	total := 0
+	for i := range n {
+		var field string
+		field, head, _ = strings.Cut(head, ",")
+		v, err := strconv.Atoi(field)
+		if err != nil || v < 0 {
+			ok = false
+			break
+		}
+		n[i], total = v, total+v
+	}
+	if !ok || head != "" || total > len(body) {
+		return runevents.Record{}, fmt.Errorf("seq %d: malformed packed row", r.Seq)
+	}
+	next := func(i int) string {
+		v := body[:n[i]]
+		body = body[n[i]:]
+		return v
+	}
+	r.ThreadID, r.RunID, r.UserID = next(0), next(1), next(2)
+	r.EventType, r.Category = runevents.EventType(next(3)), runevents.Category(next(4))
+	createdAt := next(5)
+	r.Content = []byte(next(6))
+	r.Metadata = []byte(body)
 	t, err := parseCreatedAt(createdAt)
 	if err != nil {
 		return runevents.Record{}, err

@@ -108,8 +108,12 @@ type follower struct {
 	buf    []byte
 	// frames counts the event frames in buf, for the observer.
 	frames int
-	// heartbeat fires after Heartbeat of silence; every write resets it.
+	// heartbeat fires after Heartbeat of silence, or at end if that comes
+	// first; every write resets it. One timer for both spares an idle
+	// follower a second.
 	heartbeat *time.Timer
+	// end is when the stream's MaxLifetime runs out.
+	end time.Time
 }
 
 // errStreamDone ends a stream normally: the terminal event was delivered.
@@ -118,10 +122,9 @@ var errStreamDone = errors.New("stream done")
 // run follows the stream until it ends, the lifetime runs out, the client
 // leaves, or a write fails. Headers must be set; run sends them.
 func (f *follower) run(ctx context.Context) error {
-	f.heartbeat = time.NewTimer(f.cfg.Heartbeat)
+	f.end = time.Now().Add(f.cfg.MaxLifetime)
+	f.heartbeat = time.NewTimer(f.untilHeartbeat())
 	defer f.heartbeat.Stop()
-	lifetime := time.NewTimer(f.cfg.MaxLifetime)
-	defer lifetime.Stop()
 	f.buf, _ = sse.AppendRetry(f.buf, f.cfg.Retry)
 	if err := f.flush(); err != nil {
 		return err
@@ -133,11 +136,12 @@ func (f *follower) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-lifetime.C:
-			return nil
 		case <-f.sub.Ready():
 			err = f.deliverLive(ctx)
 		case <-f.heartbeat.C:
+			if !time.Now().Before(f.end) {
+				return nil // the lifetime ran out
+			}
 			f.buf, _ = sse.AppendComment(f.buf, "heartbeat")
 			if err = f.flush(); err == nil {
 				err = f.checkEnd(ctx)
@@ -323,8 +327,14 @@ func (f *follower) flush() error {
 	}
 	f.cfg.Observer.Wrote(f.kind, f.frames, len(f.buf))
 	f.buf, f.frames = f.buf[:0], 0
-	f.heartbeat.Reset(f.cfg.Heartbeat)
+	f.heartbeat.Reset(f.untilHeartbeat())
 	return nil
+}
+
+// untilHeartbeat is the wait of the heartbeat timer: Heartbeat, or less
+// when the lifetime runs out sooner.
+func (f *follower) untilHeartbeat() time.Duration {
+	return min(f.cfg.Heartbeat, time.Until(f.end))
 }
 
 // setStreamHeaders sets the headers of an SSE response.

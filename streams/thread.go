@@ -103,8 +103,7 @@ func AppendThreadFrame(dst []byte, rec runevents.Record) ([]byte, error) {
 		return dst, fmt.Errorf("frame seq %d: the record has no event type", rec.Seq)
 	}
 	dst, err := sse.AppendSeqFrame(dst, rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
-		data, err := rec.MarshalJSON()
-		return append(b, data...), err
+		return rec.AppendJSON(b), nil
 	})
 	if err != nil {
 		return dst, fmt.Errorf("frame seq %d: %w", rec.Seq, err)

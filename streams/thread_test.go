@@ -2,10 +2,13 @@ package streams_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/sse"
 	"github.com/runstream/runstream/streams"
 )
 
@@ -51,4 +54,50 @@ func TestAppendThreadFrameRefusesLineBreaks(t *testing.T) {
 	if _, err := streams.AppendThreadFrame(nil, rec); err == nil {
 		t.Error("frame of data with a line break succeeded")
 	}
+}
+
+// A thread frame's data is the record's JSON envelope, byte for byte as
+// MarshalJSON encodes it.
+func TestAppendThreadFrameDataIsTheEnvelope(t *testing.T) {
+	t.Parallel()
+	rec := benchRecord()
+	rec.UserID = "" // no owner: no user_id key
+	for _, r := range []runevents.Record{benchRecord(), rec} {
+		frame, err := streams.AppendThreadFrame([]byte("before"), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := r.MarshalJSON()
+		want := "beforeid: 12\nevent: " + string(r.EventType) + "\ndata: " + string(data) + "\n\n"
+		if string(frame) != want {
+			t.Fatalf("frame:\n%q\nwant:\n%q", frame, want)
+		}
+	}
+}
+
+func benchRecord() runevents.Record {
+	return runevents.Record{ThreadID: "thread-1", RunID: "run-1", UserID: "alice", Seq: 12, EventType: runevents.EventSubagentStep,
+		Category: runevents.CategorySubagent, Content: json.RawMessage(`{"text":"` + strings.Repeat("x", 180) + `"}`),
+		Metadata: json.RawMessage(`{"task_id":"task-1"}`), CreatedAt: time.Date(2026, 12, 1, 18, 0, 0, 123456000, time.UTC)}
+}
+
+// BenchmarkAppendThreadFrame appends a 200-byte record's frame to a page
+// buffer, as a catch-up does for every row: in place (AppendJSON) and, to
+// compare in the same run, through MarshalJSON and a copy (as before).
+func BenchmarkAppendThreadFrame(b *testing.B) {
+	rec := benchRecord()
+	buf := make([]byte, 0, 4096)
+	b.Run("MarshalAndCopy", func(b *testing.B) {
+		for b.Loop() {
+			buf, _ = sse.AppendSeqFrame(buf[:0], rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
+				data, err := rec.MarshalJSON()
+				return append(b, data...), err
+			})
+		}
+	})
+	b.Run("InPlace", func(b *testing.B) {
+		for b.Loop() {
+			buf, _ = streams.AppendThreadFrame(buf[:0], rec)
+		}
+	})
 }

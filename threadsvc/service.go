@@ -7,6 +7,7 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
+	"golang.org/x/sync/singleflight"
 )
 
 // EventStore is what the service reads thread run events with, and
@@ -40,6 +41,8 @@ type Service struct {
 	log     *eventlog.ThreadLog
 	hub     *live.Hub
 	windows map[string]int64
+	// heads shares the head reads of simultaneous stream openings.
+	heads singleflight.Group
 }
 
 // New returns the service over events (read and deleted), threads (a

@@ -34,13 +34,38 @@ func (s *Service) OpenStream(ctx context.Context, user, threadID, runID string, 
 	st := &ThreadStream{reader: s.threads, hub: s.hub, head: -1,
 		view: streams.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}}
 	if h, ok := s.threads.(runevents.ThreadHead); ok {
-		head, err := h.LastThreadSeq(ctx, threadID)
+		head, err := s.readHead(ctx, h, threadID)
 		if err != nil {
 			return nil, err
 		}
 		st.head = head
 	}
 	return st, nil
+}
+
+// readHead reads the thread's newest seq, once for the streams of the
+// thread opening at the same time: the followers of a thread reconnecting
+// at once (after a restart, say) make one store read rather than one each,
+// and do not queue on the store's pool while holding their requests. An
+// opening stops waiting when ctx ends. Every shared read ends before its
+// openings subscribe, so the head is one the store held before they
+// subscribe: the rows after it that were published before are read from
+// the store by the catch-up, as they are when a row commits between a
+// stream's own read and its subscription.
+func (s *Service) readHead(ctx context.Context, h runevents.ThreadHead, threadID string) (int64, error) {
+	read := s.heads.DoChan(threadID, func() (any, error) {
+		// Not cancelled with the first opening: the others wait on it.
+		return h.LastThreadSeq(context.WithoutCancel(ctx), threadID)
+	})
+	select {
+	case res := <-read:
+		if res.Err != nil {
+			return 0, res.Err
+		}
+		return res.Val.(int64), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // Subscribe subscribes to the thread's live rows: after the thread's

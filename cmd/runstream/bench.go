@@ -82,7 +82,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.threads, "threads", 1, "threads the POSTs go to, round robin; followers are spread over them (thread scenarios)")
 	fs.IntVar(&cfg.runs, "runs", 1, "runs per thread the POSTs go to, round robin (thread scenarios)")
 	fs.BoolVar(&cfg.runFilter, "run-filter", false, "each follower follows one run of its thread (?run_id=) (thread scenarios)")
-	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a CPU profile of the (first) server while the events are produced to this file (thread scenarios)")
+	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a CPU profile of the (first) server while the events are produced (thread-replay: of the reading server while the replay runs) to this file (thread scenarios)")
 	fs.IntVar(&cfg.cpuSeconds, "cpu-seconds", 5, "length of the --cpu-profile")
 	fs.StringVar(&cfg.serverExe, "server-exe", "", "the runstream executable that runs the servers (default: this one), to compare builds")
 	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")

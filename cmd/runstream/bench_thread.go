@@ -425,12 +425,21 @@ func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchCon
 	if err != nil {
 		return benchResult{}, err
 	}
+	profiled := make(chan error, 1)
+	if cfg.cpuProfile != "" {
+		go func() { profiled <- reader.cpuProfile(ctx, cfg.cpuProfile, cfg.cpuSeconds) }()
+	} else {
+		profiled <- nil
+	}
 	start := time.Now()
 	frames, err := followThread(ctx, reader.url, p.thread(0), "", 0, cfg.events, func() {}, nil)
 	if err != nil {
 		return benchResult{}, err
 	}
 	elapsed := time.Since(start)
+	if err := <-profiled; err != nil {
+		return benchResult{}, fmt.Errorf("CPU profile: %w", err)
+	}
 	cpu1, err := serversCPU(servers)
 	if err != nil {
 		return benchResult{}, err
