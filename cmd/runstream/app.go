@@ -105,35 +105,8 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		// Without them the thread endpoints answer UNAVAILABLE.
 		threads = threadsvc.New(backend.runEvents, backend.threads, backend.runs, threadLog, hub, threadsvc.Config{ContextWindows: cfg.contextWindows})
 	}
-	var lg *langgraph.Service
-	if backend.chunks != nil {
-		lgCfg := langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
-			MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: logger}
-		if threads != nil {
-			lgCfg.Writable = threads.RequireWritable
-		}
-		lg = langgraph.New(backend.chunks, hub, lgCfg)
-		backend.wakeChunks = func(runID string, seq int64) {
-			m.Notified("chunks")
-			lg.Wake(runID, seq)
-		}
-		a.langgraph = lg
-		go lg.Run(loopCtx)
-	}
-	if backend.listen != nil {
-		// An append this instance published itself is delivered already:
-		// WakeSeq ignores its notification.
-		go backend.listen(loopCtx,
-			func(runID string, seq int64) {
-				m.Notified("workflow")
-				hub.WakeSeq(streams.WorkflowStreamKey(runID), seq)
-			},
-			func(threadID string, seq int64) {
-				m.Notified("thread")
-				hub.WakeSeq(streams.ThreadStreamKey(threadID), seq)
-			})
-	}
-	a.waitListener(ctx)
+	a.startLangGraph(loopCtx, cfg, threads)
+	a.listen(ctx, loopCtx)
 	// One registry of node types for publishing and for running, and one
 	// artifact storage for the engine that writes and the API that reads.
 	registry, blobs, err := a.nodeTypes(cfg, backend, threads)
@@ -141,19 +114,10 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		a.close()
 		return nil, err
 	}
-	var notify func(ctx context.Context, runID string)
-	if cfg.workers > 0 {
-		eng, err := engine.New(engine.Config{Store: backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: logger, Artifacts: blobs,
-			MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes, Observer: m.Engine})
-		if err == nil {
-			err = eng.Start(loopCtx)
-		}
-		if err != nil {
-			a.close()
-			return nil, fmt.Errorf("start the workflow engine (--workers 0 serves without one): %w", err)
-		}
-		a.engine, notify = eng, eng.NotifyContext
-		logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
+	notify, err := a.startEngine(loopCtx, cfg, registry, blobs)
+	if err != nil {
+		a.close()
+		return nil, err
 	}
 	a.workflows = workflowsvc.New(backend.workflows, a.log, hub, workflowsvc.Config{Definitions: registry, Notify: notify, Artifacts: blobs, Outcome: m.WorkflowOutcome})
 	a.watch()
@@ -172,14 +136,76 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Auth:          cfg.auth.api,
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
-	if lg != nil {
+	if a.langgraph != nil {
 		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires}
 		if threads != nil {
 			h.StoreOnly = threads.StoreOnlyRun
 		}
-		lg.Mount(h)
+		a.langgraph.Mount(h)
 	}
 	return a, nil
+}
+
+// startLangGraph starts the LangGraph run streams' service (package
+// langgraph) when the store keeps chunks, its sweeper running until
+// loopCtx ends; the PostgreSQL listener wakes it for other instances'
+// pushes.
+func (a *app) startLangGraph(loopCtx context.Context, cfg serveConfig, threads *threadsvc.Service) {
+	if a.backend.chunks == nil {
+		return
+	}
+	lgCfg := langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
+		MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: a.logger}
+	if threads != nil {
+		lgCfg.Writable = threads.RequireWritable
+	}
+	lg := langgraph.New(a.backend.chunks, a.hub, lgCfg)
+	a.backend.wakeChunks = func(runID string, seq int64) {
+		a.metrics.Notified("chunks")
+		lg.Wake(runID, seq)
+	}
+	a.langgraph = lg
+	go lg.Run(loopCtx)
+}
+
+// listen starts the PostgreSQL listener, when the store has one, until
+// loopCtx ends, and waits for its first connection (waitListener). An
+// append this instance published itself is delivered already: WakeSeq
+// ignores its notification.
+func (a *app) listen(ctx, loopCtx context.Context) {
+	if a.backend.listen == nil {
+		return
+	}
+	go a.backend.listen(loopCtx,
+		func(runID string, seq int64) {
+			a.metrics.Notified("workflow")
+			a.hub.WakeSeq(streams.WorkflowStreamKey(runID), seq)
+		},
+		func(threadID string, seq int64) {
+			a.metrics.Notified("thread")
+			a.hub.WakeSeq(streams.ThreadStreamKey(threadID), seq)
+		})
+	a.waitListener(ctx)
+}
+
+// startEngine starts the workflow engine unless cfg.workers is 0, and
+// returns what tells it of the runs the service queues, resumes or
+// cancels (nil without an engine).
+func (a *app) startEngine(loopCtx context.Context, cfg serveConfig, registry *engine.Registry, blobs engine.ArtifactBlobs) (notify func(ctx context.Context, runID string), err error) {
+	if cfg.workers <= 0 {
+		return nil, nil
+	}
+	eng, err := engine.New(engine.Config{Store: a.backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: a.logger, Artifacts: blobs,
+		MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes, Observer: a.metrics.Engine})
+	if err == nil {
+		err = eng.Start(loopCtx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the workflow engine (--workers 0 serves without one): %w", err)
+	}
+	a.engine = eng
+	a.logger.Info("workflow engine started", "worker_id", eng.WorkerID(), "workers", cfg.workers)
+	return eng.NotifyContext, nil
 }
 
 // listenerStartWait bounds how long newApp waits for the PostgreSQL
