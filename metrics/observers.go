@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,7 +148,15 @@ type Streams struct {
 	bytes    *prometheus.CounterVec
 	reads    *prometheus.CounterVec
 	catchUps *prometheus.CounterVec
+	// written maps a stream kind to its frames and bytes counters, looked
+	// up in the vectors once (Wrote is called at every write to a
+	// follower); copied on write under writtenMu.
+	written   atomic.Pointer[map[string]writtenCounters]
+	writtenMu sync.Mutex
 }
+
+// writtenCounters are the frames and bytes counters of one stream kind.
+type writtenCounters struct{ frames, bytes prometheus.Counter }
 
 func newStreams(m *Metrics) *Streams {
 	s := &Streams{m: m,
@@ -189,10 +200,33 @@ func (s *Streams) Closed(kind, reason string) {
 
 // Wrote implements ssestream.Observer.
 func (s *Streams) Wrote(kind string, frames, bytes int) {
+	c := s.writtenOf(kind)
 	if frames > 0 {
-		s.frames.WithLabelValues(kind).Add(float64(frames))
+		c.frames.Add(float64(frames))
 	}
-	s.bytes.WithLabelValues(kind).Add(float64(bytes))
+	c.bytes.Add(float64(bytes))
+}
+
+// writtenOf returns kind's frames and bytes counters.
+func (s *Streams) writtenOf(kind string) writtenCounters {
+	if m := s.written.Load(); m != nil {
+		if c, ok := (*m)[kind]; ok {
+			return c
+		}
+	}
+	s.writtenMu.Lock()
+	defer s.writtenMu.Unlock()
+	m := make(map[string]writtenCounters)
+	if old := s.written.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	c, ok := m[kind]
+	if !ok {
+		c = writtenCounters{s.frames.WithLabelValues(kind), s.bytes.WithLabelValues(kind)}
+		m[kind] = c
+		s.written.Store(&m)
+	}
+	return c
 }
 
 // StoreRead implements ssestream.Observer.

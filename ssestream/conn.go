@@ -13,19 +13,24 @@ import (
 // streamWriter is where a follower's bytes go.
 type streamWriter interface {
 	// send writes p to the client and flushes it, failing when the client
-	// does not take it by deadline.
+	// does not take it by deadline. The connection's deadline is set only
+	// when deadline differs from the previous send's.
 	send(p []byte, deadline time.Time) error
 }
 
 // responseStream sends through net/http's ResponseWriter.
 type responseStream struct {
-	w  io.Writer
-	rc *http.ResponseController
+	w        io.Writer
+	rc       *http.ResponseController
+	deadline time.Time // the write deadline set
 }
 
-func (s responseStream) send(p []byte, deadline time.Time) error {
-	if err := s.rc.SetWriteDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+func (s *responseStream) send(p []byte, deadline time.Time) error {
+	if !deadline.Equal(s.deadline) {
+		if err := s.rc.SetWriteDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		s.deadline = deadline
 	}
 	if _, err := s.w.Write(p); err != nil {
 		return err
@@ -44,9 +49,14 @@ type connStream struct {
 	head    []byte // the response head, until it is sent
 	chunked bool
 	written int64 // body bytes sent, framing excluded
-	// size and bufs are send's, kept to spare it two allocations a write.
-	size []byte
-	bufs [4][]byte
+	// deadline is the write deadline set on conn.
+	deadline time.Time
+	// size, bufs and pending are send's, kept to spare it allocations
+	// (pending, the net.Buffers that writev consumes, would escape to the
+	// heap as a local: one allocation a write).
+	size    []byte
+	bufs    [4][]byte
+	pending net.Buffers
 }
 
 var (
@@ -74,23 +84,26 @@ func newConnStream(conn net.Conn, r *http.Request, header http.Header) *connStre
 }
 
 func (c *connStream) send(p []byte, deadline time.Time) error {
-	if err := c.conn.SetWriteDeadline(deadline); err != nil {
-		return err
+	if !deadline.Equal(c.deadline) {
+		if err := c.conn.SetWriteDeadline(deadline); err != nil {
+			return err
+		}
+		c.deadline = deadline
 	}
 	// Everything pending goes in one write: head, chunk size, data, CRLF.
-	bufs := net.Buffers(c.bufs[:0])
+	c.pending = c.bufs[:0]
 	if c.head != nil {
-		bufs = append(bufs, c.head)
+		c.pending = append(c.pending, c.head)
 		c.head = nil
 	}
 	if c.chunked {
 		c.size = append(strconv.AppendInt(c.size[:0], int64(len(p)), 16), crlf...)
-		bufs = append(bufs, c.size, p, crlf)
+		c.pending = append(c.pending, c.size, p, crlf)
 	} else {
-		bufs = append(bufs, p)
+		c.pending = append(c.pending, p)
 	}
-	_, err := writeBuffers(c.conn, bufs)
-	c.bufs = [4][]byte{} // keep no reference to p
+	_, err := writeBuffers(c.conn, &c.pending)
+	c.bufs, c.pending = [4][]byte{}, nil // keep no reference to p
 	if err != nil {
 		return err
 	}
@@ -100,11 +113,13 @@ func (c *connStream) send(p []byte, deadline time.Time) error {
 
 // writeBuffers writes bufs to conn: with one writev on a TCP connection,
 // else as one Write (on TLS, one record rather than one per buffer).
-func writeBuffers(conn net.Conn, bufs net.Buffers) (int64, error) {
+// bufs is consumed.
+func writeBuffers(conn net.Conn, bufs *net.Buffers) (int64, error) {
 	if _, ok := conn.(*net.TCPConn); ok {
 		return bufs.WriteTo(conn)
 	}
-	n, err := conn.Write(bytes.Join(bufs, nil))
+	n, err := conn.Write(bytes.Join(*bufs, nil))
+	*bufs = nil
 	return int64(n), err
 }
 

@@ -16,8 +16,12 @@ type Config struct {
 	// Heartbeat is the silence after which a ": heartbeat" comment is sent.
 	// Defaults to 15s.
 	Heartbeat time.Duration
-	// WriteTimeout is the deadline of each write to a follower; a follower
-	// that does not take a write in time is cut (it resumes). Defaults to 10s.
+	// WriteTimeout is the time each write to a follower is given; a
+	// follower that does not take a write in time is cut (it resumes).
+	// Defaults to 10s. The connection's deadline is moved only when a write
+	// would have less than WriteTimeout before it, to WriteTimeout plus an
+	// eighth from then: a write that stalls is cut after at least
+	// WriteTimeout and at most 9/8 of it.
 	WriteTimeout time.Duration
 	// MaxLifetime is how long one stream may stay open before the server
 	// closes it (the client resumes with Last-Event-ID). Defaults to 1h.
@@ -109,9 +113,14 @@ type follower struct {
 	// frames counts the event frames in buf, for the observer.
 	frames int
 	// heartbeat fires after Heartbeat of silence, or at end if that comes
-	// first; every write resets it. One timer for both spares an idle
-	// follower a second.
+	// first. One timer for both spares an idle follower a second. Writes
+	// do not re-arm it (a timer update per frame): when it fires after a
+	// write, it is re-armed for the rest of the silence since lastWrite.
 	heartbeat *time.Timer
+	// lastWrite is when the last write started.
+	lastWrite time.Time
+	// deadline is the write deadline last given to out (see flush).
+	deadline time.Time
 	// end is when the stream's MaxLifetime runs out.
 	end time.Time
 }
@@ -122,8 +131,9 @@ var errStreamDone = errors.New("stream done")
 // run follows the stream until it ends, the lifetime runs out, the client
 // leaves, or a write fails. Headers must be set; run sends them.
 func (f *follower) run(ctx context.Context) error {
-	f.end = time.Now().Add(f.cfg.MaxLifetime)
-	f.heartbeat = time.NewTimer(f.untilHeartbeat())
+	f.lastWrite = time.Now()
+	f.end = f.lastWrite.Add(f.cfg.MaxLifetime)
+	f.heartbeat = time.NewTimer(f.untilHeartbeat(f.lastWrite))
 	defer f.heartbeat.Stop()
 	f.buf, _ = sse.AppendRetry(f.buf, f.cfg.Retry)
 	if err := f.flush(); err != nil {
@@ -139,13 +149,19 @@ func (f *follower) run(ctx context.Context) error {
 		case <-f.sub.Ready():
 			err = f.deliverLive(ctx)
 		case <-f.heartbeat.C:
-			if !time.Now().Before(f.end) {
+			now := time.Now()
+			if !now.Before(f.end) {
 				return nil // the lifetime ran out
+			}
+			if wait := f.untilHeartbeat(now); wait > 0 {
+				f.heartbeat.Reset(wait) // written since it was armed
+				continue
 			}
 			f.buf, _ = sse.AppendComment(f.buf, "heartbeat")
 			if err = f.flush(); err == nil {
 				err = f.checkEnd(ctx)
 			}
+			f.heartbeat.Reset(f.untilHeartbeat(time.Now()))
 		}
 	}
 	if errors.Is(err, errStreamDone) {
@@ -318,23 +334,37 @@ type panicError struct{ value any }
 func (e panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
 
 // flush sends the buffered bytes to the client within the write deadline.
+// The deadline moves only when the write would have less than WriteTimeout
+// before it; it is then set WriteTimeout plus an eighth from now (so once
+// per eighth of WriteTimeout at most, not at every write: each move is a
+// runtime timer update). Every write thus has between WriteTimeout and 9/8
+// of it before it is cut.
 func (f *follower) flush() error {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	if err := f.out.send(f.buf, time.Now().Add(f.cfg.WriteTimeout)); err != nil {
+	now := time.Now()
+	if f.deadline.Sub(now) < f.cfg.WriteTimeout {
+		f.deadline = now.Add(f.cfg.WriteTimeout + f.cfg.WriteTimeout/deadlineSlack)
+	}
+	if err := f.out.send(f.buf, f.deadline); err != nil {
 		return err
 	}
 	f.cfg.Observer.Wrote(f.kind, f.frames, len(f.buf))
 	f.buf, f.frames = f.buf[:0], 0
-	f.heartbeat.Reset(f.untilHeartbeat())
+	f.lastWrite = now
 	return nil
 }
 
-// untilHeartbeat is the wait of the heartbeat timer: Heartbeat, or less
-// when the lifetime runs out sooner.
-func (f *follower) untilHeartbeat() time.Duration {
-	return min(f.cfg.Heartbeat, time.Until(f.end))
+// deadlineSlack is the fraction of WriteTimeout (1/deadlineSlack) a write
+// deadline is set beyond WriteTimeout, so that it needs moving at most
+// once per that fraction of WriteTimeout.
+const deadlineSlack = 8
+
+// untilHeartbeat is the wait, from now, until the next heartbeat is due:
+// Heartbeat after the last write, or sooner when the lifetime runs out.
+func (f *follower) untilHeartbeat(now time.Time) time.Duration {
+	return min(f.lastWrite.Add(f.cfg.Heartbeat).Sub(now), f.end.Sub(now))
 }
 
 // setStreamHeaders sets the headers of an SSE response.

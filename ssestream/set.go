@@ -109,7 +109,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	stop := context.AfterFunc(r.Context(), cancel)
 	defer stop()
 	w.WriteHeader(http.StatusOK)
-	f.out = responseStream{w: w, rc: http.NewResponseController(w)}
+	f.out = &responseStream{w: w, rc: http.NewResponseController(w)}
 	follow(ctx, f, &opts, release)
 	return nil
 }
