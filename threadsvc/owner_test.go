@@ -6,12 +6,8 @@ import (
 	"testing"
 
 	"github.com/runstream/runstream"
-	"github.com/runstream/runstream/contracts"
-	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/live"
-	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/internal/threadtest"
 	"github.com/runstream/runstream/runevents"
-	"github.com/runstream/runstream/threadsvc"
 )
 
 // ownerReader gives a memory store's reader runevents.ThreadOwner and
@@ -36,15 +32,11 @@ func (r *ownerReader) FirstThreadOwner(ctx context.Context, threadID string) (st
 // deleted the thread is the next writer's.
 func TestWritableReadsTheFirstOwner(t *testing.T) {
 	t.Parallel()
-	validator, err := contracts.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := memory.NewRunEventStore()
-	reader := &ownerReader{ThreadReader: events}
-	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
-	svc := threadsvc.New(events, reader, memory.NewRunStore(), log, hub, threadsvc.Config{})
+	reader := &ownerReader{}
+	svc := threadtest.ServiceReading(t, func(r runevents.ThreadReader) runevents.ThreadReader {
+		reader.ThreadReader = r
+		return reader
+	})
 	ctx := t.Context()
 	appendAs := func(user string) error {
 		_, err := svc.Append(ctx, user, "t1", []runevents.NewEvent{startEvent()})
