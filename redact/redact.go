@@ -6,7 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/runstream/runstream/internal/jsonscan"
 )
+
+// maxPlainDepth is the nesting jsonscan.Plain accepts before JSON leaves
+// the check of a document to json.Valid (whose own limit it is).
+const maxPlainDepth = 10000
 
 // Options configures a Redactor. The zero value gives the default rules.
 type Options struct {
@@ -119,7 +125,9 @@ func (r *Redactor) Value(v any) (any, bool) {
 // compactly, object keys sorted, HTML characters not escaped. Invalid JSON
 // is an error.
 func (r *Redactor) JSON(raw []byte) ([]byte, bool, error) {
-	if !json.Valid(raw) {
+	// Plain accepts only valid JSON; what it does not accept (escaped
+	// surrogates, big objects, …) json.Valid decides.
+	if !jsonscan.Plain(raw, maxPlainDepth) && !json.Valid(raw) {
 		var v any
 		err := json.Unmarshal(raw, &v) // for the position of the error
 		return nil, false, fmt.Errorf("redact json: %w", err)

@@ -242,11 +242,34 @@ var triggerTable = func() *[256][]trigger {
 	return &t
 }()
 
+// triggerPairs has, for each byte a trigger starts with, a bit for each
+// byte that follows it in a trigger; a trigger of one byte sets them all.
+// Most bytes of text start no trigger, or none with the byte after them.
+var triggerPairs = func() *[256][4]uint64 {
+	var t [256][4]uint64
+	for c, triggers := range triggerTable {
+		for _, tr := range triggers {
+			if len(tr.lit) == 1 {
+				t[c] = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+				continue
+			}
+			n := tr.lit[1]
+			t[c][n>>6] |= 1 << (n & 63)
+		}
+	}
+	return &t
+}()
+
 // candidates returns a bit per rule (and bit assignRule) whose trigger
 // occurs in s: one pass over s instead of a substring search per trigger,
 // which is what keeps a string without secrets cheap.
 func candidates(s string) (mask uint64) {
 	for i := 0; i < len(s); i++ {
+		if i+1 < len(s) {
+			if n := s[i+1]; triggerPairs[s[i]][n>>6]&(1<<(n&63)) == 0 {
+				continue
+			}
+		}
 		for _, t := range triggerTable[s[i]] {
 			if mask&(1<<t.rule) == 0 && strings.HasPrefix(s[i:], t.lit) {
 				mask |= 1 << t.rule

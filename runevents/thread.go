@@ -50,6 +50,15 @@ type ThreadHead interface {
 	LastThreadSeq(ctx context.Context, threadID string) (int64, error)
 }
 
+// ThreadOwner is implemented by the backends that read the owner of a
+// thread's first row without reading the row. The thread service's
+// ownership check, on every append's path, uses it when it is there.
+type ThreadOwner interface {
+	// FirstThreadOwner returns the user_id of the thread's row with the
+	// lowest seq, whoever owns it, and false for a thread without rows.
+	FirstThreadOwner(ctx context.Context, threadID string) (userID string, ok bool, err error)
+}
+
 // IdempotentResponse is the first response to a request made with an
 // Idempotency-Key.
 type IdempotentResponse struct {

@@ -118,6 +118,54 @@ var threadReaderTests = []struct {
 			t.Errorf("LastThreadSeq of a bad id: %v, want INVALID_ARGUMENT", err)
 		}
 	}},
+	{"FirstThreadOwner", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		o, ok := r.(runevents.ThreadOwner)
+		if !ok {
+			t.Skipf("%T does not implement runevents.ThreadOwner", r)
+		}
+		first := func(thread string) (string, bool) {
+			t.Helper()
+			user, found, err := o.FirstThreadOwner(t.Context(), thread)
+			if err != nil {
+				t.Fatalf("FirstThreadOwner(%s): %v", thread, err)
+			}
+			return user, found
+		}
+		if user, found := first("t1"); found {
+			t.Errorf("owner of an empty thread: %q, want none", user)
+		}
+		rows := seedThread(t, s)
+		// want is the owner of the lowest seq of t1 among rows not owned by gone.
+		want := func(gone string) string {
+			for _, r := range rows {
+				if r.ThreadID == "t1" && r.UserID != gone {
+					return r.UserID
+				}
+			}
+			return ""
+		}
+		owner := want("\x00")
+		if user, found := first("t1"); !found || user != owner {
+			t.Errorf("owner of t1 = %q, %v; want %q", user, found, owner)
+		}
+		if _, err := s.DeleteByThread(t.Context(), "t1", runevents.OwnedBy(owner)); err != nil {
+			t.Fatal(err)
+		}
+		if next := want(owner); next == "" || next == owner {
+			t.Fatalf("seed: t1 has no row beside %q's", owner)
+		} else if user, found := first("t1"); !found || user != next {
+			t.Errorf("owner of t1 once %q's rows are deleted = %q, %v; want %q", owner, user, found, next)
+		}
+		if _, err := s.DeleteByThread(t.Context(), "t1", runevents.AnyOwner); err != nil {
+			t.Fatal(err)
+		}
+		if user, found := first("t1"); found {
+			t.Errorf("owner of t1 once its rows are deleted: %q, want none", user)
+		}
+		if _, _, err := o.FirstThreadOwner(t.Context(), "bad id!"); runstream.ErrorCodeOf(err) != runstream.CodeInvalidArgument {
+			t.Errorf("FirstThreadOwner of a bad id: %v, want INVALID_ARGUMENT", err)
+		}
+	}},
 	{"AllCategoriesAfterSeq", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
 		rows := seedThread(t, s)
 		got := listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000})

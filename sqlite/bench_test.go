@@ -191,3 +191,36 @@ func BenchmarkListThreadEvents500(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThreadOwner reads the owner of a thread's first row, as the
+// thread service's ownership check does before every append: with
+// FirstThreadOwner (one column) and, to compare in the same run, with
+// ListThreadEvents of one row (as the check did before).
+func BenchmarkThreadOwner(b *testing.B) {
+	s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: SynchronousNormal})
+	defer s.Close()
+	events := make([]runevents.NewEvent, 100)
+	for j := range events {
+		events[j] = benchEvent(j, 1)
+	}
+	if _, err := s.PutBatch(b.Context(), events); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("FirstThreadOwner", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if user, ok, err := s.FirstThreadOwner(b.Context(), "bench"); err != nil || !ok || user != "alice" {
+				b.Fatalf("FirstThreadOwner = %q, %v, %v", user, ok, err)
+			}
+		}
+	})
+	b.Run("ListThreadEvents1", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rows, err := s.ListThreadEvents(b.Context(), runevents.ListThreadEventsParams{ThreadID: "bench", Owner: runevents.AnyOwner, Limit: 1})
+			if err != nil || len(rows) != 1 || rows[0].UserID != "alice" {
+				b.Fatalf("ListThreadEvents = %d rows, %v", len(rows), err)
+			}
+		}
+	})
+}

@@ -97,14 +97,14 @@ func (s *Service) RequireThread(ctx context.Context, user, threadID string) erro
 // look foreign, as the other order would. The common case, a thread whose
 // first row is the caller's, costs one read (it is on every append's path).
 func (s *Service) requireWritable(ctx context.Context, user, threadID string) error {
-	first, err := s.threads.ListThreadEvents(ctx, runevents.ListThreadEventsParams{ThreadID: threadID, Owner: runstream.AnyOwner, Limit: 1})
+	owner, found, err := s.firstOwner(ctx, threadID)
 	if err != nil {
 		return err
 	}
-	if user != "" && len(first) == 1 && first[0].UserID == user {
+	if user != "" && found && owner == user {
 		return nil
 	}
-	if len(first) == 0 { // anyone's rows, or else anyone's run rows
+	if !found { // anyone's rows, or else anyone's run rows
 		runs, err := s.runs.ListRuns(ctx, threadID, runstream.AnyOwner)
 		if err != nil || len(runs) == 0 {
 			return err
@@ -118,6 +118,20 @@ func (s *Service) requireWritable(ctx context.Context, user, threadID string) er
 		return threadNotFound(threadID)
 	}
 	return nil
+}
+
+// firstOwner returns the owner of the thread's first row, of anyone's,
+// and whether it has rows: with the store's runevents.ThreadOwner when it
+// has one (a read of one column), else with a read of the row.
+func (s *Service) firstOwner(ctx context.Context, threadID string) (string, bool, error) {
+	if o, ok := s.threads.(runevents.ThreadOwner); ok {
+		return o.FirstThreadOwner(ctx, threadID)
+	}
+	first, err := s.threads.ListThreadEvents(ctx, runevents.ListThreadEventsParams{ThreadID: threadID, Owner: runstream.AnyOwner, Limit: 1})
+	if err != nil || len(first) == 0 {
+		return "", false, err
+	}
+	return first[0].UserID, true, nil
 }
 
 // RequireWritable fails (CodeNotFound) when threadID is another user's;

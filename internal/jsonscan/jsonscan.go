@@ -9,8 +9,17 @@ package jsonscan
 import (
 	"bytes"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
+
+// namesPool keeps the name stacks of finished scans: a scan's stack
+// escapes to the heap (the scanner's methods recurse), and Plain runs
+// several times on every ingest request.
+var namesPool = sync.Pool{New: func() any { return new([][]byte) }}
+
+// maxPooledNames bounds the stacks namesPool keeps.
+const maxPooledNames = 1024
 
 // maxMembers bounds the members of one object Plain checks for
 // duplicates (a linear search); an object with more is not plain.
@@ -28,8 +37,14 @@ func Plain(data []byte, maxDepth int) bool {
 	if !utf8.Valid(data) {
 		return false
 	}
-	s := scanner{data: data, maxDepth: maxDepth, names: make([][]byte, 0, 8)}
+	stack := namesPool.Get().(*[][]byte)
+	s := scanner{data: data, maxDepth: maxDepth, names: (*stack)[:0]}
 	i, ok := s.value(space(data, 0), 0)
+	if names := s.names[:cap(s.names)]; len(names) <= maxPooledNames {
+		clear(names) // the pool must not keep data alive
+		*stack = names[:0]
+		namesPool.Put(stack)
+	}
 	return ok && space(data, i) == len(data)
 }
 

@@ -53,3 +53,20 @@ func TestMembersElementsString(t *testing.T) {
 		t.Error("String took a string with an escape")
 	}
 }
+
+// benchEvent is a 300-byte ingest event of the plain kind.
+const benchEvent = `{"type":"ai_message","run_id":"run_01J9Z8X7Q2","thread_id":"thr_3f2a9c","seq":42,` +
+	`"content":"I checked the repository: the failing test is in store/append_test.go.\nThe fix is to flush pending deltas first.",` +
+	`"usage":{"input_tokens":1532,"output_tokens":87,"total_tokens":1619},"latency_ms":812,"model":"gpt-4o-mini",` +
+	`"created_at":"2026-03-01T12:34:56.789Z"}`
+
+func BenchmarkPlain(b *testing.B) {
+	data := []byte(benchEvent)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if !Plain(data, 10000) {
+			b.Fatal("Plain = false")
+		}
+	}
+}

@@ -10,12 +10,20 @@ import (
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
+	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
 )
 
 // Service returns a thread service over new memory stores, with the
 // contract validator and a hub of its own.
 func Service(t testing.TB) *threadsvc.Service {
+	t.Helper()
+	return ServiceReading(t, func(r runevents.ThreadReader) runevents.ThreadReader { return r })
+}
+
+// ServiceReading is Service with its thread reads (existence and
+// ownership checks, streams) made through reader(the memory store).
+func ServiceReading(t testing.TB, reader func(runevents.ThreadReader) runevents.ThreadReader) *threadsvc.Service {
 	t.Helper()
 	validator, err := contracts.NewValidator()
 	if err != nil {
@@ -24,5 +32,5 @@ func Service(t testing.TB) *threadsvc.Service {
 	events := memory.NewRunEventStore()
 	hub := live.New(live.Config{})
 	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
-	return threadsvc.New(events, events, memory.NewRunStore(), log, hub, threadsvc.Config{})
+	return threadsvc.New(events, reader(events), memory.NewRunStore(), log, hub, threadsvc.Config{})
 }
