@@ -265,9 +265,9 @@ func (v *Validator) ValidateRunEventRecord(raw []byte) error {
 		return newValidationError(problems)
 	}
 	if eventType, ok := obj["event_type"].(string); ok {
-		schema, typeProblems := v.runEventSchema(eventType)
+		schema, ok, typeProblems := v.runEventSchema(eventType)
 		problems = append(problems, typeProblems...)
-		if schema != nil {
+		if ok {
 			if category, ok := obj["category"].(string); ok && category != schema.category {
 				problems = append(problems, Problem{Path: "/category", Message: fmt.Sprintf("must be %q for event type %q", schema.category, shorten(eventType))})
 			}
@@ -286,62 +286,72 @@ func (v *Validator) ValidateRunEventRecord(raw []byte) error {
 // paths start with /event_type, /content or /metadata. content and metadata
 // take the same forms as the data of ValidateWorkflowData.
 func (v *Validator) ValidateRunEvent(eventType string, content, metadata any) error {
-	schema, problems := v.runEventSchema(eventType)
-	if schema == nil {
+	schema, ok, problems := v.runEventSchema(eventType)
+	if !ok {
 		return newValidationError(problems)
 	}
-	obj := map[string]any{}
-	for _, member := range []struct {
-		key string
-		val any
-	}{{"content", content}, {"metadata", metadata}} {
-		jv, err := jsonValue(member.val)
-		if err != nil {
-			problems = append(problems, Problem{Path: "/" + member.key, Message: err.Error()})
-			continue
-		}
-		obj[member.key] = jv
+	// Both members are converted before either is validated, so the
+	// problems come in the order of ValidateRunEventRecord's: conversion
+	// problems first, then the schemas', content before metadata.
+	contentValue, contentErr := jsonValue(content)
+	metadataValue, metadataErr := jsonValue(metadata)
+	if contentErr != nil {
+		problems = append(problems, Problem{Path: "/content", Message: contentErr.Error()})
 	}
-	problems = schema.check(problems, obj)
+	if metadataErr != nil {
+		problems = append(problems, Problem{Path: "/metadata", Message: metadataErr.Error()})
+	}
+	if contentErr == nil {
+		problems = checkMember(problems, "/content", schema.content, contentValue)
+	}
+	if metadataErr == nil {
+		problems = checkMember(problems, "/metadata", schema.metadata, metadataValue)
+	}
 	if len(problems) > 0 {
 		return newValidationError(problems)
 	}
 	return nil
 }
 
-// runEventSchema resolves an event type to its schemas; a nil result comes
-// with the problems that say why.
-func (v *Validator) runEventSchema(eventType string) (*runEventSchema, []Problem) {
+// runEventSchema resolves an event type to its schemas; when it cannot
+// (ok false) the problems say why. The schemas are returned by value so
+// that resolving one allocates nothing.
+func (v *Validator) runEventSchema(eventType string) (s runEventSchema, ok bool, problems []Problem) {
 	if canonical, ok := v.aliases[eventType]; ok {
 		eventType = canonical
 	}
 	if s, ok := v.runEvents[eventType]; ok {
-		return &s, nil
+		return s, true, nil
 	}
 	if tag, ok := strings.CutPrefix(eventType, v.middleware.prefix); ok {
 		if err := v.middleware.eventType.Validate(eventType); err != nil {
-			return nil, schemaProblems(nil, "/event_type", err)
+			return runEventSchema{}, false, schemaProblems(nil, "/event_type", err)
 		}
 		if err := v.middleware.tag.Validate(tag); err != nil {
-			return nil, schemaProblems(nil, "/event_type", err)
+			return runEventSchema{}, false, schemaProblems(nil, "/event_type", err)
 		}
-		return &v.middleware.runEventSchema, nil
+		return v.middleware.runEventSchema, true, nil
 	}
-	return nil, []Problem{{Path: "/event_type", Message: "unknown event type " + strconv.Quote(shorten(eventType))}}
+	return runEventSchema{}, false, []Problem{{Path: "/event_type", Message: "unknown event type " + strconv.Quote(shorten(eventType))}}
 }
 
 // check validates the content and metadata members of obj that are present;
 // missing members are the record schema's to report.
 func (s *runEventSchema) check(problems []Problem, obj map[string]any) []Problem {
 	if content, ok := obj["content"]; ok {
-		if err := s.content.Validate(content); err != nil {
-			problems = schemaProblems(problems, "/content", err)
-		}
+		problems = checkMember(problems, "/content", s.content, content)
 	}
 	if metadata, ok := obj["metadata"]; ok {
-		if err := s.metadata.Validate(metadata); err != nil {
-			problems = schemaProblems(problems, "/metadata", err)
-		}
+		problems = checkMember(problems, "/metadata", s.metadata, metadata)
+	}
+	return problems
+}
+
+// checkMember validates value against schema and appends what it finds
+// wrong under path.
+func checkMember(problems []Problem, path string, schema *jsonschema.Schema, value any) []Problem {
+	if err := schema.Validate(value); err != nil {
+		problems = schemaProblems(problems, path, err)
 	}
 	return problems
 }

@@ -150,10 +150,15 @@ const (
 
 // rowArgs returns the insert arguments of recs, row after row, seq left to
 // be set. It runs in the caller's goroutine, so that the write loop only
-// executes SQL.
+// executes SQL. The rows of a batch usually share their thread, run, user,
+// event type, category and time: a row equal to the previous one in such a
+// column shares its argument (one conversion to a string and to any per
+// distinct value, not per row).
 func rowArgs(recs []runevents.Record) []any {
 	args := make([]any, 0, len(recs)*insertColumns)
-	for _, r := range recs {
+	var prev []any // the previous row's arguments
+	var prevCreatedAt time.Time
+	for i, r := range recs {
 		var taskID any // NULL unless metadata.task_id is a string
 		f := runevents.FiltersOf(r.Metadata)
 		if f.HasTaskID {
@@ -163,9 +168,33 @@ func rowArgs(recs []runevents.Record) []any {
 		if f.Middleware {
 			middleware = 1
 		}
-		args = append(args, r.ThreadID, r.RunID, r.UserID, string(r.EventType), string(r.Category),
+		var createdAt any
+		if i > 0 && r.CreatedAt == prevCreatedAt {
+			createdAt = prev[createdAtColumn]
+		} else {
+			createdAt = r.CreatedAt.Format(runevents.CreatedAtLayout)
+		}
+		row := len(args)
+		args = append(args, sameString(prev, 0, r.ThreadID), sameString(prev, 1, r.RunID), sameString(prev, 2, r.UserID),
+			sameString(prev, 3, string(r.EventType)), sameString(prev, 4, string(r.Category)),
 			string(r.Content), string(r.Metadata), taskID, middleware, nil,
-			r.CreatedAt.Format(runevents.CreatedAtLayout))
+			createdAt)
+		prev = args[row:]
+		prevCreatedAt = r.CreatedAt
 	}
 	return args
+}
+
+// createdAtColumn is the index of created_at among a row's arguments.
+const createdAtColumn = 10
+
+// sameString returns the previous row's argument at column col when it is
+// the string v, and v otherwise.
+func sameString(prev []any, col int, v string) any {
+	if prev != nil {
+		if p, ok := prev[col].(string); ok && p == v {
+			return prev[col]
+		}
+	}
+	return v
 }
