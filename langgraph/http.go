@@ -12,7 +12,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runchunks"
-	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadruns"
 )
 
 // HTTP is what the service's handlers need of the HTTP API that mounts
@@ -92,24 +92,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// pathID returns a path parameter that must be a thread or run id.
-func pathID(r *http.Request, name string) (string, error) {
-	id := r.PathValue(name)
-	if runevents.ValidateID(name, id) != nil {
-		return "", runstream.Errorf(runstream.CodeValidationFailed, "%s must match ^[A-Za-z0-9_-]{1,64}$", name).WithDetail("parameter", name)
-	}
-	return id, nil
-}
-
-// threadAndRun returns the thread_id and run_id path parameters.
-func threadAndRun(r *http.Request) (string, string, error) {
-	threadID, err := pathID(r, "thread_id")
-	if err != nil {
-		return "", "", err
-	}
-	runID, err := pathID(r, "run_id")
-	return threadID, runID, err
-}
+// The path parameters are read as the thread API's run routes read them.
+var (
+	pathID       = threadruns.PathID
+	threadAndRun = threadruns.ThreadAndRun
+)
 
 // push answers POST /api/runs/{run_id}/stream-chunks.
 func (a *api) push(w http.ResponseWriter, r *http.Request) error {
