@@ -140,3 +140,38 @@ func joinRun(t *testing.T, base, lastEventID string) joined {
 	}
 	return joined{r: sse.NewReader(resp.Body)}
 }
+
+// TestServeLangGraphJoinEndsWithItsToken: under --auth jwt a join stream
+// is aborted when the caller's token expires (the SDK re-authenticates and
+// resumes), as served by runstream serve.
+func TestServeLangGraphJoinEndsWithItsToken(t *testing.T) {
+	t.Parallel()
+	keys := newJWTKeys(t)
+	p := runServe(t, nil, "--store", "memory:", "--workers", "0", "--auth", "jwt", "--jwt-keys-file", keys.file, "--jwt-leeway", "0")
+	long := keys.token("alice", time.Hour)
+	body := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":{"n":0}}]}`
+	if code, out, _ := call(t, "POST", p.base+"/api/runs/r1/stream-chunks", long, body); code != http.StatusOK {
+		t.Fatalf("push: %d %s", code, out)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+"/api/threads/t1/runs/r1/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keys.token("alice", 2*time.Second))
+	req.Header.Set("Last-Event-ID", "-1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("join: %d", resp.StatusCode)
+	}
+	s := joined{r: sse.NewReader(resp.Body)}
+	if got := s.next(t) + "," + s.next(t); got != "metadata ,values 0" {
+		t.Fatalf("frames before the expiry: %s", got)
+	}
+	if _, err := s.r.Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("the join stream ended with %v when its token expired; want an aborted connection", err)
+	}
+}
