@@ -286,6 +286,21 @@ func (s *WorkflowStore) runLocked(id string, owner runstream.Owner) (*runRow, er
 	return row, nil
 }
 
+// CountRuns returns how many runs are in each of statuses.
+func (s *WorkflowStore) CountRuns(_ context.Context, statuses []workflow.RunStatus) (map[workflow.RunStatus]int, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make(map[workflow.RunStatus]int, len(statuses))
+	for _, row := range s.runs {
+		if slices.Contains(statuses, row.r.Status) {
+			out[row.r.Status]++
+		}
+	}
+	return out, nil
+}
+
 // ListRuns returns the runs owner sees that match the filters, newest
 // first.
 func (s *WorkflowStore) ListRuns(_ context.Context, p workflow.ListRunsParams) ([]workflow.Run, error) {

@@ -212,9 +212,9 @@ type RunCounter func(ctx context.Context, status string) (int, error)
 func (m *Metrics) WatchRuns(count RunCounter, running func() int) {
 	c := &runsCollector{m: m, count: count,
 		runs: prometheus.NewDesc("runstream_workflow_runs",
-			"Workflow runs in each non-terminal status in the store, all instances (a count is capped at 1000).", []string{"status"}, nil),
+			"Workflow runs in each non-terminal status in the store, all instances.", []string{"status"}, nil),
 		queue: prometheus.NewDesc("runstream_engine_queue_depth",
-			"Workflow runs queued in the store, waiting for an engine to claim them (capped at 1000).", nil, nil),
+			"Workflow runs queued in the store, waiting for an engine to claim them.", nil, nil),
 	}
 	m.reg.MustRegister(c)
 	if running != nil {

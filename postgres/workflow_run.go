@@ -122,6 +122,36 @@ func errRunNotFound(id string) error {
 	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %q not found", id)
 }
 
+// CountRuns returns how many runs are in each of statuses, in one query
+// on the status index.
+func (s *WorkflowStore) CountRuns(ctx context.Context, statuses []workflow.RunStatus) (map[workflow.RunStatus]int, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(statuses))
+	for i, st := range statuses {
+		names[i] = string(st)
+	}
+	rows, err := s.pool.Query(ctx, "SELECT status, count(*) FROM workflow_runs WHERE status = ANY($1) GROUP BY status", names)
+	if err != nil {
+		return nil, dbError(err, "count runs")
+	}
+	out := make(map[workflow.RunStatus]int, len(statuses))
+	for rows.Next() {
+		var status string
+		var n int
+		if err := rows.Scan(&status, &n); err != nil {
+			rows.Close()
+			return nil, dbError(err, "count runs")
+		}
+		out[workflow.RunStatus(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError(err, "count runs")
+	}
+	return out, nil
+}
+
 // ListRuns returns the runs owner sees that match the filters, newest
 // first. The cursor is looked up among every run owner sees, not only the
 // matching ones: a run may have left the status filter since the previous

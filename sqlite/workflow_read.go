@@ -95,6 +95,23 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 	return r, nil
 }
 
+// CountRuns returns how many runs are in each of statuses, from the
+// status index.
+func (s *WorkflowStore) CountRuns(ctx context.Context, statuses []workflow.RunStatus) (map[workflow.RunStatus]int, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	out := make(map[workflow.RunStatus]int, len(statuses))
+	for _, status := range statuses {
+		var n int
+		if err := s.db.reads.queryRow(ctx, "SELECT count(*) FROM workflow_runs WHERE status = ?", string(status)).Scan(&n); err != nil {
+			return nil, sqlError("sqlite: count runs", err)
+		}
+		out[status] = n
+	}
+	return out, nil
+}
+
 // ListRuns returns the runs owner sees that match the filters, newest
 // first. The cursor run is looked up among every run owner sees, matching
 // the filters or not.

@@ -107,6 +107,10 @@ type Store interface {
 	CreateRun(ctx context.Context, r Run, events []NewEvent) (Run, []Envelope, error)
 	GetRun(ctx context.Context, id string, owner runstream.Owner) (Run, error)
 	ListRuns(ctx context.Context, p ListRunsParams) ([]Run, error)
+	// CountRuns returns how many runs of every owner are in each of
+	// statuses (a status without runs is absent or 0), for the metrics:
+	// counted on the status index, not read row by row.
+	CountRuns(ctx context.Context, statuses []RunStatus) (map[RunStatus]int, error)
 
 	// Append appends events to a run in one transaction: seqs are the next
 	// ones of the run, from its counter row locked in the transaction, and

@@ -12,6 +12,26 @@ import (
 )
 
 var listRunTests = []test{
+	{"CountRuns", func(t *testing.T, s workflow.Store) {
+		wa, va := newWorkflow(t, s, alice)
+		wb, vb := newWorkflow(t, s, bob)
+		newRunOf(t, s, wa, va, nil)
+		newRunOf(t, s, wb, vb, nil) // another owner's: counted too
+		running := newRunOf(t, s, wa, va, nil)
+		appendEvents(t, s, workflow.AppendParams{RunID: running.ID, Events: []workflow.NewEvent{runEvent(workflow.EventRunStarted, "")}})
+		done := newRunOf(t, s, wa, va, nil)
+		appendEvents(t, s, workflow.AppendParams{RunID: done.ID, Events: []workflow.NewEvent{runEvent(workflow.EventRunStarted, ""), runEvent(workflow.EventRunCompleted, `{"output":1}`)}})
+		got, err := s.CountRuns(t.Context(), []workflow.RunStatus{workflow.StatusQueued, workflow.StatusRunning, workflow.StatusCancelling})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[workflow.RunStatus]int{workflow.StatusQueued: 2, workflow.StatusRunning: 1}
+		for _, st := range []workflow.RunStatus{workflow.StatusQueued, workflow.StatusRunning, workflow.StatusCancelling, workflow.StatusCompleted} {
+			if got[st] != want[st] {
+				t.Errorf("CountRuns: %s = %d, want %d (all: %v)", st, got[st], want[st], got)
+			}
+		}
+	}},
 	{"Filters", func(t *testing.T, s workflow.Store) {
 		wa, va := newWorkflow(t, s, alice)
 		wb, vb := newWorkflow(t, s, alice)

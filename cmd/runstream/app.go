@@ -243,8 +243,8 @@ func (a *app) watch() {
 		running = a.engine.Running
 	}
 	m.WatchRuns(func(ctx context.Context, status string) (int, error) {
-		runs, err := b.workflows.ListRuns(ctx, workflow.ListRunsParams{Owner: runstream.AnyOwner, Status: workflow.RunStatus(status), Limit: workflow.MaxListLimit})
-		return len(runs), err
+		counts, err := b.workflows.CountRuns(ctx, []workflow.RunStatus{workflow.RunStatus(status)})
+		return counts[workflow.RunStatus(status)], err
 	}, running)
 	pool := b.pool
 	if pool == nil {
