@@ -151,9 +151,12 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 
 	// The read pool opens after the writer so that the WAL index exists.
-	// Readers map the file (up to 1 GiB) rather than read each page that
-	// is not in their cache with a system call.
-	readers, err := sql.Open("sqlite", uri+"?mode=ro&"+common+"&_pragma=query_only(1)&_pragma=mmap_size(1073741824)")
+	// Readers do not map the file (mmap_size stays 0): a reader that
+	// begins a read after any commit drops its mapping with its page
+	// cache, so under a steady stream of appends every read paid an
+	// munmap, an mmap and a page fault per page it touched, which cost
+	// more than the preads that replace them (see docs/BENCHMARKS.md).
+	readers, err := sql.Open("sqlite", uri+"?mode=ro&"+common+"&_pragma=query_only(1)")
 	if err != nil {
 		writer.Close()
 		return nil, sqlError("sqlite: open read pool", err)

@@ -55,7 +55,8 @@
 //
 // Writes are serialised: their throughput is that of one connection
 // (tens of thousands of events per second). A group holds at most 1024
-// writes. Reads share Config.ReadConns connections, each of which maps up
-// to 1 GiB of the file. Sharing the file over a network file system is not
+// writes. Reads share Config.ReadConns connections, which read pages with
+// pread (the file is not memory-mapped). Sharing the file over a network
+// file system is not
 // supported: WAL needs memory shared by the processes of one host.
 package sqlite
