@@ -84,17 +84,51 @@ func (l *ThreadLog) Limits() ThreadLimits { return l.limits }
 // stamped with userID as its owner ("" for internal writers), then
 // publishes the stored records.
 func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	return l.AppendWritable(ctx, userID, events, nil)
+}
+
+// AppendWritable is Append into a thread that writable (nil: any) lets
+// userID write to; an error of writable is returned as it is, and nothing
+// is stored. When the store checks a thread's owner inside the append
+// (runevents.OwnedAppender) and userID is not empty, the batch is first
+// appended on the condition that the thread's first row is userID's, and
+// writable is called only when it is not (a thread's first append,
+// another user's thread): an append to one's own thread then costs no
+// read of its own. Otherwise writable is called before anything else.
+func (l *ThreadLog) AppendWritable(ctx context.Context, userID string, events []runevents.NewEvent, writable func(context.Context) error) ([]runevents.Record, error) {
+	owned, _ := l.store.(runevents.OwnedAppender)
+	if userID == "" || writable == nil {
+		owned = nil
+	}
+	if owned == nil && writable != nil {
+		if err := writable(ctx); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	events, err := l.prepare(userID, events)
 	if err != nil {
 		return nil, err
 	}
-	ctx, err = started(ctx)
+	stored, err := started(ctx)
 	if err != nil {
 		return nil, err
 	}
 	prepared := time.Now()
-	recs, err := l.store.PutBatch(ctx, events)
+	var recs []runevents.Record
+	if owned != nil {
+		recs, err = owned.PutBatchOwned(stored, userID, events)
+		if errors.Is(err, runevents.ErrNotFirstOwner) {
+			if err := writable(ctx); err != nil {
+				return nil, err
+			}
+			prepared = time.Now()
+			owned = nil
+		}
+	}
+	if owned == nil {
+		recs, err = l.store.PutBatch(stored, events)
+	}
 	l.appended("thread_append", len(recs), start, prepared, err)
 	if err != nil {
 		return nil, err

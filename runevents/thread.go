@@ -2,6 +2,7 @@ package runevents
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -57,6 +58,23 @@ type ThreadOwner interface {
 	// FirstThreadOwner returns the user_id of the thread's row with the
 	// lowest seq, whoever owns it, and false for a thread without rows.
 	FirstThreadOwner(ctx context.Context, threadID string) (userID string, ok bool, err error)
+}
+
+// ErrNotFirstOwner is OwnedAppender's answer for a thread without rows or
+// whose first row is another user's: nothing was written.
+var ErrNotFirstOwner = errors.New("runevents: the thread has no rows of the caller's first")
+
+// OwnedAppender is implemented by the backends that check a thread's
+// owner inside the append's own transaction, so that an append to a
+// thread the caller already owns costs no read of its own. The thread
+// service appends through it first and checks ownership the long way
+// (ThreadOwner, run rows) only when it answers ErrNotFirstOwner, as for
+// a thread's first append.
+type OwnedAppender interface {
+	// PutBatchOwned is PutBatch when the thread's row with the lowest seq,
+	// read in the same transaction, is userID's (userID must not be
+	// empty); otherwise it writes nothing and returns ErrNotFirstOwner.
+	PutBatchOwned(ctx context.Context, userID string, events []NewEvent) ([]Record, error)
 }
 
 // IdempotentResponse is the first response to a request made with an

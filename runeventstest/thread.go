@@ -1,6 +1,7 @@
 package runeventstest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -164,6 +165,50 @@ var threadReaderTests = []struct {
 		}
 		if _, _, err := o.FirstThreadOwner(t.Context(), "bad id!"); runstream.ErrorCodeOf(err) != runstream.CodeInvalidArgument {
 			t.Errorf("FirstThreadOwner of a bad id: %v, want INVALID_ARGUMENT", err)
+		}
+	}},
+	{"PutBatchOwned", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		o, ok := s.(runevents.OwnedAppender)
+		if !ok {
+			t.Skipf("%T does not implement runevents.OwnedAppender", s)
+		}
+		ctx := t.Context()
+		count := func() int {
+			t.Helper()
+			return len(listThread(t, r, runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000}))
+		}
+		if _, err := o.PutBatchOwned(ctx, alice, []runevents.NewEvent{withUser(trace("t1", "ra"), alice)}); !errors.Is(err, runevents.ErrNotFirstOwner) {
+			t.Errorf("PutBatchOwned to a thread without rows: %v, want ErrNotFirstOwner", err)
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("a refused PutBatchOwned stored %d rows", n)
+		}
+		putBatch(t, s, []runevents.NewEvent{withUser(msg("t1", "ra"), alice), withUser(trace("t1", "ra"), bob)})
+		recs, err := o.PutBatchOwned(ctx, alice, []runevents.NewEvent{withUser(trace("t1", "ra"), alice), withUser(msg("t1", "rb"), alice)})
+		if err != nil || len(recs) != 2 || recs[0].Seq != 3 || recs[1].Seq != 4 || recs[1].RunID != "rb" {
+			t.Fatalf("PutBatchOwned to alice's thread as alice = %+v, %v; want seqs 3 and 4", recs, err)
+		}
+		if _, err := o.PutBatchOwned(ctx, bob, []runevents.NewEvent{withUser(trace("t1", "ra"), bob)}); !errors.Is(err, runevents.ErrNotFirstOwner) {
+			t.Errorf("PutBatchOwned to alice's thread as bob (whose row is not the first): %v, want ErrNotFirstOwner", err)
+		}
+		if n := count(); n != 4 {
+			t.Fatalf("t1 holds %d rows after a refused PutBatchOwned, want 4", n)
+		}
+		next := putBatch(t, s, []runevents.NewEvent{withUser(trace("t1", "ra"), alice)})
+		if next[0].Seq != 5 {
+			t.Errorf("the append after a refused one got seq %d, want 5: a refused append must not take seqs", next[0].Seq)
+		}
+		if _, err := s.DeleteByThread(ctx, "t1", runevents.OwnedBy(alice)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.PutBatchOwned(ctx, alice, []runevents.NewEvent{withUser(trace("t1", "ra"), alice)}); !errors.Is(err, runevents.ErrNotFirstOwner) {
+			t.Errorf("PutBatchOwned as alice once bob's row is the first: %v, want ErrNotFirstOwner", err)
+		}
+		if _, err := o.PutBatchOwned(ctx, bob, []runevents.NewEvent{withUser(trace("t1", "ra"), bob)}); err != nil {
+			t.Errorf("PutBatchOwned as bob once his row is the first: %v", err)
+		}
+		if _, err := o.PutBatchOwned(ctx, "", []runevents.NewEvent{trace("t1", "ra")}); err == nil || errors.Is(err, runevents.ErrNotFirstOwner) {
+			t.Errorf("PutBatchOwned without a user: %v, want an error other than ErrNotFirstOwner", err)
 		}
 	}},
 	{"AllCategoriesAfterSeq", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {

@@ -23,6 +23,7 @@ type RunEventStore struct {
 	// Prepared once on the writer connection and reused by every group.
 	bumpSeq     *sql.Stmt
 	firstOfType *sql.Stmt
+	firstOwner  *sql.Stmt // PutBatchOwned's check
 	// inserts[k] inserts 1<<k rows in one statement, k < insertSizes.
 	inserts [insertSizes]*sql.Stmt
 
@@ -38,8 +39,9 @@ type RunEventStore struct {
 const insertSizes = 7
 
 var (
-	_ runevents.Store      = (*RunEventStore)(nil)
-	_ runevents.Durability = (*RunEventStore)(nil)
+	_ runevents.Store         = (*RunEventStore)(nil)
+	_ runevents.Durability    = (*RunEventStore)(nil)
+	_ runevents.OwnedAppender = (*RunEventStore)(nil)
 )
 
 // recordColumns are the columns scanRecord reads, in its order.
@@ -61,6 +63,7 @@ func newRunEventStore(ctx context.Context, db *DB) (*RunEventStore, error) {
 			ON CONFLICT (thread_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq
 			RETURNING last_seq`},
 		{&s.firstOfType, firstOfTypeSQL},
+		{&s.firstOwner, firstThreadOwnerSQL},
 	}
 	for k := range s.inserts {
 		values := strings.Repeat(", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", 1<<k)[2:]
@@ -81,7 +84,7 @@ func newRunEventStore(ctx context.Context, db *DB) (*RunEventStore, error) {
 
 func (s *RunEventStore) closeStatements() error {
 	var errs []error
-	for _, stmt := range append([]*sql.Stmt{s.bumpSeq, s.firstOfType}, s.inserts[:]...) {
+	for _, stmt := range append([]*sql.Stmt{s.bumpSeq, s.firstOfType, s.firstOwner}, s.inserts[:]...) {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())
 		}

@@ -3,9 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math/bits"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -23,6 +25,10 @@ import (
 type pendingAppend struct {
 	recs []runevents.Record // prepared; the flush sets their Seq
 	args []any              // rowArgs(recs); the flush sets their seq
+	// owner, when not empty, is the user whose the thread's first row
+	// must be (PutBatchOwned); the flush sets refused when it is not.
+	owner   string
+	refused bool
 }
 
 // Put appends e and returns the stored record.
@@ -34,7 +40,7 @@ func (s *RunEventStore) Put(ctx context.Context, e runevents.NewEvent) (runevent
 	if err != nil {
 		return runevents.Record{}, err
 	}
-	recs, err := s.append(ctx, []runevents.Record{rec})
+	recs, err := s.append(ctx, &pendingAppend{recs: []runevents.Record{rec}, args: rowArgs([]runevents.Record{rec})})
 	if err != nil {
 		return runevents.Record{}, err
 	}
@@ -50,13 +56,32 @@ func (s *RunEventStore) PutBatch(ctx context.Context, events []runevents.NewEven
 	if err != nil || len(recs) == 0 {
 		return recs, err
 	}
-	return s.append(ctx, recs)
+	return s.append(ctx, &pendingAppend{recs: recs, args: rowArgs(recs)})
 }
 
-// append writes prepared records of one thread in a group transaction and
-// returns them with their seqs.
-func (s *RunEventStore) append(ctx context.Context, recs []runevents.Record) ([]runevents.Record, error) {
-	p := &pendingAppend{recs: recs, args: rowArgs(recs)}
+// PutBatchOwned is PutBatch when the thread's first row is userID's,
+// checked by the write loop in the group transaction (one read per
+// thread and group, on the writer's connection); otherwise it writes
+// nothing and returns runevents.ErrNotFirstOwner. Rows appended by
+// earlier writes of the same group do not count: a thread created there
+// answers ErrNotFirstOwner.
+func (s *RunEventStore) PutBatchOwned(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if userID == "" {
+		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "sqlite: put run events: an owner is required")
+	}
+	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
+	if err != nil || len(recs) == 0 {
+		return recs, err
+	}
+	return s.append(ctx, &pendingAppend{recs: recs, args: rowArgs(recs), owner: userID})
+}
+
+// append writes p's prepared records of one thread in a group
+// transaction and returns them with their seqs.
+func (s *RunEventStore) append(ctx context.Context, p *pendingAppend) ([]runevents.Record, error) {
 	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if s.pendingTx != tx { // the first append of this transaction
 			s.pendingTx, s.pending = tx, nil
@@ -67,7 +92,10 @@ func (s *RunEventStore) append(ctx context.Context, recs []runevents.Record) ([]
 	if err != nil {
 		return nil, err
 	}
-	return recs, nil
+	if p.refused {
+		return nil, runevents.ErrNotFirstOwner
+	}
+	return p.recs, nil
 }
 
 // flushAppends writes the appends tx has deferred. It runs in the write
@@ -77,8 +105,11 @@ func (s *RunEventStore) flushAppends(ctx context.Context, tx *sql.Tx) error {
 	if s.pendingTx != tx || len(s.pending) == 0 {
 		return nil
 	}
-	pending := s.pending
+	pending, err := s.checkOwners(ctx, tx, s.pending)
 	s.pending = nil
+	if err != nil || len(pending) == 0 {
+		return err
+	}
 
 	// One counter bump per thread, in order of first appearance.
 	var threads []string
@@ -115,6 +146,47 @@ func (s *RunEventStore) flushAppends(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	return s.insertArgs(ctx, tx, args)
+}
+
+// checkOwners marks refused the appends of pending whose thread's first
+// row is not their owner's, reading it once per thread, and returns the
+// others. An append may be checked again (its group rolled back and
+// retried it alone), so each check sets refused afresh.
+func (s *RunEventStore) checkOwners(ctx context.Context, tx *sql.Tx, pending []*pendingAppend) ([]*pendingAppend, error) {
+	type firstOwner struct {
+		user  string
+		found bool
+	}
+	var owners map[string]firstOwner // by thread
+	kept := pending[:0]
+	for _, p := range pending {
+		p.refused = false
+		if p.owner == "" {
+			kept = append(kept, p)
+			continue
+		}
+		thread := p.recs[0].ThreadID
+		o, ok := owners[thread]
+		if !ok {
+			err := tx.StmtContext(ctx, s.firstOwner).QueryRowContext(ctx, thread).Scan(&o.user)
+			switch {
+			case err == nil:
+				o.found = true
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, sqlError("sqlite: put run events: first thread owner", err)
+			}
+			if owners == nil {
+				owners = map[string]firstOwner{}
+			}
+			owners[thread] = o
+		}
+		if !o.found || o.user != p.owner {
+			p.refused = true
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept, nil
 }
 
 // reserveSeqs advances thread's counter by n and returns the last seq

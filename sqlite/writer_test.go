@@ -268,3 +268,66 @@ func TestDeferredAppendsKeepGroupOrder(t *testing.T) {
 		t.Errorf("%d groups, want 2 (the blocker's, then one for the queued writes)", tx)
 	}
 }
+
+// ownedAsync runs PutBatchOwned of one event in a goroutine and returns
+// the channel of its result.
+func ownedAsync(ctx context.Context, s *RunEventStore, user string, e runevents.NewEvent) <-chan putResult {
+	ch := make(chan putResult, 1)
+	go func() {
+		var r putResult
+		recs, err := s.PutBatchOwned(ctx, user, []runevents.NewEvent{e})
+		if len(recs) == 1 {
+			r.rec = recs[0]
+		}
+		r.err = err
+		ch <- r
+	}()
+	return ch
+}
+
+// In one group, PutBatchOwned is checked against the thread as committed
+// before the group: an append refused there takes no seq and fails no
+// other write of the group, and a thread whose first row is written by an
+// earlier write of the same group is not yet anyone's.
+func TestPutBatchOwnedInAGroup(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	withUser := func(e runevents.NewEvent, user string) runevents.NewEvent { e.UserID = user; return e }
+	if _, err := s.Put(t.Context(), withUser(traceEvent("old"), "alice")); err != nil {
+		t.Fatal(err)
+	}
+	release, blocker := blockWriter(t, db)
+	tx0 := db.stats.transactions.Load()
+	queued := len(db.queue)
+	next := func(ch <-chan putResult) <-chan putResult {
+		t.Helper()
+		queued++
+		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == queued })
+		return ch
+	}
+	newFirst := next(putAsync(t.Context(), s, withUser(traceEvent("new"), "alice")))
+	newOwned := next(ownedAsync(t.Context(), s, "alice", withUser(traceEvent("new"), "alice")))
+	bobs := next(ownedAsync(t.Context(), s, "bob", withUser(traceEvent("old"), "bob")))
+	alices := next(ownedAsync(t.Context(), s, "alice", withUser(traceEvent("old"), "alice")))
+	release()
+
+	if r := <-blocker; r.err != nil {
+		t.Fatalf("blocking Put: %v", r.err)
+	}
+	if r := <-newFirst; r.err != nil || r.rec.Seq != 1 {
+		t.Errorf("the new thread's first Put = seq %d, %v; want 1", r.rec.Seq, r.err)
+	}
+	if r := <-newOwned; !errors.Is(r.err, runevents.ErrNotFirstOwner) {
+		t.Errorf("PutBatchOwned to a thread created in the same group: %v, want ErrNotFirstOwner", r.err)
+	}
+	if r := <-bobs; !errors.Is(r.err, runevents.ErrNotFirstOwner) {
+		t.Errorf("bob's PutBatchOwned to alice's thread: %v, want ErrNotFirstOwner", r.err)
+	}
+	if r := <-alices; r.err != nil || r.rec.Seq != 2 {
+		t.Errorf("alice's PutBatchOwned to her thread = seq %d, %v; want 2 (bob's refused append took none)", r.rec.Seq, r.err)
+	}
+	if tx := db.stats.transactions.Load() - tx0; tx != 1 {
+		t.Errorf("the group took %d transactions, want 1: a refused append must not roll it back", tx)
+	}
+}

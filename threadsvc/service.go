@@ -157,16 +157,22 @@ func (s *Service) MaxBatchEvents() int {
 }
 
 // Append appends a batch of events of one thread for user (see
-// eventlog.ThreadLog.Append) unless the thread is another user's. A
-// failed append is a WriteError.
+// eventlog.ThreadLog.Append) unless the thread is another user's. On a
+// store that checks the owner inside the append, an append to the
+// caller's own thread reads nothing first (eventlog.ThreadLog.
+// AppendWritable). A failed append is a WriteError.
 func (s *Service) Append(ctx context.Context, user, threadID string, events []runevents.NewEvent) ([]runevents.Record, error) {
 	if s.log == nil {
 		return nil, unavailable("thread event log")
 	}
-	if err := s.requireWritable(ctx, user, threadID); err != nil {
-		return nil, err
+	var checkErr error
+	recs, err := s.log.AppendWritable(ctx, user, events, func(ctx context.Context) error {
+		checkErr = s.requireWritable(ctx, user, threadID)
+		return checkErr
+	})
+	if checkErr != nil {
+		return nil, checkErr
 	}
-	recs, err := s.log.Append(ctx, user, events)
 	if err != nil {
 		return nil, WriteError{err}
 	}

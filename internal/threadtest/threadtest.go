@@ -25,12 +25,19 @@ func Service(t testing.TB) *threadsvc.Service {
 // ownership checks, streams) made through reader(the memory store).
 func ServiceReading(t testing.TB, reader func(runevents.ThreadReader) runevents.ThreadReader) *threadsvc.Service {
 	t.Helper()
+	return ServiceOver(t, func(s runevents.Store) runevents.Store { return s }, reader)
+}
+
+// ServiceOver is ServiceReading with its appends made through
+// store(the memory store).
+func ServiceOver(t testing.TB, store func(runevents.Store) runevents.Store, reader func(runevents.ThreadReader) runevents.ThreadReader) *threadsvc.Service {
+	t.Helper()
 	validator, err := contracts.NewValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := memory.NewRunEventStore()
 	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{})
+	log := eventlog.NewThreadLog(store(events), validator, hub, eventlog.ThreadLimits{})
 	return threadsvc.New(events, reader(events), memory.NewRunStore(), log, hub, threadsvc.Config{})
 }
