@@ -145,3 +145,58 @@ func prepared(t *testing.T, thread, run string) runevents.Record {
 	}
 	return rec
 }
+
+// TestGroupCommitOwned mixes, in one group, appends with and without the
+// first-owner condition (PutBatchOwned): a refused request takes no seq
+// and fails none of the others, a thread created earlier in the same
+// group is not yet anyone's, and everything kept commits in one
+// transaction.
+func TestGroupCommitOwned(t *testing.T) {
+	db := openDB(t, newSchema(t))
+	ctx := t.Context()
+	first := prepared(t, "old", "r1") // owned by "u"
+	if err := db.runEvents.write(ctx, &writeRequest{ctx: ctx, recs: []runevents.Record{first}}); err != nil {
+		t.Fatal(err)
+	}
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
+	cases := []struct {
+		thread, owner string
+		refused       bool
+		seq           int64
+	}{
+		{"old", "bob", true, 0},
+		{"new", "", false, 1},
+		{"old", "u", false, 2},
+		{"new", "u", true, 0}, // its first row is in this same group
+		{"old", "", false, 3},
+	}
+	var reqs []*writeRequest
+	for _, tc := range cases {
+		r := &writeRequest{ctx: ctx, recs: []runevents.Record{prepared(t, tc.thread, "r1")}, owner: tc.owner, done: make(chan error, 1)}
+		reqs = append(reqs, r)
+		c.queue <- r
+	}
+	close(c.queue)
+	c.run()
+
+	for i, tc := range cases {
+		r := reqs[i]
+		if err := <-r.done; err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if r.refused != tc.refused || (!tc.refused && r.recs[0].Seq != tc.seq) {
+			t.Errorf("request %d (%s as %q): refused %v, seq %d; want refused %v, seq %d", i, tc.thread, tc.owner, r.refused, r.recs[0].Seq, tc.refused, tc.seq)
+		}
+	}
+	var txs, rows int
+	if err := db.pool.QueryRow(ctx, "SELECT count(DISTINCT xmin::text), count(*) FROM run_events WHERE seq > 1 OR thread_id = 'new'").Scan(&txs, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if txs != 1 || rows != 3 {
+		t.Errorf("the group wrote %d rows in %d transactions, want 3 rows in 1", rows, txs)
+	}
+	var last int64
+	if err := db.pool.QueryRow(ctx, "SELECT last_seq FROM run_event_threads WHERE thread_id = 'old'").Scan(&last); err != nil || last != 3 {
+		t.Errorf("the counter of the thread = %d, %v; want 3 (refused rows take no seq)", last, err)
+	}
+}

@@ -26,8 +26,9 @@ type RunEventStore struct {
 }
 
 var (
-	_ runevents.Store      = (*RunEventStore)(nil)
-	_ runevents.Durability = (*RunEventStore)(nil)
+	_ runevents.Store         = (*RunEventStore)(nil)
+	_ runevents.Durability    = (*RunEventStore)(nil)
+	_ runevents.OwnedAppender = (*RunEventStore)(nil)
 )
 
 func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committers int, onCommit func(int)) *RunEventStore {
@@ -71,7 +72,7 @@ func (s *RunEventStore) Put(ctx context.Context, e runevents.NewEvent) (runevent
 		return runevents.Record{}, err
 	}
 	recs := []runevents.Record{rec}
-	if err := s.write(ctx, recs); err != nil {
+	if err := s.write(ctx, &writeRequest{ctx: ctx, recs: recs}); err != nil {
 		return runevents.Record{}, err
 	}
 	return recs[0], nil
@@ -93,16 +94,48 @@ func (s *RunEventStore) PutBatch(ctx context.Context, events []runevents.NewEven
 			return nil, err
 		}
 	}
-	if err := s.write(ctx, recs); err != nil {
+	if err := s.write(ctx, &writeRequest{ctx: ctx, recs: recs}); err != nil {
 		return nil, err
 	}
 	return recs, nil
 }
 
-// write queues recs (one thread) to the thread's committer and waits for
-// the outcome or for ctx.
-func (s *RunEventStore) write(ctx context.Context, recs []runevents.Record) error {
-	req := &writeRequest{ctx: ctx, recs: recs, done: make(chan error, 1)}
+// PutBatchOwned is PutBatch when the thread's first row is userID's,
+// read by the append's own statement; otherwise it writes nothing and
+// returns runevents.ErrNotFirstOwner. Rows committed after the
+// statement's snapshot do not count: a thread created by a concurrent
+// write answers ErrNotFirstOwner.
+func (s *RunEventStore) PutBatchOwned(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if userID == "" {
+		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "postgres: put events: an owner is required")
+	}
+	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	for i, r := range recs {
+		if err := checkStorable(r, i); err != nil {
+			return nil, err
+		}
+	}
+	req := &writeRequest{ctx: ctx, recs: recs, owner: userID}
+	if err := s.write(ctx, req); err != nil {
+		return nil, err
+	}
+	if req.refused {
+		return nil, runevents.ErrNotFirstOwner
+	}
+	return recs, nil
+}
+
+// write queues req (records of one thread) to the thread's committer and
+// waits for the outcome or for ctx.
+func (s *RunEventStore) write(ctx context.Context, req *writeRequest) error {
+	recs := req.recs
+	req.done = make(chan error, 1)
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()

@@ -53,12 +53,51 @@ const appendRows = `WITH counter AS (
 )
 SELECT last_seq - $2 + 1 FROM counter, notified`
 
+// appendOwnedRows is appendRows for a thread of which some rows must only
+// be appended if the thread's first row, as of the statement's snapshot,
+// is their owner's ($12, NULL for rows without the condition; the other
+// arrays are appendRows' $3 to $12, numbered from $2): the rows
+// that fail are left out, the counter advances by the rows kept, and the
+// first seq is returned with the owner of the first row (NULL: the thread
+// had no rows), from which the caller tells which rows were kept.
+const appendOwnedRows = `WITH first AS (
+	SELECT COALESCE(user_id, '') AS user_id FROM run_events WHERE thread_id = $1 ORDER BY seq ASC LIMIT 1
+), kept AS (
+	SELECT r.*, row_number() OVER (ORDER BY r.n) AS k
+	FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+		$8::bytea[], $9::boolean[], $10::timestamptz[], $11::integer[], $12::text[])
+		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
+			task_id, caller_middleware, created_at, created_at_offset, owner, n)
+	WHERE r.owner IS NULL OR r.owner = (SELECT user_id FROM first)
+), size AS (
+	SELECT count(*) AS rows FROM kept
+), counter AS (
+	INSERT INTO run_event_threads (thread_id, last_seq) SELECT $1, rows FROM size
+	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
+	RETURNING last_seq
+), inserted AS (
+	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
+		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
+	SELECT $1, k.run_id, counter.last_seq - size.rows + k.k, k.user_id, k.event_type, k.category,
+		k.content, k.metadata, k.task_id, k.caller_middleware, k.created_at, k.created_at_offset
+	FROM counter, size, kept AS k
+), notified AS (
+	SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq) FROM counter, size WHERE size.rows > 0
+)
+SELECT counter.last_seq - size.rows + 1, (SELECT user_id FROM first)
+FROM counter, size LEFT JOIN (SELECT count(*) FROM notified) AS sent ON true`
+
 // writeRequest is one Put or PutBatch waiting for its committer: prepared
 // records of one thread, whose Seq the committer fills in.
 type writeRequest struct {
 	ctx  context.Context
 	recs []runevents.Record
 	done chan error // buffered: the committer never waits for the caller
+	// owner, when not empty, is the user whose the thread's first row must
+	// be (PutBatchOwned); the committer sets refused when it is not, and
+	// then writes none of recs.
+	owner   string
+	refused bool
 }
 
 // committer writes the requests of its queue, gathering those that wait
@@ -143,12 +182,13 @@ func (c *committer) commit(group []*writeRequest) {
 func (c *committer) write(reqs []*writeRequest) error {
 	byThread := map[string]*columns{}
 	for _, r := range reqs {
+		r.refused = false // set afresh: a request may be written again alone
 		t := r.recs[0].ThreadID
 		if byThread[t] == nil {
 			byThread[t] = &columns{}
 		}
 		for i := range r.recs {
-			byThread[t].add(&r.recs[i])
+			byThread[t].addOwned(&r.recs[i], r.owner)
 		}
 	}
 	threads := make([]string, 0, len(byThread))
@@ -161,17 +201,27 @@ func (c *committer) write(reqs []*writeRequest) error {
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, t := range threads {
-		b.Queue(appendRows, byThread[t].args(t)...)
+		if cols := byThread[t]; cols.owned {
+			b.Queue(appendOwnedRows, cols.ownedArgs(t)...)
+		} else {
+			b.Queue(appendRows, cols.args(t)...)
+		}
 	}
 	br := c.pool.SendBatch(ctx, b)
 	next := make(map[string]int64, len(threads))
+	firstOwner := make(map[string]*string, len(threads)) // of the threads with owned rows
 	for _, t := range threads {
 		var first int64
-		if err := br.QueryRow().Scan(&first); err != nil {
+		var owner *string // NULL: the thread had no rows
+		dest := []any{&first}
+		if byThread[t].owned {
+			dest = append(dest, &owner)
+		}
+		if err := br.QueryRow().Scan(dest...); err != nil {
 			br.Close()
 			return dbError(err, "put events")
 		}
-		next[t] = first
+		next[t], firstOwner[t] = first, owner
 	}
 	// Close reads the end of the pipeline: the commit's outcome.
 	if err := br.Close(); err != nil {
@@ -179,6 +229,12 @@ func (c *committer) write(reqs []*writeRequest) error {
 	}
 	for _, r := range reqs {
 		t := r.recs[0].ThreadID
+		if r.owner != "" {
+			if first := firstOwner[t]; first == nil || *first != r.owner {
+				r.refused = true // appendOwnedRows left its rows out
+				continue
+			}
+		}
 		for i := range r.recs {
 			r.recs[i].Seq = next[t]
 			next[t]++
@@ -196,9 +252,22 @@ type columns struct {
 	callerMiddleware                            []bool
 	createdAt                                   []time.Time
 	offset                                      []int32
+	// owner holds each row's required first owner (nil: none), for
+	// appendOwnedRows; owned tells whether any row has one.
+	owner []*string
+	owned bool
 }
 
-func (c *columns) add(r *runevents.Record) {
+func (c *columns) add(r *runevents.Record) { c.addOwned(r, "") }
+
+// addOwned is add of a row that must only be appended if the thread's
+// first row is owner's ("": no condition).
+func (c *columns) addOwned(r *runevents.Record, owner string) {
+	var required *string
+	if owner != "" {
+		required, c.owned = &owner, true
+	}
+	c.owner = append(c.owner, required)
 	c.run = append(c.run, r.RunID)
 	var user *string // NULL: an internal writer
 	if r.UserID != "" {
@@ -225,6 +294,12 @@ func (c *columns) add(r *runevents.Record) {
 func (c *columns) args(thread string) []any {
 	return []any{thread, int64(len(c.run)), c.run, c.user, c.eventType, c.category,
 		c.content, c.metadata, c.taskID, c.callerMiddleware, c.createdAt, c.offset}
+}
+
+// ownedArgs returns the arguments of appendOwnedRows for thread.
+func (c *columns) ownedArgs(thread string) []any {
+	return []any{thread, c.run, c.user, c.eventType, c.category,
+		c.content, c.metadata, c.taskID, c.callerMiddleware, c.createdAt, c.offset, c.owner}
 }
 
 // rolledBack reports whether a failed write certainly stored nothing: the
