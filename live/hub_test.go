@@ -743,3 +743,51 @@ func TestHeldEventsAreBoundedByBytes(t *testing.T) {
 		t.Errorf("after the release: %v cut=%v, want [7]", seqsOf(got), cut)
 	}
 }
+
+// WhenReady calls its function once, at the next signal, or at once when
+// the subscription is signalled already; nil cancels it, and a signal
+// without one still reaches Ready.
+func TestWhenReady(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	sub := h.Subscribe("s", 0)
+	var calls atomic.Int32
+	count := func() { calls.Add(1) }
+
+	sub.WhenReady(count)
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("called %d times before any signal", n)
+	}
+	h.Publish("s", events(1, 1))
+	h.Publish("s", events(2, 2))
+	if n := calls.Load(); n != 1 {
+		t.Errorf("called %d times for two signals, want once", n)
+	}
+	select {
+	case <-sub.Ready():
+	default:
+		t.Error("the signal that called the function is not in Ready")
+	}
+
+	sub.WhenReady(count) // nothing is signalled: waits
+	sub.WhenReady(nil)
+	h.Publish("s", events(3, 3))
+	if n := calls.Load(); n != 1 {
+		t.Errorf("a cancelled function was called (%d calls)", n)
+	}
+	sub.WhenReady(count) // signalled already: called at once
+	if n := calls.Load(); n != 2 {
+		t.Errorf("registered while signalled: %d calls, want 2", n)
+	}
+	if got, _ := sub.Take(); fmt.Sprint(seqsOf(got)) != "[1 2 3]" {
+		t.Errorf("took %v", seqsOf(got))
+	}
+
+	<-sub.Ready()
+	sub.WhenReady(count)
+	sub.Close()
+	h.Publish("s", events(4, 4))
+	if n := calls.Load(); n != 2 {
+		t.Errorf("called after Close (%d calls)", n)
+	}
+}

@@ -18,10 +18,42 @@ type Subscription struct {
 	bytes  int
 	cut    bool
 	closed bool
+	// onReady is called, once, when ready is next signalled (WhenReady).
+	onReady func()
 }
 
 // Ready is signalled when events are waiting or the subscription was cut.
 func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// WhenReady arranges for fn to be called, once, when the subscription is
+// next signalled, or at once, on the caller's goroutine, when it is
+// signalled already (Ready holds a signal): a follower waits this way
+// without a goroutine. A later call replaces fn; nil cancels it. fn may
+// run with the hub's lock held, so it must not block nor call the hub.
+// The signal stays in Ready for the follower to take.
+func (s *Subscription) WhenReady(fn func()) {
+	s.mu.Lock()
+	if fn != nil && len(s.ready) > 0 {
+		s.onReady = nil
+		s.mu.Unlock()
+		fn()
+		return
+	}
+	s.onReady = fn
+	s.mu.Unlock()
+}
+
+// signalLocked signals Ready and returns the WhenReady function to call,
+// taken off (nil: none). s.mu must be held.
+func (s *Subscription) signalLocked() func() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+	fn := s.onReady
+	s.onReady = nil
+	return fn
+}
 
 // Take returns the buffered events and empties the buffer. cut is true when
 // the follower fell behind and events were dropped since the last Take: the
@@ -43,7 +75,7 @@ func (s *Subscription) Close() {
 		return
 	}
 	s.closed = true
-	s.buf = nil
+	s.buf, s.onReady = nil, nil
 	s.mu.Unlock()
 	s.hub.unsubscribe(s)
 }
@@ -80,10 +112,10 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) 
 			s.bytes += size
 		}
 	}
+	wake := s.signalLocked()
 	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
+	if wake != nil {
+		wake()
 	}
 	return cut
 }
@@ -105,10 +137,10 @@ func (s *Subscription) cutThrough(seq int64) (cut bool) {
 	}
 	cut = !s.cut
 	s.buf, s.bytes, s.cut = nil, 0, true
+	wake := s.signalLocked()
 	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
+	if wake != nil {
+		wake()
 	}
 	return cut
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runstream/runstream/live"
@@ -123,51 +125,180 @@ type follower struct {
 	deadline time.Time
 	// end is when the stream's MaxLifetime runs out.
 	end time.Time
+	// parks tells that the follower may park while it waits (see
+	// errParked): its stream took its connection over, so no handler
+	// waits for it to return.
+	parks bool
 }
 
-// errStreamDone ends a stream normally: the terminal event was delivered.
+// errStreamDone ends a stream normally: the terminal event was delivered,
+// the lifetime ran out, or the stream's context ended.
 var errStreamDone = errors.New("stream done")
 
+// errParked is returned by the follower's loop when it is to wait for its
+// next wake-up without a goroutine (park) rather than on the goroutine
+// that ran it. An idle stream then holds no goroutine, whose stack, once
+// grown by the writes to the connection, would stay at 4 KiB or more. The
+// follower parks right after its catch-up and after a heartbeat, that is
+// after Heartbeat of silence; a busy stream keeps waiting on its
+// goroutine, with no goroutine started per wake-up.
+var errParked = errors.New("stream parked")
+
+// Why a follower woke up (see await).
+const (
+	wakeDone      = iota // the stream's context ended
+	wakeLive             // the subscription has events, or was cut
+	wakeHeartbeat        // the heartbeat timer fired
+)
+
 // run follows the stream until it ends, the lifetime runs out, the client
-// leaves, or a write fails. Headers must be set; run sends them.
+// leaves (nil), or a write fails, or until it parks (errParked). Headers
+// must be set; run sends them.
 func (f *follower) run(ctx context.Context) error {
+	err := f.runToPark(ctx)
+	if errors.Is(err, errStreamDone) {
+		return nil
+	}
+	return err
+}
+
+// runToPark is run, a clean end reported as errStreamDone.
+func (f *follower) runToPark(ctx context.Context) error {
 	f.lastWrite = time.Now()
 	f.end = f.lastWrite.Add(f.cfg.MaxLifetime)
 	f.heartbeat = time.NewTimer(f.untilHeartbeat(f.lastWrite))
-	defer f.heartbeat.Stop()
 	f.buf, _ = sse.AppendRetry(f.buf, f.cfg.Retry)
 	if err := f.flush(); err != nil {
 		return err
 	}
 
 	f.cfg.Observer.CatchUp(f.kind, "start")
-	err := f.catchUp(ctx)
-	for err == nil {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-f.sub.Ready():
-			err = f.deliverLive(ctx)
-		case <-f.heartbeat.C:
-			now := time.Now()
-			if !now.Before(f.end) {
-				return nil // the lifetime ran out
-			}
-			if wait := f.untilHeartbeat(now); wait > 0 {
-				f.heartbeat.Reset(wait) // written since it was armed
-				continue
-			}
-			f.buf, _ = sse.AppendComment(f.buf, "heartbeat")
-			if err = f.flush(); err == nil {
-				err = f.checkEnd(ctx)
-			}
-			f.heartbeat.Reset(f.untilHeartbeat(time.Now()))
-		}
+	if err := f.catchUp(ctx); err != nil {
+		return err
 	}
-	if errors.Is(err, errStreamDone) {
+	return f.loop(ctx, true)
+}
+
+// loop waits for wake-ups and handles them until the stream ends or, when
+// the follower parks, until park is true before a wait: at once when
+// called so, and after a heartbeat.
+func (f *follower) loop(ctx context.Context, park bool) error {
+	for {
+		if park && f.parks {
+			return errParked
+		}
+		wake := f.await(ctx)
+		if err := f.handle(ctx, wake); err != nil {
+			return err
+		}
+		park = wake == wakeHeartbeat
+	}
+}
+
+// await waits for the next wake-up.
+func (f *follower) await(ctx context.Context) int {
+	select {
+	case <-ctx.Done():
+		return wakeDone
+	case <-f.sub.Ready():
+		return wakeLive
+	case <-f.heartbeat.C:
+		return wakeHeartbeat
+	}
+}
+
+// handle does what wake asks: end, deliver the live events, or send a
+// heartbeat when Heartbeat has passed since the last write (and end when
+// the lifetime ran out).
+func (f *follower) handle(ctx context.Context, wake int) error {
+	switch wake {
+	case wakeDone:
+		return errStreamDone
+	case wakeLive:
+		return f.deliverLive(ctx)
+	}
+	now := time.Now()
+	if !now.Before(f.end) {
+		return errStreamDone // the lifetime ran out
+	}
+	if wait := f.untilHeartbeat(now); wait > 0 {
+		f.heartbeat.Reset(wait) // written since it was armed
 		return nil
 	}
+	f.buf, _ = sse.AppendComment(f.buf, "heartbeat")
+	err := f.flush()
+	if err == nil {
+		err = f.checkEnd(ctx)
+	}
+	f.heartbeat.Reset(f.untilHeartbeat(time.Now()))
 	return err
+}
+
+// continueOrEnd ends the stream with err, through end, unless err is
+// errParked: then it parks the follower. It is the last thing the
+// goroutine that ran the follower does.
+func (f *follower) continueOrEnd(ctx context.Context, err error, end func(error)) {
+	if err == errParked {
+		f.park(ctx, end)
+		return
+	}
+	end(err)
+}
+
+// parking is a parked follower's wake-ups: the first of its context's
+// end, its subscription's signal and its heartbeat starts a goroutine
+// that resumes the follower (see resume); the others then do nothing.
+type parking struct {
+	woken atomic.Bool
+	// mu is held while park registers the wake-ups, so that cancel, which
+	// unregisters them, waits for it.
+	mu        sync.Mutex
+	stopCtx   func() bool
+	heartbeat *time.Timer
+}
+
+// park makes the follower wait for its next wake-up with no goroutine of
+// its own: callbacks on its context (context.AfterFunc), its subscription
+// (live.Subscription.WhenReady) and a heartbeat timer (time.AfterFunc).
+func (f *follower) park(ctx context.Context, end func(error)) {
+	p := &parking{}
+	wake := func(why int) {
+		if p.woken.CompareAndSwap(false, true) {
+			go f.resume(ctx, p, why, end)
+		}
+	}
+	f.heartbeat.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopCtx = context.AfterFunc(ctx, func() { wake(wakeDone) })
+	p.heartbeat = time.AfterFunc(max(f.untilHeartbeat(time.Now()), 0), func() { wake(wakeHeartbeat) })
+	f.sub.WhenReady(func() { wake(wakeLive) })
+}
+
+// cancel unregisters the wake-ups that did not fire.
+func (p *parking) cancel(sub *live.Subscription) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sub.WhenReady(nil)
+	p.stopCtx()
+	p.heartbeat.Stop()
+}
+
+// resume runs a parked follower, woken by why, on the goroutine its
+// wake-up started: it handles the wake-up, then loops until the stream
+// ends or the follower parks again.
+func (f *follower) resume(ctx context.Context, p *parking, why int, end func(error)) {
+	p.cancel(f.sub)
+	if why != wakeHeartbeat {
+		f.heartbeat.Reset(max(f.untilHeartbeat(time.Now()), 0))
+	}
+	err := protect(func() error {
+		if err := f.handle(ctx, why); err != nil {
+			return err
+		}
+		return f.loop(ctx, why == wakeHeartbeat)
+	})
+	f.continueOrEnd(ctx, err, end)
 }
 
 // deliverLive writes the subscription's buffered events, all of them in
@@ -317,6 +448,12 @@ func callAside(fn func() error) error {
 		err = fn()
 	}()
 	return <-done
+}
+
+// protect runs fn and returns its error, or its panic as a panicError.
+func protect(fn func() error) (err error) {
+	defer recoverInto(&err)
+	return fn()
 }
 
 // recoverInto, deferred, turns a panic of its goroutine into *err: neither

@@ -91,15 +91,19 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 		}
 		endSpan := tracing.Detach(r.Context()) // the request's span lasts as long as the stream
 		go func() {
-			defer done()
 			unwatch := set.watch(conn, cancel)
-			clean := follow(ctx, f, &opts, release)
-			unwatch()
-			out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
-			if finish != nil {
-				finish(http.StatusOK, out.written)
+			end := func(err error) {
+				defer done()
+				clean := f.finish(ctx, &opts, release, err)
+				unwatch()
+				out.close(clean, time.Now().Add(f.cfg.WriteTimeout))
+				if finish != nil {
+					finish(http.StatusOK, out.written)
+				}
+				endSpan(http.StatusOK, out.written)
 			}
-			endSpan(http.StatusOK, out.written)
+			f.parks = true
+			f.continueOrEnd(ctx, f.start(ctx), end)
 		}()
 		return nil
 	}
@@ -132,14 +136,29 @@ func (set *Set) setRetryAfter(w http.ResponseWriter) {
 // than by an error; an error of a stream whose context is still live is
 // logged, a panic too.
 func follow(ctx context.Context, f *follower, opts *Options, release func()) (clean bool) {
+	return f.finish(ctx, opts, release, f.start(ctx))
+}
+
+// start tells the observer of the stream and runs f (see follower.run),
+// a panic turned into the error.
+func (f *follower) start(ctx context.Context) error {
+	f.cfg.Observer.Opened(f.kind)
+	return protect(func() error { return f.run(ctx) })
+}
+
+// finish ends f's stream with the outcome err of its follower: it stops
+// the heartbeat, tells the observer, logs an error, closes the
+// subscription and calls release. It reports whether the stream ended
+// cleanly (see follow).
+func (f *follower) finish(ctx context.Context, opts *Options, release func(), err error) (clean bool) {
 	defer release()
 	defer f.sub.Close()
-	f.cfg.Observer.Opened(f.kind)
-	var err error
-	func() {
-		defer recoverInto(&err)
-		err = f.run(ctx)
-	}()
+	if f.heartbeat != nil {
+		f.heartbeat.Stop()
+	}
+	if errors.Is(err, errStreamDone) {
+		err = nil
+	}
 	f.cfg.Observer.Closed(f.kind, closeReason(ctx, err))
 	if err != nil && ctx.Err() == nil && opts.Logger != nil {
 		level := slog.LevelInfo // a client that left or fell behind: it resumes

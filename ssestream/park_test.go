@@ -1,0 +1,76 @@
+package ssestream
+
+import (
+	"bufio"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream/live"
+)
+
+// followerGoroutines counts the goroutines running or waiting in a
+// follower's method.
+func followerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "ssestream.(*follower).") {
+			n++
+		}
+	}
+	return n
+}
+
+// readUntil reads lines from r until one contains want.
+func readUntil(t *testing.T, r *bufio.Reader, want string) {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream before %q: %v", want, err)
+		}
+		if strings.Contains(line, want) {
+			return
+		}
+	}
+}
+
+// An idle stream that took its connection over waits without a goroutine
+// (it parks) after its catch-up and after each heartbeat, and still gets
+// its live events and heartbeats, and ends at shutdown. Not parallel: it
+// counts the goroutines of the package's followers.
+func TestIdleStreamParks(t *testing.T) {
+	src := openSource{newStoredSource(0)}
+	set := NewSet(Config{Heartbeat: 300 * time.Millisecond})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := set.Serve(w, r, src, 0, Options{}); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := bufio.NewReader(resp.Body)
+	readUntil(t, body, "retry:")
+	waitUntil(t, "the caught-up stream to park", func() bool { return followerGoroutines() == 0 })
+
+	src.hub.Publish("k", []live.Event{{Seq: 1, Frame: []byte("id: 1\ndata: live\n\n")}})
+	readUntil(t, body, "data: live")
+	readUntil(t, body, ": heartbeat")
+	waitUntil(t, "the stream to park after its heartbeat", func() bool { return followerGoroutines() == 0 })
+	readUntil(t, body, ": heartbeat") // woken by its heartbeat timer while parked
+
+	if err := set.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n := src.hub.Followed("k"); n != 0 {
+		t.Errorf("%d subscriptions after shutdown", n)
+	}
+}
