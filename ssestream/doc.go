@@ -11,10 +11,13 @@
 //
 // On an HTTP/1.x connection the stream takes the connection over from
 // net/http (http.ResponseController.Hijack), writes the response head and
-// chunked body itself, and the handler returns: an idle stream then costs
-// one goroutine with a shallow stack, its subscription and the connection,
-// instead of net/http's two goroutines per connection and its read, write
-// and chunking buffers. Where a connection cannot be taken over (HTTP/2, a
+// chunked body itself, and the handler returns. Its follower then parks
+// when idle (after its catch-up and after each heartbeat): it waits with no
+// goroutine, woken by callbacks on its context, its subscription and its
+// heartbeat timer. An idle stream costs its subscription, its timers and
+// the connection, instead of net/http's two goroutines per connection and
+// its read, write and chunking buffers. Where a connection cannot be taken
+// over (HTTP/2, a
 // ResponseWriter of a test) the follower writes through the ResponseWriter
 // on the handler's goroutine. Both write the same bytes; the taken-over
 // connection closes when the stream ends.
