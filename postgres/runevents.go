@@ -82,20 +82,27 @@ func (s *RunEventStore) Put(ctx context.Context, e runevents.NewEvent) (runevent
 // committer: the batch may share its transaction with other writes, never
 // be split.
 func (s *RunEventStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	recs, err := s.prepareBatch(events)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	if err := s.write(ctx, &writeRequest{ctx: ctx, recs: recs}); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// prepareBatch prepares events for a batch write and checks that
+// PostgreSQL can store them.
+func (s *RunEventStore) prepareBatch(events []runevents.NewEvent) ([]runevents.Record, error) {
 	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
 	if err != nil {
 		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, nil
 	}
 	for i, r := range recs {
 		if err := checkStorable(r, i); err != nil {
 			return nil, err
 		}
-	}
-	if err := s.write(ctx, &writeRequest{ctx: ctx, recs: recs}); err != nil {
-		return nil, err
 	}
 	return recs, nil
 }
@@ -109,17 +116,9 @@ func (s *RunEventStore) PutBatchOwned(ctx context.Context, userID string, events
 	if userID == "" {
 		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "postgres: put events: an owner is required")
 	}
-	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
-	if err != nil {
+	recs, err := s.prepareBatch(events)
+	if err != nil || len(recs) == 0 {
 		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	for i, r := range recs {
-		if err := checkStorable(r, i); err != nil {
-			return nil, err
-		}
 	}
 	req := &writeRequest{ctx: ctx, recs: recs, owner: userID}
 	if err := s.write(ctx, req); err != nil {

@@ -25,9 +25,10 @@ import (
 // thread notifications, its thread log publishing to that hub only, and
 // the HTTP API.
 type threadInstance struct {
-	hub *live.Hub
-	log *eventlog.ThreadLog
-	srv *apitest.Server
+	hub     *live.Hub
+	log     *eventlog.ThreadLog
+	threads *threadsvc.Service
+	srv     *apitest.Server
 }
 
 func newThreadInstance(t *testing.T, db *DB, validator *contracts.Validator) *threadInstance {
@@ -49,8 +50,8 @@ func newThreadInstance(t *testing.T, db *DB, validator *contracts.Validator) *th
 		in.hub.WakeSeq(streams.ThreadStreamKey(threadID), seq)
 	}))
 	in.log = eventlog.NewThreadLog(events, validator, in.hub, eventlog.ThreadLimits{})
-	threads := threadsvc.New(events, events, db.Runs(), in.log, in.hub, threadsvc.Config{})
-	api := httpapi.New(httpapi.Config{}, workflowsvc.New(db.Workflows(), nil, in.hub, workflowsvc.Config{}), threads)
+	in.threads = threadsvc.New(events, events, db.Runs(), in.log, in.hub, threadsvc.Config{})
+	api := httpapi.New(httpapi.Config{}, workflowsvc.New(db.Workflows(), nil, in.hub, workflowsvc.Config{}), in.threads)
 	in.srv = apitest.Serve(t, api, api)
 	return in
 }
@@ -133,7 +134,15 @@ func TestTwoInstancesThreads(t *testing.T) {
 		if i%5 == 0 {
 			batch = append(batch, row(i), row(i))
 		}
-		if _, err := in.log.Append(ctx, httpapi.LocalUser, batch); err != nil {
+		// A appends through its thread service, whose appends to the
+		// caller's own thread check the owner in the append's statement
+		// (PutBatchOwned); B through its log, without the check.
+		if in == a {
+			_, err = a.threads.Append(ctx, httpapi.LocalUser, thread, batch)
+		} else {
+			_, err = b.log.Append(ctx, httpapi.LocalUser, batch)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		for range batch {

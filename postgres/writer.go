@@ -82,10 +82,10 @@ const appendOwnedRows = `WITH first AS (
 		k.content, k.metadata, k.task_id, k.caller_middleware, k.created_at, k.created_at_offset
 	FROM counter, size, kept AS k
 ), notified AS (
-	SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq) FROM counter, size WHERE size.rows > 0
+	SELECT CASE WHEN size.rows > 0 THEN pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq) END
+	FROM counter, size
 )
-SELECT counter.last_seq - size.rows + 1, (SELECT user_id FROM first)
-FROM counter, size LEFT JOIN (SELECT count(*) FROM notified) AS sent ON true`
+SELECT counter.last_seq - size.rows + 1, (SELECT user_id FROM first) FROM counter, size, notified`
 
 // writeRequest is one Put or PutBatch waiting for its committer: prepared
 // records of one thread, whose Seq the committer fills in.

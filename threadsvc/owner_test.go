@@ -9,6 +9,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/threadtest"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadsvc"
 )
 
 // ownerReader gives a memory store's reader runevents.ThreadOwner and
@@ -16,6 +17,21 @@ import (
 type ownerReader struct {
 	runevents.ThreadReader
 	calls atomic.Int32
+}
+
+// wrap makes r read through inner (for threadtest.ServiceReading).
+func (r *ownerReader) wrap(inner runevents.ThreadReader) runevents.ThreadReader {
+	r.ThreadReader = inner
+	return r
+}
+
+// appender returns a function that appends a run-start event to thread
+// t1 of svc as a user.
+func appender(t *testing.T, svc *threadsvc.Service) func(user string) error {
+	return func(user string) error {
+		_, err := svc.Append(t.Context(), user, "t1", []runevents.NewEvent{startEvent()})
+		return err
+	}
 }
 
 func (r *ownerReader) FirstThreadOwner(ctx context.Context, threadID string) (string, bool, error) {
@@ -34,15 +50,9 @@ func (r *ownerReader) FirstThreadOwner(ctx context.Context, threadID string) (st
 func TestWritableReadsTheFirstOwner(t *testing.T) {
 	t.Parallel()
 	reader := &ownerReader{}
-	svc := threadtest.ServiceReading(t, func(r runevents.ThreadReader) runevents.ThreadReader {
-		reader.ThreadReader = r
-		return reader
-	})
+	svc := threadtest.ServiceReading(t, reader.wrap)
+	appendAs := appender(t, svc)
 	ctx := t.Context()
-	appendAs := func(user string) error {
-		_, err := svc.Append(ctx, user, "t1", []runevents.NewEvent{startEvent()})
-		return err
-	}
 
 	if err := appendAs("alice"); err != nil {
 		t.Fatalf("alice's first append: %v", err)
@@ -99,18 +109,11 @@ func TestAppendToOwnThreadReadsNothing(t *testing.T) {
 	t.Parallel()
 	reader := &ownerReader{}
 	store := &ownedStore{}
-	svc := threadtest.ServiceOver(t, func(s runevents.Store) runevents.Store {
+	appendAs := appender(t, threadtest.ServiceOver(t, func(s runevents.Store) runevents.Store {
 		store.Store, store.rows = s, s.(runevents.ThreadReader)
 		return store
-	}, func(r runevents.ThreadReader) runevents.ThreadReader {
-		reader.ThreadReader = r
-		return reader
-	})
+	}, reader.wrap))
 	ctx := t.Context()
-	appendAs := func(user string) error {
-		_, err := svc.Append(ctx, user, "t1", []runevents.NewEvent{startEvent()})
-		return err
-	}
 
 	if err := appendAs("alice"); err != nil {
 		t.Fatalf("alice's first append: %v", err)
