@@ -59,8 +59,17 @@ func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 	listening := make(chan struct{})
 	go func() {
 		defer close(listening)
-		b.listen(ctx, func(runID string, seq int64) { heard <- notice{runID, seq} },
-			func(threadID string, seq int64) { threadHeard <- notice{threadID, seq} })
+		// Notification channels are the database's, not the schema's: the
+		// appends of other tests running meanwhile are heard too.
+		b.listen(ctx, func(runID string, seq int64) {
+			if runID == "run_listen" {
+				heard <- notice{runID, seq}
+			}
+		}, func(threadID string, seq int64) {
+			if threadID == "t_listen" {
+				threadHeard <- notice{threadID, seq}
+			}
+		})
 	}()
 	defer func() { cancel(); <-listening }()
 
