@@ -450,8 +450,11 @@ func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(body[:len(body):len(body)], '\n'))
+	w.Write(body)
+	w.Write(newline) // not appended to body: that would copy it
 }
+
+var newline = []byte{'\n'}
 
 // deleteThreadEvents is DELETE /api/threads/{thread_id}/events: the
 // caller's rows of the thread → {"deleted": n}.

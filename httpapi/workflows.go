@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"mime"
 	"net/http"
 	"time"
@@ -60,7 +59,7 @@ func readWorkflowBody(r *http.Request) ([]byte, error) {
 	default:
 		return readJSONBody(r)
 	}
-	raw, err := io.ReadAll(r.Body)
+	raw, err := readBody(r)
 	if err != nil {
 		return nil, bodyReadError(err)
 	}

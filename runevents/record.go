@@ -133,10 +133,14 @@ func orDefault(raw json.RawMessage, def string) []byte {
 // result unusable, when one is not plain or recs is nil; the caller then
 // uses json.Marshal, which also words the error.
 func AppendRecordsJSON(b []byte, recs []Record) (_ []byte, ok bool) {
+	// closingRoom is capacity left for the caller's closing bytes (the
+	// brace of an enclosing object, a newline), so that they do not copy
+	// the whole document.
+	const closingRoom = 4
 	if recs == nil {
 		return b, false
 	}
-	size := 2
+	size := 2 + closingRoom
 	for _, r := range recs {
 		size += r.jsonSize() + 1
 	}

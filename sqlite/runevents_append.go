@@ -133,6 +133,12 @@ func (s *RunEventStore) flushAppends(ctx context.Context, tx *sql.Tx) error {
 	var args []any
 	if len(pending) == 1 {
 		args = pending[0].args
+	} else {
+		n := 0
+		for _, p := range pending {
+			n += len(p.args)
+		}
+		args = make([]any, 0, n)
 	}
 	for _, p := range pending {
 		thread := p.recs[0].ThreadID
