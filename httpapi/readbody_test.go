@@ -1,0 +1,46 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// readBody returns the body whole whether or not the request states its
+// length, and keeps the limit of the reader it is given.
+func TestReadBody(t *testing.T) {
+	t.Parallel()
+	body := strings.Repeat(`{"a":1}`, 1000)
+	for _, tc := range []struct {
+		name   string
+		length int64
+	}{
+		{"stated", int64(len(body))},
+		{"unknown", -1},
+		{"beyond the preallocation", maxPreallocate + 1},
+	} {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		r.ContentLength = tc.length
+		got, err := readBody(r)
+		if err != nil || !bytes.Equal(got, []byte(body)) {
+			t.Errorf("%s: read %d bytes (%v), want the %d of the body", tc.name, len(got), err, len(body))
+		}
+	}
+
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	r.Body = http.MaxBytesReader(w, r.Body, 100)
+	if _, err := readBody(r); !errors.As(err, new(*http.MaxBytesError)) {
+		t.Errorf("a body past the limit: %v, want *http.MaxBytesError", err)
+	}
+	r = httptest.NewRequest("POST", "/", io.NopCloser(strings.NewReader(body)))
+	r.ContentLength = int64(len(body))
+	r.Body = http.MaxBytesReader(w, r.Body, 100)
+	if _, err := readBody(r); !errors.As(err, new(*http.MaxBytesError)) {
+		t.Errorf("a stated body past the limit: %v, want *http.MaxBytesError", err)
+	}
+}
