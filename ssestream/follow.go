@@ -155,15 +155,6 @@ const (
 // leaves (nil), or a write fails, or until it parks (errParked). Headers
 // must be set; run sends them.
 func (f *follower) run(ctx context.Context) error {
-	err := f.runToPark(ctx)
-	if errors.Is(err, errStreamDone) {
-		return nil
-	}
-	return err
-}
-
-// runToPark is run, a clean end reported as errStreamDone.
-func (f *follower) runToPark(ctx context.Context) error {
 	f.lastWrite = time.Now()
 	f.end = f.lastWrite.Add(f.cfg.MaxLifetime)
 	f.heartbeat = time.NewTimer(f.untilHeartbeat(f.lastWrite))
@@ -173,10 +164,14 @@ func (f *follower) runToPark(ctx context.Context) error {
 	}
 
 	f.cfg.Observer.CatchUp(f.kind, "start")
-	if err := f.catchUp(ctx); err != nil {
-		return err
+	err := f.catchUp(ctx)
+	if err == nil {
+		err = f.loop(ctx, true)
 	}
-	return f.loop(ctx, true)
+	if errors.Is(err, errStreamDone) {
+		return nil
+	}
+	return err
 }
 
 // loop waits for wake-ups and handles them until the stream ends or, when
