@@ -58,21 +58,20 @@ func readJSONBody(r *http.Request) ([]byte, error) {
 }
 
 // maxPreallocate bounds the buffer readBody allocates up front on the
-// request's word (its Content-Length): a larger body is read in growing
-// steps, as the bytes arrive.
-const maxPreallocate = 4 << 20
+// request's word (its Content-Length), before the bytes arrive: a client
+// that states a large body and sends it slowly holds no more than this
+// until its bytes come. Beyond it the buffer grows as they arrive.
+const maxPreallocate = 64 << 10
 
 // readBody reads the request body whole: in one allocation when the
 // request states its length (up to maxPreallocate), instead of the
 // doublings of io.ReadAll. The body's limit is the reader's (the server
 // wraps it in http.MaxBytesReader).
 func readBody(r *http.Request) ([]byte, error) {
-	n := r.ContentLength
-	if n <= 0 || n > maxPreallocate {
-		return io.ReadAll(r.Body)
-	}
 	var buf bytes.Buffer
-	buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead free to read the end
+	if n := r.ContentLength; n > 0 {
+		buf.Grow(int(min(n, maxPreallocate)) + bytes.MinRead) // ReadFrom wants MinRead free to read the end
+	}
 	_, err := buf.ReadFrom(r.Body)
 	return buf.Bytes(), err
 }

@@ -44,3 +44,23 @@ func TestReadBody(t *testing.T) {
 		t.Errorf("a stated body past the limit: %v, want *http.MaxBytesError", err)
 	}
 }
+
+// A stated length is read in one allocation; io.ReadAll would double its
+// way up to the body's size. Not parallel: AllocsPerRun counts the whole
+// process's allocations.
+func TestReadBodyAllocatesOnce(t *testing.T) {
+	body := strings.Repeat(`{"a":1}`, 1000)
+	allocs := testing.AllocsPerRun(20, func() {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		r.ContentLength = int64(len(body))
+		if _, err := readBody(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	base := testing.AllocsPerRun(20, func() {
+		httptest.NewRequest("POST", "/", strings.NewReader(body))
+	})
+	if extra := allocs - base; extra > 1 {
+		t.Errorf("reading a stated body of %d bytes took %v allocations, want 1", len(body), extra)
+	}
+}
