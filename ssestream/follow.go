@@ -176,18 +176,27 @@ func (f *follower) run(ctx context.Context) error {
 
 // loop waits for wake-ups and handles them until the stream ends or, when
 // the follower parks, until park is true before a wait: at once when
-// called so, and after a heartbeat.
+// called so, and after a heartbeat it sent (see step).
 func (f *follower) loop(ctx context.Context, park bool) error {
 	for {
 		if park && f.parks {
 			return errParked
 		}
-		wake := f.await(ctx)
-		if err := f.handle(ctx, wake); err != nil {
+		var err error
+		if park, err = f.step(ctx, f.await(ctx)); err != nil {
 			return err
 		}
-		park = wake == wakeHeartbeat
 	}
+}
+
+// step handles wake and reports whether the follower should park before
+// its next wait: when wake sent a heartbeat, so the stream had been silent
+// for Heartbeat. A heartbeat timer that only finds a write since it was
+// armed does not count: the stream is busy.
+func (f *follower) step(ctx context.Context, wake int) (park bool, err error) {
+	lastWrite := f.lastWrite
+	err = f.handle(ctx, wake)
+	return wake == wakeHeartbeat && f.lastWrite != lastWrite, err
 }
 
 // await waits for the next wake-up.
@@ -284,14 +293,23 @@ func (p *parking) cancel(sub *live.Subscription) {
 // ends or the follower parks again.
 func (f *follower) resume(ctx context.Context, p *parking, why int, end func(error)) {
 	p.cancel(f.sub)
+	if why == wakeLive {
+		// The signal that woke it is still in Ready (WhenReady leaves it);
+		// deliverLive takes every event it stands for.
+		select {
+		case <-f.sub.Ready():
+		default:
+		}
+	}
 	if why != wakeHeartbeat {
 		f.heartbeat.Reset(max(f.untilHeartbeat(time.Now()), 0))
 	}
 	err := protect(func() error {
-		if err := f.handle(ctx, why); err != nil {
+		park, err := f.step(ctx, why)
+		if err != nil {
 			return err
 		}
-		return f.loop(ctx, why == wakeHeartbeat)
+		return f.loop(ctx, park)
 	})
 	f.continueOrEnd(ctx, err, end)
 }

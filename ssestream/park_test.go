@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +73,45 @@ func TestIdleStreamParks(t *testing.T) {
 	}
 	if n := src.hub.Followed("k"); n != 0 {
 		t.Errorf("%d subscriptions after shutdown", n)
+	}
+}
+
+// A stream whose events come more often than Heartbeat does not park: its
+// heartbeat timer finds a write each time it fires, which is not silence.
+// Not parallel, as TestIdleStreamParks.
+func TestBusyStreamDoesNotPark(t *testing.T) {
+	src := openSource{newStoredSource(0)}
+	set := NewSet(Config{Heartbeat: time.Second})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := set.Serve(w, r, src, 0, Options{}); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := bufio.NewReader(resp.Body)
+	readUntil(t, body, "retry:")
+	src.hub.Publish("k", []live.Event{{Seq: 1, Frame: []byte("id: 1\ndata: live 1\n\n")}})
+	readUntil(t, body, "data: live 1")
+
+	// An event every 200 ms for 2.5 s: the heartbeat timer fires twice and
+	// finds a write each time.
+	for seq := int64(2); seq <= 13; seq++ {
+		deadline := time.Now().Add(200 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if n := followerGoroutines(); n != 1 {
+				t.Fatalf("a stream with an event every 200 ms has %d goroutines in its follower, want 1 (it parked)", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		src.hub.Publish("k", []live.Event{{Seq: seq, Frame: []byte("id: " + strconv.FormatInt(seq, 10) + "\ndata: live\n\n")}})
+		readUntil(t, body, "data: live")
+	}
+	if err := set.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
 	}
 }
