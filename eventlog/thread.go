@@ -119,10 +119,10 @@ func (l *ThreadLog) AppendWritable(ctx context.Context, userID string, events []
 	if owned != nil {
 		recs, err = owned.PutBatchOwned(stored, userID, events)
 		if errors.Is(err, runevents.ErrNotFirstOwner) {
+			// The store's time covers both writes and the check between.
 			if err := writable(ctx); err != nil {
 				return nil, err
 			}
-			prepared = time.Now()
 			owned = nil
 		}
 	}

@@ -786,6 +786,12 @@ func TestWhenReady(t *testing.T) {
 	<-sub.Ready()
 	sub.WhenReady(count)
 	sub.Close()
+	sub.mu.Lock()
+	held := sub.onReady != nil
+	sub.mu.Unlock()
+	if held {
+		t.Error("Close kept the function (and what it holds)")
+	}
 	h.Publish("s", events(4, 4))
 	if n := calls.Load(); n != 2 {
 		t.Errorf("called after Close (%d calls)", n)
