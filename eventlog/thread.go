@@ -350,7 +350,7 @@ func (l *ThreadLog) checkEvent(problems []contracts.Problem, at string, e *runev
 	if runevents.ValidateID("run_id", e.RunID) != nil {
 		problem("/run_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
 	}
-	if strings.ContainsFunc(string(e.EventType), isControl) {
+	if strings.ContainsFunc(string(e.EventType), runevents.IsControl) {
 		problem("/event_type", "must not contain control characters")
 		return problems
 	}
@@ -378,8 +378,6 @@ func (l *ThreadLog) checkEvent(problems []contracts.Problem, at string, e *runev
 	}
 	return problems
 }
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func problemsOf(err error) []contracts.Problem {
 	var ve *contracts.ValidationError

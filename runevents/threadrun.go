@@ -239,7 +239,7 @@ func (f Feedback) Prepare() (Feedback, error) {
 		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback comment must be valid UTF-8 of at most %d bytes without NUL characters", MaxFeedbackComment).
 			WithDetail("field", "comment")
 	}
-	if len(f.MessageID) > MaxFeedbackMessageID || !utf8.ValidString(f.MessageID) || strings.ContainsFunc(f.MessageID, isControl) {
+	if len(f.MessageID) > MaxFeedbackMessageID || !utf8.ValidString(f.MessageID) || strings.ContainsFunc(f.MessageID, IsControl) {
 		return f, runstream.Errorf(runstream.CodeInvalidArgument, "feedback message_id must be at most %d bytes of UTF-8 without control characters", MaxFeedbackMessageID).
 			WithDetail("field", "message_id")
 	}
@@ -269,7 +269,9 @@ func NewFeedbackID() string {
 	return "fb_" + hex.EncodeToString(b[:])
 }
 
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+// IsControl reports whether r is an ASCII control character (C0 or DEL),
+// which labels, ids and names of the run-event contract must not hold.
+func IsControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // EncodeTags returns the JSON array text a store keeps tags as ("[]" for
 // none); DecodeTags reads it back (nil for none).

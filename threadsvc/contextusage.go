@@ -51,7 +51,7 @@ func (s *Service) contextUsage(ctx context.Context, user, threadID string, runs 
 	}
 	for i := len(rows) - 1; i >= 0; i-- {
 		rec := rows[i]
-		if rec.EventType != runevents.EventLLMAIResponse && rec.EventType != runevents.EventLegacyAIMessage {
+		if !rec.EventType.IsAIResponse() {
 			continue
 		}
 		caller, _ := rec.MetadataString("caller")
@@ -66,6 +66,7 @@ func (s *Service) contextUsage(ctx context.Context, user, threadID string, runs 
 		for _, run := range runs {
 			if model == "" && run.RunID == rec.RunID {
 				model = run.ModelName
+				break
 			}
 		}
 		out := &ContextUsage{TokenCount: count}

@@ -221,7 +221,7 @@ func RedactFeedback(f runevents.Feedback) (runevents.Feedback, error) {
 }
 
 func validLabel(s string) bool {
-	return s != "" && utf8.RuneCountInString(s) <= maxOperationKind && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	return s != "" && utf8.RuneCountInString(s) <= maxOperationKind && !strings.ContainsFunc(s, runevents.IsControl)
 }
 
 // Problem is VALIDATION_FAILED for a member of a request (at path, a JSON
