@@ -324,16 +324,24 @@ func problemsError(problems []contracts.Problem) error {
 func (l *ThreadLog) checkSizes(events []runevents.NewEvent, stage string) error {
 	total := 0
 	for i, e := range events {
-		size := len(e.Content) + len(e.Metadata)
-		if size > l.limits.MaxEventBytes {
-			return runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata%s, the limit is %d", i, size, stage, l.limits.MaxEventBytes).
-				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
+		if err := l.checkEventSize(i, e, stage); err != nil {
+			return err
 		}
-		total += size
+		total += len(e.Content) + len(e.Metadata)
 	}
 	if total > l.limits.MaxBatchBytes {
 		return runstream.Errorf(runstream.CodePayloadTooLarge, "the batch has %d bytes of content and metadata%s, the limit is %d", total, stage, l.limits.MaxBatchBytes).
 			WithDetail("limit", l.limits.MaxBatchBytes)
+	}
+	return nil
+}
+
+// checkEventSize refuses event i of a batch when its content and metadata
+// are above MaxEventBytes (stage says when: as sent, once redacted).
+func (l *ThreadLog) checkEventSize(i int, e runevents.NewEvent, stage string) error {
+	if size := len(e.Content) + len(e.Metadata); size > l.limits.MaxEventBytes {
+		return runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata%s, the limit is %d", i, size, stage, l.limits.MaxEventBytes).
+			WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
 	}
 	return nil
 }

@@ -14,21 +14,27 @@ import (
 // apply (a thread is imported whole) and each row keeps its own owner and
 // seq. It returns redacted copies, or CodeValidationFailed with
 // details.problems at /events/<index> for every row refused, or
-// CodePayloadTooLarge naming the first row above the event size limit.
+// CodePayloadTooLarge naming the first row above the event size limit, as
+// sent or once redacted.
 func (l *ThreadLog) CheckImport(events []runevents.ImportEvent) ([]runevents.ImportEvent, error) {
 	var problems []contracts.Problem
 	out := make([]runevents.ImportEvent, len(events))
 	for i, e := range events {
-		at := "/events/" + strconv.Itoa(i)
-		if size := len(e.Content) + len(e.Metadata); size > l.limits.MaxEventBytes {
-			return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata, the limit is %d", i, size, l.limits.MaxEventBytes).
-				WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
+		if err := l.checkEventSize(i, e.NewEvent, ""); err != nil {
+			return nil, err
 		}
-		problems = l.checkAndRedact(problems, at, &e.NewEvent, events[0].ThreadID)
+		problems = l.checkAndRedact(problems, "/events/"+strconv.Itoa(i), &e.NewEvent, events[0].ThreadID)
 		out[i] = e
 	}
 	if err := problemsError(problems); err != nil {
 		return nil, err
+	}
+	// Redaction markers may be longer than what they replace: what is
+	// stored keeps to the limit too.
+	for i, e := range out {
+		if err := l.checkEventSize(i, e.NewEvent, " once redacted"); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

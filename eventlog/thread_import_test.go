@@ -72,3 +72,20 @@ func TestThreadCheckImport(t *testing.T) {
 		t.Errorf("CheckImport of a journal row and a seed: %v", err)
 	}
 }
+
+// A row under the event size limit as sent but over it once redacted (a
+// redaction marker is longer than what it replaces) is refused, as an
+// append's would be, and nothing is stored.
+func TestThreadImportSizeOnceRedacted(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, eventlog.ThreadLimits{MaxEventBytes: 2000})
+	e := newEvent("r1", runevents.EventRunError, `""`, `{"error_type":"E","l":[`+strings.Repeat(`{"password":"a"},`, 100)+`{}]}`)
+	e.UserID = "alice"
+	_, err := env.log.ImportThread(t.Context(), []runevents.ImportEvent{{NewEvent: e, Seq: 1}})
+	if runstream.ErrorCodeOf(err) != runstream.CodePayloadTooLarge || !strings.Contains(err.Error(), "once redacted") {
+		t.Fatalf("import of a row over the limit once redacted: %v, want PAYLOAD_TOO_LARGE once redacted", err)
+	}
+	if rows := env.rows(t); len(rows) != 0 {
+		t.Errorf("%d rows stored by a refused import", len(rows))
+	}
+}
