@@ -29,10 +29,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		body = []byte(`{"code":"INTERNAL","message":"internal error","retryable":true}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	writeRawJSON(w, status, body)
 }
 
 // readJSONBody reads a JSON request body: the Content-Type must be JSON,

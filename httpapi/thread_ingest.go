@@ -114,30 +114,34 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request, threadID, runID 
 // makes sure), so what committed is published.
 func (s *Server) appendPlain(w http.ResponseWriter, r *http.Request, threadID string, events []runevents.NewEvent, ifAbsent bool) error {
 	user := userOf(r)
-	if !ifAbsent {
+	status, resp := http.StatusCreated, ingestResponse{}
+	if ifAbsent {
+		rec, created, err := s.threads.AppendIfAbsent(r.Context(), user, threadID, events[0])
+		if err != nil {
+			return err
+		}
+		status, resp = ifAbsentStatus(created), ingestResponse{Events: []runevents.Record{rec}, Created: &created}
+	} else {
 		recs, err := s.threads.Append(r.Context(), user, threadID, events)
 		if err != nil {
 			return err
 		}
-		if body, err := (ingestResponse{Events: recs}).marshal(); err == nil {
-			writeRawJSON(w, http.StatusCreated, body)
-			return nil
-		}
-		writeJSON(w, http.StatusCreated, ingestResponse{Events: recs}) // its answer to the error
-		return nil
+		resp.Events = recs
 	}
-	rec, created, err := s.threads.AppendIfAbsent(r.Context(), user, threadID, events[0])
+	body, err := resp.marshal()
 	if err != nil {
-		return err
+		return runstream.Wrap(err, runstream.CodeInternal, "encode response")
 	}
-	writeJSON(w, ifAbsentStatus(created), ingestResponse{Events: []runevents.Record{rec}, Created: &created})
+	writeRawJSON(w, status, body)
 	return nil
 }
 
 // marshal is json.Marshal(r), the records copied as runevents.AppendRecordsJSON does.
 func (r ingestResponse) marshal() ([]byte, error) {
-	if b, ok := runevents.AppendRecordsJSON([]byte(`{"events":`), r.Events); ok && r.Created == nil {
-		return append(b, '}'), nil
+	if r.Created == nil {
+		if b, ok := runevents.AppendRecordsJSON([]byte(`{"events":`), r.Events); ok {
+			return append(b, '}'), nil
+		}
 	}
 	return json.Marshal(r)
 }
@@ -445,16 +449,15 @@ func writeReplay(w http.ResponseWriter, first *threadsvc.Response) {
 	writeRawJSON(w, first.Status, first.Body)
 }
 
-// writeRawJSON writes an encoded JSON body as writeJSON does.
+// writeRawJSON writes an encoded JSON body, and a newline, with the given
+// status. The newline may be written into body's spare capacity: the
+// caller must not share body's backing array.
 func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(body)
-	w.Write(newline) // not appended to body: that would copy it
+	w.Write(append(body, '\n')) // in body's spare capacity, if it has some (marshal leaves it)
 }
-
-var newline = []byte{'\n'}
 
 // deleteThreadEvents is DELETE /api/threads/{thread_id}/events: the
 // caller's rows of the thread → {"deleted": n}.
