@@ -18,9 +18,8 @@ import (
 type ChunkStore struct {
 	runs runevents.RunStore
 
-	mu     sync.Mutex
-	state  map[string]*chunkRun
-	closed bool
+	mu    sync.Mutex
+	state map[string]*chunkRun
 }
 
 type chunkRun struct {
@@ -112,7 +111,10 @@ func (s *ChunkStore) ReadChunks(_ context.Context, runID string, after int64, li
 	}
 	var out []runchunks.Chunk
 	for _, c := range st.chunks {
-		if c.Index > after && len(out) < limit {
+		if len(out) >= limit {
+			break
+		}
+		if c.Index > after {
 			c.Data = bytes.Clone(c.Data)
 			out = append(out, c)
 		}

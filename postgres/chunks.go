@@ -118,7 +118,9 @@ func (s *ChunkStore) Push(ctx context.Context, p runchunks.Push) (runchunks.Resu
 			b.Queue("INSERT INTO stream_chunks (run_id, idx, event, data, created_at) VALUES ($1, $2, $3, $4, $5)",
 				p.RunID, c.Index, c.Event, string(c.Data), c.CreatedAt)
 		}
-		if cur == nil || res.Run.FirstIndex > cur.FirstIndex {
+		// A new run has no stored chunks: Plan leaves out the appends below
+		// its FirstIndex, so only an existing run's cap moves delete.
+		if cur != nil && res.Run.FirstIndex > cur.FirstIndex {
 			b.Queue("DELETE FROM stream_chunks WHERE run_id = $1 AND idx < $2", p.RunID, res.Run.FirstIndex)
 		}
 		if len(res.Appended) > 0 || res.Ended {
@@ -151,7 +153,7 @@ func putThreadRunStatus(ctx context.Context, tx pgx.Tx, r runchunks.Run) (outcom
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		var args []any
-		_, args, err = runRowArgs(runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, Status: r.Status,
+		_, args, err = runRowArgs(runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, OperationKind: "run", Status: r.Status,
 			CreatedAt: r.UpdatedAt, UpdatedAt: r.UpdatedAt}, r.UpdatedAt)
 		if err == nil {
 			_, err = tx.Exec(ctx, putRunSQL, args...)

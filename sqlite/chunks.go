@@ -124,7 +124,9 @@ func (s *ChunkStore) Push(ctx context.Context, p runchunks.Push) (runchunks.Resu
 				return sqlError("sqlite: push chunks: insert chunk", err)
 			}
 		}
-		if cur == nil || res.Run.FirstIndex > cur.FirstIndex {
+		// A new run has no stored chunks: Plan leaves out the appends below
+		// its FirstIndex, so only an existing run's cap moves delete.
+		if cur != nil && res.Run.FirstIndex > cur.FirstIndex {
 			if _, err := tx.ExecContext(ctx, "DELETE FROM stream_chunks WHERE run_id = ? AND idx < ?", p.RunID, res.Run.FirstIndex); err != nil {
 				return sqlError("sqlite: push chunks: cap", err)
 			}
@@ -146,7 +148,7 @@ func putThreadRunStatus(ctx context.Context, tx *sql.Tx, r runchunks.Run) (outco
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		var args []any
-		_, args, err = runRowArgs(runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, Status: r.Status,
+		_, args, err = runRowArgs(runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, OperationKind: "run", Status: r.Status,
 			CreatedAt: r.UpdatedAt, UpdatedAt: r.UpdatedAt}, r.UpdatedAt)
 		if err == nil {
 			_, err = tx.ExecContext(ctx, putRunSQL, args...)

@@ -116,6 +116,9 @@ func testPushAndRead(t *testing.T, h Harness) {
 	if err != nil || row.Status != runevents.RunRunning {
 		t.Fatalf("thread run row = %+v, %v; want running", row, err)
 	}
+	if row.OperationKind != "run" {
+		t.Fatalf("thread run row operation kind = %q, want run (token usage and supersession count only run rows)", row.OperationKind)
+	}
 	if _, err := s.GetRun(ctx, "nope"); runstream.AsError(err).Code != runstream.CodeNotFound {
 		t.Fatalf("GetRun(unknown) err = %v, want NOT_FOUND", err)
 	}
