@@ -169,6 +169,7 @@ func TestGroupCommitOwned(t *testing.T) {
 		{"old", "u", false, 2},
 		{"new", "u", true, 0}, // its first row is in this same group
 		{"old", "", false, 3},
+		{"empty", "bob", true, 0}, // a thread with no rows: nothing is written for it
 	}
 	var reqs []*writeRequest
 	for _, tc := range cases {
@@ -198,5 +199,16 @@ func TestGroupCommitOwned(t *testing.T) {
 	var last int64
 	if err := db.pool.QueryRow(ctx, "SELECT last_seq FROM run_event_threads WHERE thread_id = 'old'").Scan(&last); err != nil || last != 3 {
 		t.Errorf("the counter of the thread = %d, %v; want 3 (refused rows take no seq)", last, err)
+	}
+
+	// A refused PutBatchOwned on a thread with no rows leaves no counter row.
+	_, err := db.runEvents.PutBatchOwned(ctx, "bob", []runevents.NewEvent{{ThreadID: "empty2", RunID: "r1",
+		EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, UserID: "bob"}})
+	if err != runevents.ErrNotFirstOwner {
+		t.Fatalf("PutBatchOwned on a thread with no rows: err = %v, want ErrNotFirstOwner", err)
+	}
+	var counters int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM run_event_threads WHERE thread_id IN ('empty', 'empty2')").Scan(&counters); err != nil || counters != 0 {
+		t.Errorf("refused appends to threads with no rows left %d counter rows, %v; want 0", counters, err)
 	}
 }

@@ -99,10 +99,8 @@ func (s *RunEventStore) prepareBatch(events []runevents.NewEvent) ([]runevents.R
 	if err != nil {
 		return nil, err
 	}
-	for i, r := range recs {
-		if err := checkStorable(r, i); err != nil {
-			return nil, err
-		}
+	if err := checkStorableBatch(recs); err != nil {
+		return nil, err
 	}
 	return recs, nil
 }

@@ -36,10 +36,8 @@ func (s *RunEventStore) AppendIdempotent(ctx context.Context, a runevents.Idempo
 	if err != nil {
 		return runevents.IdempotentResult{}, err
 	}
-	for i, r := range recs {
-		if err := checkStorable(r, i); err != nil {
-			return runevents.IdempotentResult{}, err
-		}
+	if err := checkStorableBatch(recs); err != nil {
+		return runevents.IdempotentResult{}, err
 	}
 	thread := recs[0].ThreadID
 	var (

@@ -37,10 +37,8 @@ func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.Imp
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	for i, r := range recs {
-		if err := checkStorable(r, i); err != nil {
-			return nil, err
-		}
+	if err := checkStorableBatch(recs); err != nil {
+		return nil, err
 	}
 	thread, last := recs[0].ThreadID, recs[len(recs)-1].Seq
 	var cols columns

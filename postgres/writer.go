@@ -59,7 +59,11 @@ SELECT last_seq - $2 + 1 FROM counter, notified`
 // arrays are appendRows' $3 to $12, numbered from $2): the rows
 // that fail are left out, the counter advances by the rows kept, and the
 // first seq is returned with the owner of the first row (NULL: the thread
-// had no rows), from which the caller tells which rows were kept.
+// had no rows), from which the caller tells which rows were kept. When no
+// row is kept, the statement writes nothing (no counter row is created or
+// locked, nothing is notified) and the first seq is 0. It always returns
+// exactly one row: notified is an aggregate (one row, evaluating pg_notify
+// for each counter row), referenced so that it is run.
 const appendOwnedRows = `WITH first AS (
 	SELECT COALESCE(user_id, '') AS user_id FROM run_events WHERE thread_id = $1 ORDER BY seq ASC LIMIT 1
 ), kept AS (
@@ -72,7 +76,7 @@ const appendOwnedRows = `WITH first AS (
 ), size AS (
 	SELECT count(*) AS rows FROM kept
 ), counter AS (
-	INSERT INTO run_event_threads (thread_id, last_seq) SELECT $1, rows FROM size
+	INSERT INTO run_event_threads (thread_id, last_seq) SELECT $1, rows FROM size WHERE rows > 0
 	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
 	RETURNING last_seq
 ), inserted AS (
@@ -82,10 +86,10 @@ const appendOwnedRows = `WITH first AS (
 		k.content, k.metadata, k.task_id, k.caller_middleware, k.created_at, k.created_at_offset
 	FROM counter, size, kept AS k
 ), notified AS (
-	SELECT CASE WHEN size.rows > 0 THEN pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq) END
-	FROM counter, size
+	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq)) AS n FROM counter
 )
-SELECT counter.last_seq - size.rows + 1, (SELECT user_id FROM first) FROM counter, size, notified`
+SELECT COALESCE((SELECT last_seq FROM counter) - size.rows + 1, 0), (SELECT user_id FROM first)
+FROM size, notified`
 
 // writeRequest is one Put or PutBatch waiting for its committer: prepared
 // records of one thread, whose Seq the committer fills in.
@@ -341,6 +345,17 @@ func checkStorable(r runevents.Record, index int) error {
 		return runstream.Errorf(runstream.CodeInvalidArgument, "events[%d]: %s must be valid UTF-8 without NUL characters", index, field).WithDetail("index", index)
 	}
 	return runstream.Errorf(runstream.CodeInvalidArgument, "%s must be valid UTF-8 without NUL characters", field)
+}
+
+// checkStorableBatch is checkStorable of each record of a batch, with
+// its index; it returns the first refusal.
+func checkStorableBatch(recs []runevents.Record) error {
+	for i, r := range recs {
+		if err := checkStorable(r, i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func storableText(s string) bool {
