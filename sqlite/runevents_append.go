@@ -17,8 +17,8 @@ import (
 // group's rows of that thread and inserts every row with multi-row
 // statements. Concurrent Puts then cost the writer little more per event
 // than one PutBatch does. Seqs follow the order of the requests in the
-// group; an op that must see the appended rows (PutIfAbsent, deletes)
-// flushes first.
+// group; an op that must see the appended rows (PutIfAbsent,
+// AppendIdempotent, ImportThread, deletes) flushes first.
 
 // pendingAppend is the rows of one Put or PutBatch, awaiting the flush of
 // its group transaction.
@@ -49,34 +49,35 @@ func (s *RunEventStore) Put(ctx context.Context, e runevents.NewEvent) (runevent
 
 // PutBatch appends events of one thread atomically with consecutive seqs.
 func (s *RunEventStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
-	if err != nil || len(recs) == 0 {
-		return recs, err
-	}
-	return s.append(ctx, &pendingAppend{recs: recs, args: rowArgs(recs)})
+	return s.putBatch(ctx, "", events)
 }
 
 // PutBatchOwned is PutBatch when the thread's first row is userID's,
 // checked by the write loop in the group transaction (one read per
 // thread and group, on the writer's connection); otherwise it writes
 // nothing and returns runevents.ErrNotFirstOwner. Rows appended by
-// earlier writes of the same group do not count: a thread created there
-// answers ErrNotFirstOwner.
+// earlier writes of the same group count only when an op run between
+// them and this call flushed them (PutIfAbsent, AppendIdempotent,
+// ImportThread and deletes flush the group's deferred appends first);
+// rows still deferred do not, so a thread they create answers
+// ErrNotFirstOwner.
 func (s *RunEventStore) PutBatchOwned(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
 	if userID == "" {
 		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "sqlite: put run events: an owner is required")
+	}
+	return s.putBatch(ctx, userID, events)
+}
+
+// putBatch is PutBatch, or PutBatchOwned when owner is not empty.
+func (s *RunEventStore) putBatch(ctx context.Context, owner string, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
 	}
 	recs, err := runevents.PrepareBatch(events, time.Now(), s.maxTrace)
 	if err != nil || len(recs) == 0 {
 		return recs, err
 	}
-	return s.append(ctx, &pendingAppend{recs: recs, args: rowArgs(recs), owner: userID})
+	return s.append(ctx, &pendingAppend{recs: recs, args: rowArgs(recs), owner: owner})
 }
 
 // append writes p's prepared records of one thread in a group

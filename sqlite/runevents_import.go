@@ -32,11 +32,9 @@ func (s *RunEventStore) ImportThread(ctx context.Context, events []runevents.Imp
 		if err := s.flushAppends(ctx, tx); err != nil { // appends earlier in the group come first
 			return err
 		}
-		var last int64
-		err := tx.QueryRowContext(ctx, `INSERT INTO run_event_threads (thread_id, last_seq) VALUES (?, 0)
-			ON CONFLICT (thread_id) DO UPDATE SET last_seq = last_seq RETURNING last_seq`, thread).Scan(&last)
+		last, err := s.reserveSeqs(ctx, tx, thread, 0) // reads the counter, creating it at 0
 		if err != nil {
-			return sqlError("sqlite: import run events: counter", err)
+			return err
 		}
 		if last >= recs[0].Seq {
 			conflict = last

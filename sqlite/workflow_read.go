@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -96,18 +97,39 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 }
 
 // CountRuns returns how many runs are in each of statuses, from the
-// status index.
+// status index, in one query. Every status asked for is in the map, 0
+// when no run has it.
 func (s *WorkflowStore) CountRuns(ctx context.Context, statuses []workflow.RunStatus) (map[workflow.RunStatus]int, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
 	out := make(map[workflow.RunStatus]int, len(statuses))
-	for _, status := range statuses {
-		var n int
-		if err := s.db.reads.queryRow(ctx, "SELECT count(*) FROM workflow_runs WHERE status = ?", string(status)).Scan(&n); err != nil {
+	if len(statuses) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(statuses))
+	for i, status := range statuses {
+		out[status] = 0
+		args[i] = string(status)
+	}
+	q := "SELECT status, count(*) FROM workflow_runs WHERE status IN (" + strings.Repeat(", ?", len(statuses))[2:] + ") GROUP BY status"
+	rows, err := s.db.reads.query(ctx, q, args...)
+	if err != nil {
+		return nil, sqlError("sqlite: count runs", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			status string
+			n      int
+		)
+		if err := rows.Scan(&status, &n); err != nil {
 			return nil, sqlError("sqlite: count runs", err)
 		}
-		out[status] = n
+		out[workflow.RunStatus(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqlError("sqlite: count runs", err)
 	}
 	return out, nil
 }
