@@ -308,7 +308,7 @@ func mountLangGraph(t *testing.T, s *Server, runs runevents.RunStore, threads *t
 	go hub.Run(t.Context())
 	svc := langgraph.New(store, hub, langgraph.Config{})
 	t.Cleanup(svc.Shutdown)
-	h := langgraph.HTTP{Mount: s.Mount, User: User, WriteError: s.WriteError}
+	h := langgraph.HTTP{Mount: s.Mount, User: User, WriteError: s.WriteError, Kit: ThreadKit()}
 	if threads != nil {
 		h.StoreOnly = threads.StoreOnlyRun
 	}
@@ -773,7 +773,9 @@ func TestOpenAPIResponsesConform(t *testing.T) {
 		t.Errorf("a push of a stale epoch: %v, want current_epoch 2", body)
 	}
 	cf.call(t, "POST", push, js, `{"thread_id":"t1"}`, 422)
-	cf.call(t, "POST", push, js, `{"thread_id":"t1","epoch":2,"extra":1}`, 400)
+	cf.call(t, "POST", push, js, `{"thread_id":"t1","epoch":2,"extra":1}`, 422)
+	cf.call(t, "POST", push, js, `{"thread_id":"t1","epoch":2,"epoch":3}`, 400)
+	cf.call(t, "POST", push, "text/plain", `{"thread_id":"t1","epoch":2}`, 415)
 	cf.call(t, "GET", "/api/runs/lg1/stream-control?wait=0", "", "", 200)
 	cf.call(t, "GET", "/api/runs/lg1/stream-control?wait=soon", "", "", 422)
 	cf.call(t, "GET", "/api/runs/nope/stream-control", "", "", 404)

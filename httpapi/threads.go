@@ -24,7 +24,7 @@ func (s *Server) threadRoutes() {
 
 	// Run rows, feedback and the routes of executing runs (package
 	// threadruns).
-	for _, route := range threadruns.Routes(s.threads, threadruns.Kit{User: userOf, ReadJSON: readJSONBody, Decode: decodeBody, WriteJSON: writeJSON}) {
+	for _, route := range threadruns.Routes(s.threads, ThreadKit()) {
 		s.handleThreads(route.Pattern, handlerFunc(route.Handler))
 	}
 
@@ -36,6 +36,13 @@ func (s *Server) threadRoutes() {
 	s.handleThreads("GET /api/threads/{thread_id}/token-usage", s.getThreadTokenUsage)
 
 	s.handleThreads("GET /api/threads/{thread_id}/stream", s.streamThread)
+}
+
+// ThreadKit returns what handlers mounted beside the thread API (package
+// threadruns, package langgraph) read and answer requests with, so that
+// they check bodies and write answers as the API's own endpoints do.
+func ThreadKit() threadruns.Kit {
+	return threadruns.Kit{User: userOf, ReadJSON: readJSONBody, Decode: decodeBody, WriteJSON: writeJSON}
 }
 
 // handleThreads registers a thread endpoint: h, or UNAVAILABLE on a

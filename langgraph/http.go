@@ -1,11 +1,7 @@
 package langgraph
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,6 +30,12 @@ type HTTP struct {
 	// (zero: never); a join stream is aborted then, as on lifetime
 	// expiry, so that the client re-authenticates and resumes.
 	Expires func(r *http.Request) time.Time
+	// Kit reads, checks and decodes the push body and writes the answers
+	// as the API's other endpoints do (httpapi.ThreadKit: Content-Type,
+	// duplicate keys, member names, depth, body deadline). Its ReadJSON,
+	// Decode and WriteJSON are required; its User is not used (User
+	// above is).
+	Kit threadruns.Kit
 }
 
 // Routes are the endpoints Mount registers.
@@ -48,6 +50,9 @@ var Routes = []string{
 
 // Mount registers the service's endpoints (Routes) with h.
 func (s *Service) Mount(h HTTP) {
+	if h.Kit.ReadJSON == nil || h.Kit.Decode == nil || h.Kit.WriteJSON == nil {
+		panic("langgraph: Mount needs HTTP.Kit's ReadJSON, Decode and WriteJSON (httpapi.ThreadKit)")
+	}
 	a := &api{s: s, h: h}
 	handlers := []func(http.ResponseWriter, *http.Request) error{a.push, a.control, a.join, a.join, a.cancel, a.join}
 	for i, pattern := range Routes {
@@ -83,13 +88,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	for k, v := range e.Details {
 		body[k] = v
 	}
-	writeJSON(w, http.StatusConflict, body)
+	a.writeJSON(w, http.StatusConflict, body)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+// writeJSON answers with v as JSON, with the Kit's writer.
+func (a *api) writeJSON(w http.ResponseWriter, status int, v any) {
+	a.h.Kit.WriteJSON(w, status, v)
 }
 
 // The path parameters are read as the thread API's run routes read them.
@@ -104,26 +108,26 @@ func (a *api) push(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := io.ReadAll(r.Body)
+	req, err := a.readPush(r)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return runstream.Errorf(runstream.CodePayloadTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
-		}
-		return runstream.Wrap(err, runstream.CodeInvalidArgument, "could not read the request body")
-	}
-	var req PushRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return runstream.Errorf(runstream.CodeInvalidJSON, "the body must be a push: {thread_id, epoch, first_index, chunks:[{event,data}], end?}")
+		return err
 	}
 	ans, err := a.s.Push(r.Context(), a.h.User(r), runID, req)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ans)
+	a.writeJSON(w, http.StatusOK, ans)
 	return nil
+}
+
+// readPush reads, checks and decodes the push body with the Kit.
+func (a *api) readPush(r *http.Request) (PushRequest, error) {
+	var req PushRequest
+	body, err := a.h.Kit.ReadJSON(r)
+	if err != nil {
+		return req, err
+	}
+	return req, a.h.Kit.Decode(body, &req)
 }
 
 // control answers GET /api/runs/{run_id}/stream-control?wait=25s; during
@@ -141,7 +145,7 @@ func (a *api) control(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ans)
+	a.writeJSON(w, http.StatusOK, ans)
 	return nil
 }
 

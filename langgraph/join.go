@@ -187,11 +187,7 @@ func (j *joiner) deliverLive(ctx context.Context, sub *live.Subscription) error 
 			continue
 		}
 		if ev.Terminal {
-			j.buf = append(j.buf, endFrame...)
-			if err := j.flush(); err != nil {
-				return err
-			}
-			return errDone
+			return j.end()
 		}
 		if event, _ := ev.Attrs.(string); j.modes.Shows(event) {
 			j.buf = append(j.buf, ev.Frame...)

@@ -25,6 +25,7 @@ import (
 	"github.com/runstream/runstream/runchunks"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/sse"
+	"github.com/runstream/runstream/threadruns"
 	"github.com/runstream/runstream/threadsvc"
 )
 
@@ -62,6 +63,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg langgraph.Config) *fixture {
 	t.Helper()
+	return newKitFixture(t, cfg, httpapi.ThreadKit())
+}
+
+// newKitFixture is newFixture with the service mounted with kit.
+func newKitFixture(t *testing.T, cfg langgraph.Config, kit threadruns.Kit) *fixture {
+	t.Helper()
 	f := &fixture{runs: memory.NewRunStore(), clock: &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}}
 	f.store = memory.NewChunkStore(f.runs)
 	hub := live.New(live.Config{Poll: langgraph.Poller(f.store, nil)})
@@ -83,7 +90,7 @@ func newFixture(t *testing.T, cfg langgraph.Config) *fixture {
 		}
 		return "local", nil
 	}}, nil, threads)
-	f.svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, StoreOnly: threads.StoreOnlyRun,
+	f.svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, StoreOnly: threads.StoreOnlyRun, Kit: kit,
 		Expires: func(*http.Request) time.Time {
 			if at := f.credentialExpires.Load(); at != 0 {
 				return time.Unix(0, at)
@@ -282,8 +289,14 @@ func TestPushRefusesBadInput(t *testing.T) {
 		{"newline in event", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"a\nb","data":null}]}`, 422},
 		{"bad end status", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"end":{"status":"running"}}`, 422},
 		{"end error not an object", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"end":{"status":"error","error":"x"}}`, 422},
-		{"invalid UTF-8", "{\"thread_id\":\"t1\",\"epoch\":1,\"first_index\":0,\"chunks\":[{\"event\":\"values\",\"data\":\"\xff\"}]}", 422},
-		{"unknown member", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"extra":1}`, 400},
+		// The body is read and decoded as every JSON body of the API is
+		// (httpapi.ThreadKit): INVALID_JSON (400) for what is not JSON,
+		// VALIDATION_FAILED (422) for a member the push does not have.
+		{"invalid UTF-8", "{\"thread_id\":\"t1\",\"epoch\":1,\"first_index\":0,\"chunks\":[{\"event\":\"values\",\"data\":\"\xff\"}]}", 400},
+		{"unknown member", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[],"extra":1}`, 422},
+		{"duplicate member", `{"thread_id":"t1","epoch":1,"epoch":9,"first_index":0,"chunks":[]}`, 400},
+		{"member in the wrong case", `{"thread_id":"t1","EPOCH":1,"first_index":0,"chunks":[]}`, 422},
+		{"trailing text", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]} x`, 400},
 		{"chunk too large", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":` + big + `}]}`, 413},
 	} {
 		status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", tc.body)
@@ -291,13 +304,62 @@ func TestPushRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d", tc.name, status, body, tc.status)
 		}
 	}
+	if status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]}`, "Content-Type", "text/plain"); status != http.StatusUnsupportedMediaType {
+		t.Errorf("a text/plain push: %d %v, want 415", status, body)
+	}
 	if _, err := f.store.GetRun(context.Background(), "r1"); err == nil {
 		t.Fatal("a refused push created the run")
+	}
+	// A push of more than MaxBatch chunks is refused whole.
+	small := newFixture(t, langgraph.Config{MaxBatch: 2})
+	three := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":1},{"event":"values","data":2},{"event":"values","data":3}]}`
+	if status, body := small.call(t, "POST", "/api/runs/r1/stream-chunks", three); status != 422 || !strings.Contains(fmt.Sprint(body["message"]), "at most 2 chunks") {
+		t.Errorf("push over MaxBatch: %d %v, want 422", status, body)
+	}
+	if _, err := small.store.GetRun(context.Background(), "r1"); err == nil {
+		t.Fatal("a push over MaxBatch created the run")
 	}
 	// A full values state of 4 MiB fits (the body limit is 8 MiB).
 	state := `{"messages":[{"content":"` + strings.Repeat("y", langgraph.MinMaxChunkBytes-64) + `"}]}`
 	if status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":`+state+`}]}`); status != 200 {
 		t.Fatalf("4 MiB values state: %d %v", status, body)
+	}
+}
+
+// A push is read, decoded and answered with the HTTP's Kit when it has
+// one: what its reader refuses is answered with the unified error body
+// and stores nothing.
+func TestPushUsesKit(t *testing.T) {
+	var decoded, written int
+	kit := threadruns.Kit{
+		ReadJSON: func(r *http.Request) ([]byte, error) {
+			if r.Header.Get("Content-Type") != "application/json" {
+				return nil, runstream.Errorf(runstream.CodeUnsupportedMediaType, "Content-Type must be application/json")
+			}
+			return io.ReadAll(r.Body)
+		},
+		Decode: func(raw []byte, v any) error {
+			decoded++
+			return json.Unmarshal(raw, v)
+		},
+		WriteJSON: func(w http.ResponseWriter, status int, v any) {
+			written++
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			json.NewEncoder(w).Encode(v)
+		},
+	}
+	f := newKitFixture(t, langgraph.Config{}, kit)
+	push := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]}`
+	status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", push, "Content-Type", "text/plain")
+	if status != http.StatusUnsupportedMediaType || body["code"] != "UNSUPPORTED_MEDIA_TYPE" {
+		t.Fatalf("text/plain push: %d %v", status, body)
+	}
+	if _, err := f.store.GetRun(context.Background(), "r1"); err == nil {
+		t.Fatal("a refused push created the run")
+	}
+	if status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", push); status != 200 || decoded != 1 || written != 1 {
+		t.Fatalf("push: %d %v, decoded %d, written %d", status, body, decoded, written)
 	}
 }
 
@@ -672,8 +734,10 @@ func TestHeartbeatIsOneLineComment(t *testing.T) {
 	f := newFixture(t, langgraph.Config{Heartbeat: 10 * time.Millisecond})
 	f.mustPush(t, "r1", 0, 1, "")
 	s := f.join(t, "r1", "-1", "")
+	// Read on past the first heartbeat to the next one, so that what
+	// follows a heartbeat (a stray blank line) is seen too.
 	buf := make([]byte, 0, 512)
-	for !bytes.Contains(buf, []byte(": heartbeat\n")) {
+	for bytes.Count(buf, []byte(": heartbeat\n")) < 2 {
 		chunk := make([]byte, 256)
 		n, err := s.resp.Body.Read(chunk)
 		if err != nil {
@@ -683,6 +747,11 @@ func TestHeartbeatIsOneLineComment(t *testing.T) {
 	}
 	if bytes.Contains(buf, []byte(": heartbeat\n\n")) || bytes.Contains(buf, []byte("retry:")) {
 		t.Fatalf("stream bytes %q: a heartbeat must be a single-newline comment and no retry: block be sent", buf)
+	}
+	for _, line := range strings.Split(string(buf), "\n") {
+		if strings.HasPrefix(line, ":") && line != ": heartbeat" {
+			t.Fatalf("stream bytes %q: comment line %q is not the one-line heartbeat", buf, line)
+		}
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runchunks"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadsvc"
 )
 
 // Defaults of Config.
@@ -234,9 +235,7 @@ func answerOf(r runchunks.Run) Answer {
 
 // problem is a VALIDATION_FAILED error of the body member at path.
 func problem(path, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	return runstream.Errorf(runstream.CodeValidationFailed, "%s: %s", path, msg).
-		WithDetail("problems", []map[string]string{{"path": path, "message": msg}})
+	return threadsvc.Problem(path, fmt.Sprintf(format, args...))
 }
 
 // reservedEvents are written by the join stream itself.
@@ -309,7 +308,7 @@ func (s *Service) cleanJSON(data json.RawMessage, path string) (json.RawMessage,
 		return json.RawMessage("null"), nil
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, data); err != nil || !utf8.Valid(data) {
+	if !utf8.Valid(data) || json.Compact(&buf, data) != nil {
 		return nil, problem(path, "must be JSON in UTF-8")
 	}
 	if buf.Len() > s.cfg.MaxChunkBytes {
@@ -317,8 +316,8 @@ func (s *Service) cleanJSON(data json.RawMessage, path string) (json.RawMessage,
 			WithDetail("limit", s.cfg.MaxChunkBytes)
 	}
 	out, _, err := s.redactor.JSON(buf.Bytes())
-	if err != nil {
-		return nil, problem(path, "must be JSON")
+	if err != nil { // not the caller's fault: the data is valid JSON
+		return nil, runstream.Wrap(err, runstream.CodeInternal, "could not redact a chunk's data")
 	}
 	return out, nil
 }

@@ -137,7 +137,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
 	}, a.workflows, threads)
 	if a.langgraph != nil {
-		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires}
+		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires, Kit: httpapi.ThreadKit()}
 		if threads != nil {
 			h.StoreOnly = threads.StoreOnlyRun
 		}
