@@ -154,7 +154,6 @@ type Stream struct {
 	changed    chan struct{} // closed and replaced when the state changes
 	retained   []chunk       // acknowledged, indexes acked-len(retained) … acked-1
 	pending    []chunk       // not acknowledged, indexes acked …
-	pendingB   int           // bytes of pending
 	acked      int64         // the server's next_index as last known
 	end        *endRequest
 	ended      bool // the end was acknowledged
@@ -170,7 +169,7 @@ type Stream struct {
 func Open(ctx context.Context, cfg Config) (*Stream, error) {
 	base, err := url.Parse(cfg.URL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("chunkpush: URL %q is not an absolute http(s) URL", cfg.URL)
+		return nil, errors.New("chunkpush: URL is not an absolute http(s) URL") // not the URL: it may hold a password
 	}
 	if cfg.ThreadID == "" || cfg.RunID == "" {
 		return nil, errors.New("chunkpush: ThreadID and RunID are required")
@@ -321,7 +320,6 @@ func (s *Stream) Push(ctx context.Context, event string, data any) (int64, error
 			return 0, ErrClosed
 		case len(s.pending) < s.cfg.MaxPending:
 			s.pending = append(s.pending, chunk{body: body})
-			s.pendingB += len(body)
 			s.signalLocked()
 			return s.acked + int64(len(s.pending)) - 1, nil
 		}
@@ -528,9 +526,6 @@ func (s *Stream) acknowledge(ans Answer, open bool) error {
 	if n < 0 || n > int64(len(s.pending)) {
 		return s.failLocked(fmt.Errorf("chunkpush: the server's next_index %d is outside the %d chunks from %d this stream sent", ans.NextIndex, len(s.pending), s.acked))
 	}
-	for _, c := range s.pending[:n] {
-		s.pendingB -= len(c.body)
-	}
 	if s.cfg.RetainAcked > 0 {
 		s.retained = append(s.retained, s.pending[:n]...)
 		if over := len(s.retained) - s.cfg.RetainAcked; over > 0 {
@@ -555,9 +550,6 @@ func (s *Stream) rewind(expected int64) (int64, []chunk, error) {
 	k := int64(len(s.retained)) - back
 	again := s.retained[k:]
 	s.pending = append(append([]chunk(nil), again...), s.pending...)
-	for _, c := range again {
-		s.pendingB += len(c.body)
-	}
 	s.retained = s.retained[:k]
 	s.acked = expected
 	s.log.Warn("chunkpush: the server lost acknowledged chunks; sending them again", "run_id", s.cfg.RunID, "from", expected)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -307,6 +308,12 @@ func TestBackPressure(t *testing.T) {
 func TestInvalidUse(t *testing.T) {
 	if _, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: "127.0.0.1:1", ThreadID: "t", RunID: "r"}); err == nil {
 		t.Fatal("a URL without scheme was accepted")
+	}
+	for _, u := range []string{"ftp://user:s3cret-pw@127.0.0.1:1", "user:s3cret-pw@127.0.0.1:1"} {
+		_, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: u, ThreadID: "t", RunID: "r"})
+		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Fatalf("a URL with a password: %v", err)
+		}
 	}
 	if _, err := chunkpush.Open(context.Background(), chunkpush.Config{URL: "http://127.0.0.1:1"}); err == nil {
 		t.Fatal("no run was accepted")

@@ -127,7 +127,7 @@ type Writer struct {
 func New(cfg Config) (*Writer, error) {
 	base, err := url.Parse(cfg.URL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("producer: URL %q is not an absolute http(s) URL", cfg.URL)
+		return nil, errors.New("producer: URL is not an absolute http(s) URL") // not the URL: it may hold a password
 	}
 	base.Path = strings.TrimRight(base.Path, "/")
 	if cfg.RequestTimeout <= 0 {

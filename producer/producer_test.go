@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -524,5 +525,20 @@ func TestRunRowDeerFlowFields(t *testing.T) {
 	}
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// New refuses a URL that is not an absolute http(s) URL without echoing
+// it: it may hold a password.
+func TestBadURLNotEchoed(t *testing.T) {
+	for _, u := range []string{"ftp://user:s3cret-pw@127.0.0.1:1", "user:s3cret-pw@127.0.0.1:1"} {
+		w, err := producer.New(producer.Config{URL: u})
+		if err == nil {
+			w.Close(context.Background())
+			t.Fatalf("%s was accepted", u)
+		}
+		if strings.Contains(err.Error(), "s3cret-pw") {
+			t.Fatalf("the error echoes the password: %v", err)
+		}
 	}
 }
