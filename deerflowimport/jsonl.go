@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/runstream/runstream/redact"
 )
 
 // jsonlSource reads DeerFlow's JSONL store: <dir>/threads/<thread_id>/
@@ -94,7 +96,7 @@ func (s *jsonlSource) thread(id string, report func(Problem)) ([]Row, error) {
 				report(Problem{loc, err})
 				continue
 			case ev.ThreadID != id:
-				report(Problem{loc, fmt.Errorf("thread_id %s in the directory of thread %s", strconv.Quote(short(ev.ThreadID)), id)})
+				report(Problem{loc, fmt.Errorf("thread_id %s in the directory of thread %s", redact.Quote(ev.ThreadID), id)})
 				continue
 			}
 			rows = append(rows, Row{Loc: loc, Event: ev, Owned: owned})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -89,15 +90,7 @@ func parseTime(s string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("created_at %s is not an ISO 8601 timestamp", strconv.Quote(short(s)))
-}
-
-// short cuts s for a message.
-func short(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
+	return time.Time{}, fmt.Errorf("created_at %s is not an ISO 8601 timestamp", redact.Quote(s))
 }
 
 // jsonlRecord is a line of DeerFlow's JSONL store.
@@ -129,7 +122,7 @@ func decodeLine(line []byte) (ev runevents.ImportEvent, owned bool, err error) {
 	}
 	seq, err := strconv.ParseInt(string(r.Seq), 10, 64)
 	if err != nil || seq < 1 {
-		return ev, false, fmt.Errorf("seq %s is not a positive integer", short(string(r.Seq)))
+		return ev, false, fmt.Errorf("seq %s is not a positive integer", redact.Quote(string(r.Seq)))
 	}
 	created, err := parseTime(*r.CreatedAt)
 	if err != nil {

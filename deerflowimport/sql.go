@@ -15,6 +15,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver
 
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -189,7 +190,7 @@ func (s *sqlSource) Threads(fn func(string, []Row, []Problem) error) error {
 func sqlEvent(c map[string]sql.NullString) (Row, error) {
 	seq, err := strconv.ParseInt(c["seq"].String, 10, 64)
 	if err != nil || seq < 1 {
-		return Row{}, fmt.Errorf("seq %s is not a positive integer", strconv.Quote(short(c["seq"].String)))
+		return Row{}, fmt.Errorf("seq %s is not a positive integer", redact.Quote(c["seq"].String))
 	}
 	created, err := parseTime(c["created_at"].String)
 	if err != nil {
@@ -249,7 +250,7 @@ func sqlRun(c map[string]sql.NullString) (runevents.ThreadRun, error) {
 		AssistantID: c["assistant_id"].String, MultitaskStrategy: c["multitask_strategy"].String, StopReason: c["stop_reason"].String}
 	status, ok := statuses[c["status"].String]
 	if !ok {
-		return r, fmt.Errorf("status %s is not a run status", strconv.Quote(short(c["status"].String)))
+		return r, fmt.Errorf("status %s is not a run status", redact.Quote(c["status"].String))
 	}
 	r.Status = status
 	meta := map[string]any{}
@@ -285,7 +286,7 @@ func sqlRun(c map[string]sql.NullString) (runevents.ThreadRun, error) {
 	for _, f := range ints {
 		if v := c[f.col]; v.Valid {
 			if *f.dst, err = strconv.ParseInt(v.String, 10, 64); err != nil {
-				return r, fmt.Errorf("%s %s is not an integer", f.col, strconv.Quote(short(v.String)))
+				return r, fmt.Errorf("%s %s is not an integer", f.col, redact.Quote(v.String))
 			}
 		}
 	}
