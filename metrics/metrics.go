@@ -199,16 +199,18 @@ func (c *hubCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// RunCounter counts the workflow runs in a status across every instance
-// sharing the store, up to a cap (see WatchRuns).
-type RunCounter func(ctx context.Context, status string) (int, error)
+// RunCounter counts the workflow runs in each of statuses across every
+// instance sharing the store, in one read; the map holds every status
+// asked for (see WatchRuns).
+type RunCounter func(ctx context.Context, statuses []string) (map[string]int, error)
 
 // WatchRuns exports the workflow runs in each non-terminal status
 // (queued, running, awaiting_input, cancelling) and the queue depth (the
 // queued ones), as count reads them from the store at each scrape, within
-// 2 s; running reports the runs this instance's engine executes (nil: no
-// engine). A status whose count fails is left out of the scrape and
-// counted in runstream_store_errors_total (operation count_runs).
+// 2 s, in one read per scrape; running reports the runs this instance's
+// engine executes (nil: no engine). When the count fails, the statuses are
+// left out of the scrape and the failure is counted in
+// runstream_store_errors_total (operation count_runs).
 func (m *Metrics) WatchRuns(count RunCounter, running func() int) {
 	c := &runsCollector{m: m, count: count,
 		runs: prometheus.NewDesc("runstream_workflow_runs",
@@ -242,13 +244,14 @@ func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
+	start := time.Now()
+	counts, err := c.count(ctx, activeStatuses)
+	c.m.storeCall("count_runs", time.Since(start), err)
+	if err != nil {
+		return
+	}
 	for _, status := range activeStatuses {
-		start := time.Now()
-		n, err := c.count(ctx, status)
-		c.m.storeCall("count_runs", time.Since(start), err)
-		if err != nil {
-			continue
-		}
+		n := counts[status]
 		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(n), status)
 		if status == "queued" {
 			ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(n))

@@ -29,7 +29,13 @@ func exercised(t *testing.T) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, "sqlite")
 	m.WatchHub(func() map[string]live.Census { return map[string]live.Census{"thread": {Streams: 1, Subscriptions: 2}} })
-	m.WatchRuns(func(context.Context, string) (int, error) { return 1, nil }, func() int { return 1 })
+	m.WatchRuns(func(_ context.Context, statuses []string) (map[string]int, error) {
+		counts := map[string]int{}
+		for _, s := range statuses {
+			counts[s] = 1
+		}
+		return counts, nil
+	}, func() int { return 1 })
 	m.WatchStore(func() (int, int) { return 1, 3 })
 	m.WatchListener(func() bool { return true }, func() int64 { return 1 })
 	fail := runstream.Errorf(runstream.CodeUnavailable, "down")
@@ -199,5 +205,39 @@ func TestErrorCodeLabelsAreBounded(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A scrape reads the runs' counts once, every status in that one read.
+func TestRunsCountedInOneReadPerScrape(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "sqlite")
+	var calls int
+	m.WatchRuns(func(_ context.Context, statuses []string) (map[string]int, error) {
+		calls++
+		counts := map[string]int{}
+		for i, s := range statuses {
+			counts[s] = i + 1
+		}
+		return counts, nil
+	}, nil)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Errorf("one scrape counted the runs %d times, want once", calls)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "runstream_workflow_runs" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			got[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+		}
+	}
+	if len(got) != 4 || got["queued"] != 1 || got["cancelling"] != 4 {
+		t.Errorf("runstream_workflow_runs = %v, want the four statuses with their counts", got)
 	}
 }

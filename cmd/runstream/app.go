@@ -242,9 +242,17 @@ func (a *app) watch() {
 	if a.engine != nil {
 		running = a.engine.Running
 	}
-	m.WatchRuns(func(ctx context.Context, status string) (int, error) {
-		counts, err := b.workflows.CountRuns(ctx, []workflow.RunStatus{workflow.RunStatus(status)})
-		return counts[workflow.RunStatus(status)], err
+	m.WatchRuns(func(ctx context.Context, statuses []string) (map[string]int, error) {
+		asked := make([]workflow.RunStatus, len(statuses))
+		for i, s := range statuses {
+			asked[i] = workflow.RunStatus(s)
+		}
+		counts, err := b.workflows.CountRuns(ctx, asked)
+		out := make(map[string]int, len(counts))
+		for status, n := range counts {
+			out[string(status)] = n
+		}
+		return out, err
 	}, running)
 	pool := b.pool
 	if pool == nil {
