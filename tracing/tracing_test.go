@@ -13,6 +13,7 @@ import (
 	"github.com/runstream/runstream/tracing"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -196,5 +197,66 @@ func TestLogHandlerAddsTraceIDs(t *testing.T) {
 	}
 	if _, ok := untraced["trace_id"]; ok {
 		t.Errorf("untraced line %v names a trace", untraced)
+	}
+}
+
+// A server span is an error only for a 5xx answer, as docs/TRACING.md
+// says; a client span is an error for a 4xx or 5xx answer, and for a
+// transport error, whose text (which names the URL) is not in the span.
+func TestSpanStatusFollowsTheAnswer(t *testing.T) {
+	rec := record(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status/{code}", func(w http.ResponseWriter, r *http.Request) {
+		code := map[string]int{"ok": 200, "missing": 404, "broken": 503}[r.PathValue("code")]
+		w.WriteHeader(code)
+	})
+	h := tracing.Handler(mux, func(r *http.Request) string { _, p := mux.Handler(r); return p })
+	for _, path := range []string{"/status/ok", "/status/missing", "/status/broken"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+	}
+	ended := rec.Ended()
+	if len(ended) != 3 {
+		t.Fatalf("%d server spans, want 3", len(ended))
+	}
+	for i, want := range []codes.Code{codes.Unset, codes.Unset, codes.Error} {
+		if got := ended[i].Status().Code; got != want {
+			t.Errorf("server span of a %v answer: status %v, want %v", attrs(ended[i])["http.response.status_code"].AsInt64(), got, want)
+		}
+	}
+
+	srv := httptest.NewServer(mux)
+	client := &http.Client{Transport: tracing.Transport(nil)}
+	ctx, parent := tracing.Tracer().Start(context.Background(), "node")
+	for _, url := range []string{srv.URL + "/status/ok", srv.URL + "/status/missing"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/status/ok?key=s3cret", nil)
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("a request to a closed server succeeded")
+	}
+	parent.End()
+	var clients []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.SpanKind() == trace.SpanKindClient {
+			clients = append(clients, s)
+		}
+	}
+	if len(clients) != 3 {
+		t.Fatalf("%d client spans, want 3", len(clients))
+	}
+	for i, want := range []codes.Code{codes.Unset, codes.Error, codes.Error} {
+		if got := clients[i].Status().Code; got != want {
+			t.Errorf("client span %d: status %v, want %v", i, got, want)
+		}
+	}
+	if d := clients[2].Status().Description; strings.Contains(d, "s3cret") || strings.Contains(d, "127.0.0.1") {
+		t.Errorf("a transport error's span status names the URL: %q", d)
 	}
 }
