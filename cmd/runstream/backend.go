@@ -103,8 +103,8 @@ func (b *backend) useJSONL(dir string, logger *slog.Logger) error {
 
 // openStore opens the store named by cfg.store.
 func openStore(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*backend, error) {
-	switch {
-	case cfg.store == "memory:":
+	switch storeKind(cfg.store) {
+	case "memory":
 		events, workflows, runs := memory.NewRunEventStore(), memory.NewWorkflowStore(), memory.NewRunStore()
 		return &backend{
 			name:        "memory",
@@ -119,9 +119,9 @@ func openStore(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*back
 			ready:       func(context.Context) error { return nil },
 			close:       func() error { return errors.Join(events.Close(), workflows.Close()) },
 		}, nil
-	case strings.HasPrefix(cfg.store, "sqlite:"):
+	case "sqlite":
 		return openSQLite(ctx, strings.TrimPrefix(cfg.store, "sqlite:"), cfg.sqliteSync, cfg.onCommit)
-	case strings.HasPrefix(cfg.store, "postgres://"), strings.HasPrefix(cfg.store, "postgresql://"):
+	case "postgres":
 		return openPostgres(ctx, cfg.store, cfg.postgresSchema, logger, cfg.onCommit)
 	default:
 		return nil, fmt.Errorf("%w: --store %q: want sqlite:PATH, postgres://… or memory:", errUsage, redactURL(cfg.store))
