@@ -1,12 +1,13 @@
 // Package health checks the readiness of the parts of a running server —
-// the store, the PostgreSQL listener, the workflow engine — one by one,
-// so that /readyz says which part is not ready and why.
+// the store, the PostgreSQL listener, the workflow engine — each on its
+// own, so that /readyz says which part is not ready and why.
 package health
 
 import (
 	"context"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -32,22 +33,30 @@ type Status struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Check runs the checks of parts, one after the other, each within
-// CheckTimeout. It returns the status of every part by name and, when a
+// Check runs the checks of parts at the same time, each within
+// CheckTimeout, so that /readyz answers within CheckTimeout however many
+// parts hang. It returns the status of every part by name and, when a
 // part is not ready, an UNAVAILABLE *runstream.Error whose message names
 // the failing parts and whose details hold the statuses ("parts").
 func Check(ctx context.Context, parts []Part) (map[string]Status, error) {
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+			defer cancel()
+			errs[i] = p.Check(cctx)
+		})
+	}
+	wg.Wait()
 	statuses := make(map[string]Status, len(parts))
 	var failing []string
-	for _, p := range parts {
-		cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
-		err := p.Check(cctx)
-		cancel()
-		if err == nil {
+	for i, p := range parts {
+		if errs[i] == nil {
 			statuses[p.Name] = Status{Status: "ready"}
 			continue
 		}
-		statuses[p.Name] = Status{Status: "unavailable", Message: runstream.ErrorMessage(err)}
+		statuses[p.Name] = Status{Status: "unavailable", Message: runstream.ErrorMessage(errs[i])}
 		failing = append(failing, p.Name)
 	}
 	if len(failing) == 0 {

@@ -41,3 +41,25 @@ func TestCheck(t *testing.T) {
 		t.Errorf("all ready: %v %v", statuses, err)
 	}
 }
+
+// The parts are checked at the same time: two parts that each wait for
+// the other to have started are both ready (checked one after the other,
+// the first would wait out its timeout).
+func TestCheckRunsThePartsTogether(t *testing.T) {
+	a, b := make(chan struct{}), make(chan struct{})
+	meet := func(mine, other chan struct{}) func(context.Context) error {
+		return func(ctx context.Context) error {
+			close(mine)
+			select {
+			case <-other:
+				return nil
+			case <-ctx.Done():
+				return runstream.Errorf(runstream.CodeUnavailable, "the other part never started")
+			}
+		}
+	}
+	statuses, err := health.Check(context.Background(), []health.Part{{Name: "a", Check: meet(a, b)}, {Name: "b", Check: meet(b, a)}})
+	if err != nil || statuses["a"].Status != "ready" || statuses["b"].Status != "ready" {
+		t.Errorf("statuses %v, %v; want both ready", statuses, err)
+	}
+}
