@@ -40,26 +40,35 @@ func readUntil(t *testing.T, r *bufio.Reader, want string) {
 	}
 }
 
-// An idle stream that took its connection over waits without a goroutine
-// (it parks) after its catch-up and after each heartbeat, and still gets
-// its live events and heartbeats, and ends at shutdown. Not parallel: it
-// counts the goroutines of the package's followers.
-func TestIdleStreamParks(t *testing.T) {
+// openStream serves a stream with no stored event over HTTP (so that it
+// takes its connection over), with the given heartbeat, and returns its
+// source, its set and the body, read past the retry hint.
+func openStream(t *testing.T, heartbeat time.Duration) (openSource, *Set, *bufio.Reader) {
+	t.Helper()
 	src := openSource{newStoredSource(0)}
-	set := NewSet(Config{Heartbeat: 300 * time.Millisecond})
+	set := NewSet(Config{Heartbeat: heartbeat})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := set.Serve(w, r, src, 0, Options{}); err != nil {
 			t.Error(err)
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	body := bufio.NewReader(resp.Body)
 	readUntil(t, body, "retry:")
+	return src, set, body
+}
+
+// An idle stream that took its connection over waits without a goroutine
+// (it parks) after its catch-up and after each heartbeat, and still gets
+// its live events and heartbeats, and ends at shutdown. Not parallel: it
+// counts the goroutines of the package's followers.
+func TestIdleStreamParks(t *testing.T) {
+	src, set, body := openStream(t, 300*time.Millisecond)
 	waitUntil(t, "the caught-up stream to park", func() bool { return followerGoroutines() == 0 })
 
 	src.hub.Publish("k", []live.Event{{Seq: 1, Frame: []byte("id: 1\ndata: live\n\n")}})
@@ -80,21 +89,7 @@ func TestIdleStreamParks(t *testing.T) {
 // heartbeat timer finds a write each time it fires, which is not silence.
 // Not parallel, as TestIdleStreamParks.
 func TestBusyStreamDoesNotPark(t *testing.T) {
-	src := openSource{newStoredSource(0)}
-	set := NewSet(Config{Heartbeat: time.Second})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := set.Serve(w, r, src, 0, Options{}); err != nil {
-			t.Error(err)
-		}
-	}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body := bufio.NewReader(resp.Body)
-	readUntil(t, body, "retry:")
+	src, set, body := openStream(t, time.Second)
 	src.hub.Publish("k", []live.Event{{Seq: 1, Frame: []byte("id: 1\ndata: live 1\n\n")}})
 	readUntil(t, body, "data: live 1")
 
