@@ -18,17 +18,31 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal starts a graceful shutdown; restoring the
-		// default handling lets a second one end the process at once.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := context.WithCancel(context.Background())
+	go exitOnSecondSignal(stop)
 	err := (&Main{}).Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runstream:", err)
 		os.Exit(exitCode(err))
 	}
+}
+
+// exitOnSecondSignal calls shutdown at the first SIGINT or SIGTERM, which
+// starts a graceful shutdown, and ends the process at the second, as the
+// signal's default handling would. Both are caught on one channel
+// registered before either can arrive: restoring the default handling
+// after the first, from a goroutine that may not have run yet, could let a
+// second signal that came quickly be swallowed.
+func exitOnSecondSignal(shutdown func()) {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	<-signals
+	shutdown()
+	sig := <-signals
+	signal.Reset(sig)
+	if s, ok := sig.(syscall.Signal); ok {
+		syscall.Kill(os.Getpid(), s)
+	}
+	os.Exit(1) // not reached when the signal ends the process
 }
