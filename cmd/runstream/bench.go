@@ -44,6 +44,10 @@ type benchConfig struct {
 	// serverExe runs the servers ("<serverExe> bench serve"); empty: this
 	// executable. Another build's, to compare it with this one's.
 	serverExe string
+	// centrifugo, when set, is a Centrifugo executable that a thread
+	// scenario loads instead of runstream, for a baseline
+	// (bench_centrifugo.go).
+	centrifugo string
 	// stalled followers that never read are added in a second run of
 	// thread-latency or thread-saturation (bench_stalled.go), over
 	// sockets whose receive buffer is stalledRcvbuf bytes; stalledWait
@@ -85,6 +89,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a CPU profile of the (first) server while the events are produced (thread-replay: of the reading server while the replay runs) to this file (thread scenarios)")
 	fs.IntVar(&cfg.cpuSeconds, "cpu-seconds", 5, "length of the --cpu-profile")
 	fs.StringVar(&cfg.serverExe, "server-exe", "", "the runstream executable that runs the servers (default: this one), to compare builds")
+	fs.StringVar(&cfg.centrifugo, "centrifugo", "", "a Centrifugo executable: the thread scenario loads it (memory engine) instead of runstream, as a baseline measured the same way (one run per thread)")
 	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")
 	fs.IntVar(&cfg.stalled, "stalled-followers", 0, "thread-latency, thread-saturation: run twice, the second time with this many more followers that never read their stream; report the POST latency of both and the cuts")
 	fs.IntVar(&cfg.stalledRcvbuf, "stalled-rcvbuf", 4096, "socket receive buffer of each stalled follower, in bytes")
@@ -105,6 +110,11 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	if strings.HasPrefix(cfg.scenario, "thread-") && cfg.scenario != "thread-replay" && !batchSet {
 		cfg.batch = 1
 	}
+	if cfg.centrifugo != "" {
+		if err := checkCentrifugoConfig(cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.store == "" {
 		dir, err := os.MkdirTemp("", "runstream-bench-")
 		if err != nil {
@@ -115,7 +125,11 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	servers := make([]*benchServer, max(cfg.instances, 1))
 	for i := range servers {
-		srv, err := startBenchServer(ctx, cfg.serverExe, cfg.store, stderr)
+		start := func() (*benchServer, error) { return startBenchServer(ctx, cfg.serverExe, cfg.store, stderr) }
+		if cfg.centrifugo != "" {
+			start = func() (*benchServer, error) { return startCentrifugo(ctx, cfg.centrifugo, stderr) }
+		}
+		srv, err := start()
 		if err != nil {
 			return err
 		}
@@ -160,6 +174,9 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("bench %s: %w", cfg.scenario, err)
 	}
 	res.Scenario, res.Store = cfg.scenario, redactURL(cfg.store)
+	if srv.peer != "" {
+		res.Store = srv.peer + " (memory engine)"
+	}
 	if strings.HasPrefix(cfg.scenario, "thread-") {
 		res.Instances, res.Threads, res.Batch, res.InFlight, res.RunFilter = len(servers), max(cfg.threads, 1), cfg.batch, cfg.concurrency, cfg.runFilter
 	}
@@ -250,8 +267,10 @@ func (r benchResult) String() string {
 	if r.RSSMiB > 0 && r.BaselineMiB == 0 {
 		fmt.Fprintf(&b, "\n  server RSS at the end: %.1f MiB", r.RSSMiB)
 	} else if r.RSSMiB > 0 {
-		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers, peak %.1f MiB while they connected); Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
-			r.RSSMiB, r.BaselineMiB, r.PeakMiB, r.HeapMiB, r.StackMiB, r.Goroutines)
+		fmt.Fprintf(&b, "\n  server RSS: %.1f MiB (%.1f MiB before the followers, peak %.1f MiB while they connected)", r.RSSMiB, r.BaselineMiB, r.PeakMiB)
+		if r.Goroutines > 0 {
+			fmt.Fprintf(&b, "; Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines", r.HeapMiB, r.StackMiB, r.Goroutines)
+		}
 	}
 	if r.Without != nil {
 		fmt.Fprintf(&b, "\n  stalled followers: %d (connected %.1fs before the first POST), cut by the server: %d", r.Stalled, -r.StalledConnectedSeconds, r.StalledCut)
@@ -268,6 +287,11 @@ type benchServer struct {
 	url  string
 	cmd  *exec.Cmd
 	stop func()
+	// threads is its thread API, for the thread scenarios.
+	threads threadAPI
+	// peer names another server than runstream ("Centrifugo"), loaded
+	// for a baseline; empty for runstream.
+	peer string
 }
 
 func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) (*benchServer, error) {
@@ -295,7 +319,8 @@ func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) 
 		cmd.Wait()
 		return nil, fmt.Errorf("the server did not start: %w", err)
 	}
-	return &benchServer{url: strings.TrimSpace(line), cmd: cmd, stop: func() { cancel(); cmd.Wait() }}, nil
+	url := strings.TrimSpace(line)
+	return &benchServer{url: url, cmd: cmd, stop: func() { cancel(); cmd.Wait() }, threads: runstreamThreads{url}}, nil
 }
 
 func (s *benchServer) post(ctx context.Context, path string) ([]byte, error) {
@@ -370,6 +395,10 @@ func (s *benchServer) idleMemory(ctx context.Context) (benchResult, error) {
 	peak, err := s.memoryMiB("VmHWM")
 	if err != nil {
 		return benchResult{}, err
+	}
+	if s.peer != "" {
+		// Only runstream's bench server tells its Go memory figures.
+		return benchResult{RSSMiB: rss, PeakMiB: peak}, nil
 	}
 	var ms struct {
 		HeapInuse  float64 `json:"heap_inuse"`

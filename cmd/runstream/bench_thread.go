@@ -81,7 +81,7 @@ func (p threadPlan) expected(i, posts, batch, events int) int {
 // the time now and is padded to about size bytes with the metadata.
 func threadEventsBody(n, size int, now time.Time) []byte {
 	ns := strconv.FormatInt(now.UnixNano(), 10)
-	pad := strings.Repeat("x", max(size-len(`{"chain":" "}{"caller":"bench"}`)-len(ns), 0))
+	pad := benchPad(size, ns)
 	var b bytes.Buffer
 	b.WriteString(`{"events":[`)
 	for i := range n {
@@ -114,14 +114,39 @@ func postThreadEvents(ctx context.Context, url, thread, run string, body []byte)
 	return err
 }
 
+// threadAPI is what a thread scenario does with the server it loads:
+// runstream's thread API (runstreamThreads), or Centrifugo's, for a
+// baseline measured by the same load generator in the same run
+// (bench_centrifugo.go).
+type threadAPI interface {
+	// post publishes n events of about size bytes, stamped with at, to a
+	// run of a thread, in one request.
+	post(ctx context.Context, thread, run string, n, size int, at time.Time) error
+	// follow reads the stream of a thread (of one run when run is not
+	// empty) after cursor until it has want events, calling onFrame with
+	// each event's data; ready is called once the stream is open. Cursor
+	// 0 is the thread's first event.
+	follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error)
+}
+
+// runstreamThreads is the thread API of the runstream server at url.
+type runstreamThreads struct{ url string }
+
+func (r runstreamThreads) post(ctx context.Context, thread, run string, n, size int, at time.Time) error {
+	return postThreadEvents(ctx, r.url, thread, run, threadEventsBody(n, size, at))
+}
+
+func (r runstreamThreads) follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error) {
+	return followThread(ctx, r.url, thread, run, after, want, ready, onFrame)
+}
+
 // seedThreads writes one event to each run of each thread, so that the
 // threads exist before their followers open them; each thread's seeds
 // are its seqs 1 to runs.
-func seedThreads(ctx context.Context, url string, p threadPlan) error {
-	body := threadEventsBody(1, 0, time.Unix(0, 0))
+func seedThreads(ctx context.Context, api threadAPI, p threadPlan) error {
 	for t := range p.threads {
 		for r := range p.runs {
-			if err := postThreadEvents(ctx, url, p.thread(t), p.run(r), body); err != nil {
+			if err := api.post(ctx, p.thread(t), p.run(r), 1, 0, time.Unix(0, 0)); err != nil {
 				return err
 			}
 		}
@@ -134,7 +159,7 @@ func seedThreads(ctx context.Context, url string, p threadPlan) error {
 // requests at once, to the threads and runs of p. It returns each POST's
 // latency, from the start of its request to the end of its response, and
 // when it started, from the start of the first.
-func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, batch, size int, rate float64, inFlight int) (lat, began []time.Duration, err error) {
+func produceThreadEvents(ctx context.Context, api threadAPI, p threadPlan, events, batch, size int, rate float64, inFlight int) (lat, began []time.Duration, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	slots := make(chan struct{}, max(inFlight, 1))
@@ -159,7 +184,7 @@ func produceThreadEvents(ctx context.Context, url string, p threadPlan, events, 
 			defer func() { <-slots }()
 			at := time.Now()
 			began[k] = at.Sub(start)
-			if err := postThreadEvents(ctx, url, p.thread(thread), p.run(run), threadEventsBody(n, size, at)); err != nil {
+			if err := api.post(ctx, p.thread(thread), p.run(run), n, size, at); err != nil {
 				if failed.CompareAndSwap(nil, &err) {
 					cancel()
 				}
@@ -277,7 +302,7 @@ func serversCPU(servers []*benchServer) (time.Duration, error) {
 func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, rate float64, followers, stalled int) (benchResult, error) {
 	p := threadPlan{prefix: fmt.Sprintf("bt%d", time.Now().UnixNano()), threads: max(cfg.threads, 1), runs: max(cfg.runs, 1), runFilter: cfg.runFilter}
 	producer, reader := servers[0], servers[len(servers)-1]
-	if err := seedThreads(ctx, producer.url, p); err != nil {
+	if err := seedThreads(ctx, producer.threads, p); err != nil {
 		return benchResult{}, err
 	}
 	batch := max(cfg.batch, 1)
@@ -301,7 +326,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		wg.Go(func() {
 			once := sync.OnceFunc(ready.Done)
 			defer once()
-			frames, err := followThread(ctx, reader.url, p.thread(thread), runID, int64(p.runs), want, once, func(data []byte) {
+			frames, err := reader.threads.follow(ctx, p.thread(thread), runID, int64(p.runs), want, once, func(data []byte) {
 				if at, ok := chainTime(data); ok {
 					lat[i] = append(lat[i], time.Since(at))
 				}
@@ -337,7 +362,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		profiled <- nil
 	}
 	start := time.Now()
-	postLat, postBegan, err := produceThreadEvents(ctx, producer.url, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency)
+	postLat, postBegan, err := produceThreadEvents(ctx, producer.threads, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -418,7 +443,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchConfig) (benchResult, error) {
 	p := threadPlan{prefix: fmt.Sprintf("br%d", time.Now().UnixNano()), threads: 1, runs: 1}
 	producer, reader := servers[0], servers[len(servers)-1]
-	if _, _, err := produceThreadEvents(ctx, producer.url, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
+	if _, _, err := produceThreadEvents(ctx, producer.threads, p, cfg.events, max(cfg.batch, 100), cfg.eventBytes, 0, 4); err != nil {
 		return benchResult{}, err
 	}
 	cpu0, err := serversCPU(servers)
@@ -432,7 +457,7 @@ func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchCon
 		profiled <- nil
 	}
 	start := time.Now()
-	frames, err := followThread(ctx, reader.url, p.thread(0), "", 0, cfg.events, func() {}, nil)
+	frames, err := reader.threads.follow(ctx, p.thread(0), "", 0, cfg.events, func() {}, nil)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -453,7 +478,7 @@ func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchCon
 func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfig) (benchResult, error) {
 	p := threadPlan{prefix: fmt.Sprintf("bi%d", time.Now().UnixNano()), threads: 1, runs: 1}
 	producer, reader := servers[0], servers[len(servers)-1]
-	if err := seedThreads(ctx, producer.url, p); err != nil {
+	if err := seedThreads(ctx, producer.threads, p); err != nil {
 		return benchResult{}, err
 	}
 	baseline, err := reader.memoryMiB("VmRSS")
@@ -471,7 +496,7 @@ func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfi
 			once := sync.OnceFunc(ready.Done)
 			defer once()
 			// One frame that never comes: the follower waits until cancelled.
-			if _, err := followThread(ctx, reader.url, p.thread(0), "", 1, 1, once, nil); err != nil && ctx.Err() == nil {
+			if _, err := reader.threads.follow(ctx, p.thread(0), "", 1, 1, once, nil); err != nil && ctx.Err() == nil {
 				errs <- err
 			}
 		})
