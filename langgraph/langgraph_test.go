@@ -806,6 +806,25 @@ func TestPostStreamWithActionCancelsThenStreams(t *testing.T) {
 	}
 }
 
+// A GET on the same path only joins, whatever its query says: it is safe
+// to repeat or prefetch.
+func TestGetStreamWithActionDoesNotCancel(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	resp, err := http.Get(f.url + "/api/threads/t1/runs/r1/stream?action=interrupt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{resp: resp, r: sse.NewReader(resp.Body)}
+	if got := frames([]sse.Event{s.next(t), s.next(t)}); got != metadataFrame+valuesFrames(0, 1) {
+		t.Fatalf("stream:\n%s", got)
+	}
+	resp.Body.Close()
+	if body := f.mustPush(t, "r1", 1, 0, ""); body["cancel"] != nil {
+		t.Fatalf("a GET with action=interrupt cancelled the run: push answer %v", body)
+	}
+}
+
 func TestPushRefusesAnotherUsersThread(t *testing.T) {
 	var asked []string
 	f := newFixture(t, langgraph.Config{Writable: func(_ context.Context, user, threadID string) error {

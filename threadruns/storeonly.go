@@ -36,8 +36,10 @@ func (h handlers) joinRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // streamRun is GET and POST /api/threads/{thread_id}/runs/{run_id}/stream
-// (?action=interrupt|rollback&wait=0): with an action it is a cancel
-// (DeerFlow's stop button), else a join.
+// (?action=interrupt|rollback&wait=0): a POST with an action is a cancel
+// (DeerFlow's stop button), anything else a join. A GET never cancels, as
+// on the LangGraph route: it is safe to repeat or prefetch (DeerFlow's
+// code cancels on either method, its documentation on POST only).
 func (h handlers) streamRun(w http.ResponseWriter, r *http.Request) error {
 	threadID, runID, err := ThreadAndRun(r)
 	if err != nil {
@@ -48,7 +50,7 @@ func (h handlers) streamRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	what := "stream"
-	if action != "" {
+	if action != "" && r.Method == http.MethodPost {
 		what = "cancel"
 	}
 	return h.threads.StoreOnlyRun(r.Context(), h.User(r), threadID, runID, what)

@@ -160,6 +160,8 @@ func TestRunRows(t *testing.T) {
 		c.detail(409, "GET", "/api/threads/t1/runs/r1/join", nil, "Run r1 is not active on this worker and cannot be streamed")
 		c.detail(409, "GET", "/api/threads/t1/runs/r2/stream", nil, "Run r2 is not active on this worker and cannot be streamed")
 		c.detail(409, "POST", "/api/threads/t1/runs/r1/stream?action=interrupt", nil, "Run r1 is not active on this worker and cannot be cancelled")
+		// A GET joins whatever its query says: it never cancels.
+		c.detail(409, "GET", "/api/threads/t1/runs/r1/stream?action=interrupt", nil, "Run r1 is not active on this worker and cannot be streamed")
 		for _, target := range []string{"/api/threads/t1/runs/nope/cancel", "/api/threads/t1/runs/nope/stream", "/api/threads/t9/runs/r1/join"} {
 			method := "GET"
 			if strings.HasSuffix(target, "cancel") {
