@@ -19,6 +19,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/httprec"
 	"github.com/runstream/runstream/redact"
+	"github.com/runstream/runstream/tracing"
 )
 
 type requestIDKey struct{}
@@ -66,14 +67,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 // instrument wraps the router: request id, body limit and deadline,
-// panic recovery, metrics and the JSON access log.
+// panic recovery, metrics, the JSON access log and the server span.
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
 		if !requestIDPattern.MatchString(id) {
 			id = newRequestID()
 		}
-		entry := &accessEntry{server: s, start: time.Now(), id: id, ctx: r.Context()}
+		entry := &accessEntry{server: s, start: time.Now(), id: id}
+		if s.cfg.Tracing {
+			var ctx context.Context
+			ctx, entry.span = tracing.StartServer(r)
+			r = r.WithContext(ctx)
+		}
+		entry.ctx = r.Context()
 		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey{}, id), accessEntryKey{}, entry)
 		r = r.WithContext(ctx)
 		w.Header().Set(RequestIDHeader, id)
@@ -86,6 +93,9 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					s.metrics.inFlight.Dec()
+					if entry.span != nil {
+						entry.span.End(r.Pattern, rec.Status, rec.Bytes, id)
+					}
 					panic(p)
 				}
 				s.logger.LogAttrs(r.Context(), slog.LevelError, "panic in handler",
@@ -137,15 +147,19 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 
 type accessEntryKey struct{}
 
-// accessEntry is what the access log and the request metrics record of
-// one request. It holds no reference to the request or its connection
-// (only its context's values), so a stream that outlives its handler can
-// keep it.
+// accessEntry is what the access log, the request metrics and the server
+// span record of one request. It holds no reference to the request or its
+// connection (only its context's values), so a stream that outlives its
+// handler can keep it.
 type accessEntry struct {
 	server                                 *Server
 	start                                  time.Time
 	id, method, path, query, route, remote string
-	ctx                                    context.Context // the request's, for the log's trace ids
+	// pattern is the route pattern that served the request, "" for none.
+	pattern string
+	ctx     context.Context // the request's, for the log's trace ids
+	// span is the request's server span; nil without Config.Tracing.
+	span *tracing.ServerSpan
 	// detached is set when a stream took the request over from its handler
 	// (see detachAccess); the stream then calls finish.
 	detached bool
@@ -164,14 +178,18 @@ func (e *accessEntry) describe(r *http.Request) {
 		}
 		e.query = logRedact(query)
 	}
-	e.route = r.Pattern
+	e.pattern, e.route = r.Pattern, r.Pattern
 	if e.route == "" {
 		e.route = "unmatched"
 	}
 }
 
-// finish counts the request and writes its access log line.
+// finish counts the request, writes its access log line and ends its
+// span.
 func (e *accessEntry) finish(status int, bytes int64) {
+	if e.span != nil {
+		defer e.span.End(e.pattern, status, bytes, e.id)
+	}
 	if status == 0 {
 		status = http.StatusOK
 	}

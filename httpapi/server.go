@@ -65,6 +65,11 @@ type Config struct {
 	Auth AuthConfig
 	// AppendRate bounds each user's thread event appends.
 	AppendRate AppendRate
+	// Tracing gives each request a server span (package tracing), named
+	// after the route that served it, ended with its access log line (a
+	// stream's when the stream ends). Whether spans go anywhere is the
+	// installed tracer provider's business (package tracing/otelenv).
+	Tracing bool
 	// Stream bounds the SSE streams.
 	Stream StreamConfig
 }
@@ -143,10 +148,6 @@ func New(cfg Config, workflows *workflowsvc.Service, threads *threadsvc.Service)
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
-
-// Pattern returns the route pattern that serves r, "" for none: the name
-// of r for a middleware around the server (tracing.Handler).
-func (s *Server) Pattern(r *http.Request) string { _, p := s.mux.Handler(r); return p }
 
 // routes registers every endpoint.
 func (s *Server) routes() {

@@ -32,7 +32,8 @@ type Options struct {
 	Limited func(err error)
 	// Detach, when set, is called once the stream took its connection
 	// over, so outlives its handler; the finish it returns (nil: none) is
-	// called when the stream ends, with the status and the body bytes.
+	// called when the stream ends, with the status and the body bytes
+	// (httpapi's: the access log line, the metrics and the server span).
 	Detach func(r *http.Request) (finish func(status int, bytes int64))
 	// Logger logs the streams cut by an error (nil: not logged), with
 	// LogAttrs, which name the stream, before the cursor and the error.
@@ -49,8 +50,8 @@ type Options struct {
 // the Set is shut down (UNAVAILABLE); a HEAD request gets the headers
 // only. On an HTTP/1.x connection Serve returns once the stream took the
 // connection over; otherwise when the stream ends. The request's trace
-// span records a resume (cursor > 0) and lasts until the stream ends
-// (tracing.Detach).
+// span records a resume (cursor > 0); it lasts until the stream ends when
+// opts.Detach ends it.
 func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor int64, opts Options) error {
 	release, err := set.perUser.acquire(opts.User)
 	if opts.Limited != nil {
@@ -89,7 +90,6 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 		if opts.Detach != nil {
 			finish = opts.Detach(r)
 		}
-		endSpan := tracing.Detach(r.Context()) // the request's span lasts as long as the stream
 		go func() {
 			unwatch := set.watch(conn, cancel)
 			end := func(err error) {
@@ -100,7 +100,6 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 				if finish != nil {
 					finish(http.StatusOK, out.written)
 				}
-				endSpan(http.StatusOK, out.written)
 			}
 			f.parks = true
 			f.continueOrEnd(ctx, f.start(ctx), end)

@@ -1,6 +1,6 @@
 // Package tracing is runstream's OpenTelemetry instrumentation over the
-// API alone: the server span of each HTTP request (a stream's lasts as
-// long as the stream), the client span and traceparent of each outgoing
+// API alone: the server span of each HTTP request (started and ended by
+// the server's middleware; a stream's lasts as long as the stream), the client span and traceparent of each outgoing
 // request, and the trace ids of log lines. It exports nothing itself: until
 // a tracer provider is installed (package tracing/otelenv), its spans are
 // no-ops that cost a context lookup.
@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/runstream/runstream/internal/httprec"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -31,91 +30,46 @@ const Scope = "github.com/runstream/runstream"
 // the provider installed later (otel.SetTracerProvider).
 func Tracer() trace.Tracer { return otel.Tracer(Scope) }
 
-// requestIDHeader is the response header that carries the request id
-// (httpapi.RequestIDHeader), kept on the server span so that a span and
-// its access log line can be matched.
-const requestIDHeader = "X-Request-Id"
+// ServerSpan is the span of one request to the server: StartServer
+// starts it, End ends it. A request that outlives its handler (an SSE
+// stream that took its connection over) ends it when it ends.
+type ServerSpan struct {
+	span trace.Span
+	once sync.Once
+}
 
-// Handler returns h with a server span per request, a child of the
-// caller's traceparent (the global propagator's), named after the route
-// pattern that serves the request: pattern(r), such as
-// "GET /api/workflows/runs/{run_id}", never the path with its ids; the
-// method alone when pattern returns "". The span ends when h returns, or,
-// when h detached the request (Detach), when the detached request ends.
-func Handler(h http.Handler, pattern func(*http.Request) string) http.Handler {
-	tracer := Tracer()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		method := methodName(r.Method)
-		name, route := method, pattern(r)
-		if route != "" {
-			name = route
-			if _, path, ok := strings.Cut(route, " "); ok {
+// StartServer starts the server span of r, a child of the caller's
+// traceparent (the global propagator's), and returns r's context holding
+// it. The span is named after r's method until End names it after the
+// route that served r.
+func StartServer(r *http.Request) (context.Context, *ServerSpan) {
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	method := methodName(r.Method)
+	ctx, span := Tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("http.request.method", method),
+		attribute.String("network.protocol.version", strings.TrimPrefix(r.Proto, "HTTP/")),
+	))
+	return ctx, &ServerSpan{span: span}
+}
+
+// End names the span after pattern, the route pattern that served the
+// request, such as "GET /api/workflows/runs/{run_id}" (never the path
+// with its ids; "" leaves the method alone), records the response's
+// status and body bytes and the request id (requestID, "" for none), and
+// ends the span. Calls after the first do nothing.
+func (s *ServerSpan) End(pattern string, status int, bytes int64, requestID string) {
+	s.once.Do(func() {
+		if pattern != "" {
+			s.span.SetName(pattern)
+			route := pattern
+			if _, path, ok := strings.Cut(pattern, " "); ok {
 				route = path
 			}
+			s.span.SetAttributes(attribute.String("http.route", route))
 		}
-		attrs := []attribute.KeyValue{
-			attribute.String("http.request.method", method),
-			attribute.String("network.protocol.version", strings.TrimPrefix(r.Proto, "HTTP/")),
+		if requestID != "" {
+			s.span.SetAttributes(attribute.String("runstream.request_id", requestID))
 		}
-		if route != "" {
-			attrs = append(attrs, attribute.String("http.route", route))
-		}
-		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
-		st := &serverSpan{span: span, header: w.Header()}
-		rec := &httprec.Writer{ResponseWriter: w}
-		defer func() {
-			if !st.isDetached() {
-				st.recordRequestID()
-				st.end(rec.Status, rec.Bytes)
-			}
-		}()
-		h.ServeHTTP(rec, r.WithContext(context.WithValue(ctx, serverSpanKey{}, st)))
-	})
-}
-
-// methodName returns the method as a span names it: a standard method, or
-// "_OTHER" so that a client cannot invent span names.
-func methodName(method string) string {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
-		return method
-	}
-	return "_OTHER"
-}
-
-type serverSpanKey struct{}
-
-// serverSpan is the span of one request, ended once: by Handler when the
-// handler returns, or by the end Detach returned.
-type serverSpan struct {
-	span trace.Span
-	// header is the response's, read on the handler's goroutine only.
-	header http.Header
-	once   sync.Once
-
-	mu       sync.Mutex
-	detached bool
-}
-
-// isDetached reports whether the request was detached from its handler.
-func (s *serverSpan) isDetached() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.detached
-}
-
-// recordRequestID records the request id of the response's header.
-func (s *serverSpan) recordRequestID() {
-	if id := s.header.Get(requestIDHeader); id != "" {
-		s.span.SetAttributes(attribute.String("runstream.request_id", id))
-	}
-}
-
-// end records the response and ends the span.
-func (s *serverSpan) end(status int, bytes int64) {
-	s.once.Do(func() {
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -130,22 +84,15 @@ func (s *serverSpan) end(status int, bytes int64) {
 	})
 }
 
-// Detach hands the end of the server span of ctx's request to the caller,
-// for a handler whose request outlives it (an SSE stream that took its
-// connection over): the span no longer ends when the handler returns, but
-// when end is called, with the response's status and body bytes. Without
-// a server span (no Handler), end does nothing. Call Detach on the
-// handler's goroutine, before the handler returns.
-func Detach(ctx context.Context) (end func(status int, bytes int64)) {
-	s, _ := ctx.Value(serverSpanKey{}).(*serverSpan)
-	if s == nil {
-		return func(int, int64) {}
+// methodName returns the method as a span names it: a standard method, or
+// "_OTHER" so that a client cannot invent span names.
+func methodName(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
 	}
-	s.mu.Lock()
-	s.detached = true
-	s.mu.Unlock()
-	s.recordRequestID()
-	return s.end
+	return "_OTHER"
 }
 
 // StreamResumed records on the span of ctx that a stream resumes after

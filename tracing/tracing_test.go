@@ -46,20 +46,29 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 	return out
 }
 
+// serve answers req with mux under a server span, as httpapi's middleware
+// does: started before the routing, ended with the pattern that served it.
+func serve(mux *http.ServeMux, req *http.Request) {
+	ctx, span := tracing.StartServer(req)
+	req = req.WithContext(ctx)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, req)
+	span.End(req.Pattern, w.Code, int64(w.Body.Len()), w.Header().Get("X-Request-Id"))
+}
+
 // The server span: named by the route pattern, never the path; a child of
 // the caller's traceparent; with the route, method and status.
-func TestHandlerNamesTheSpanByItsRoute(t *testing.T) {
+func TestServerSpanNamedByItsRoute(t *testing.T) {
 	rec := record(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /runs/{run_id}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "req-1")
 		w.WriteHeader(http.StatusTeapot)
 	})
-	h := tracing.Handler(mux, func(r *http.Request) string { _, p := mux.Handler(r); return p })
 	for _, path := range []string{"/runs/run_secret123", "/nowhere/run_other456"} {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-		h.ServeHTTP(httptest.NewRecorder(), req)
+		serve(mux, req)
 	}
 	ended := rec.Ended()
 	if len(ended) != 2 {
@@ -90,22 +99,18 @@ func TestHandlerNamesTheSpanByItsRoute(t *testing.T) {
 	}
 }
 
-// A detached request (a stream that took its connection over) keeps its
-// span open after its handler returned, until the end Detach returned is
-// called; a resume is an event of that span.
-func TestDetachKeepsTheSpanUntilTheStreamEnds(t *testing.T) {
+// A request that outlives its handler (a stream that took its
+// connection over) ends its span when it ends, once; a resume is an event
+// of that span.
+func TestServerSpanEndsOnce(t *testing.T) {
 	rec := record(t)
-	var end func(int, int64)
-	h := tracing.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tracing.StreamResumed(r.Context(), 41)
-		end = tracing.Detach(r.Context())
-	}), func(*http.Request) string { return "GET /stream" })
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/stream", nil))
+	ctx, span := tracing.StartServer(httptest.NewRequest(http.MethodGet, "/stream", nil))
+	tracing.StreamResumed(ctx, 41)
 	if n := len(rec.Ended()); n != 0 {
-		t.Fatalf("%d spans ended when the handler returned, want 0", n)
+		t.Fatalf("%d spans ended before End, want 0", n)
 	}
-	end(http.StatusOK, 1234)
-	end(http.StatusOK, 1234) // once only
+	span.End("GET /stream", http.StatusOK, 1234, "")
+	span.End("GET /stream", http.StatusOK, 99, "") // once only
 	ended := rec.Ended()
 	if len(ended) != 1 {
 		t.Fatalf("%d spans ended, want 1", len(ended))
@@ -114,12 +119,12 @@ func TestDetachKeepsTheSpanUntilTheStreamEnds(t *testing.T) {
 	if got := attrs(s)["http.response.body.size"].AsInt64(); got != 1234 {
 		t.Errorf("body size %d, want the stream's 1234", got)
 	}
+	if _, ok := attrs(s)["runstream.request_id"]; ok {
+		t.Error("a request id was recorded though none was given")
+	}
 	if ev := s.Events(); len(ev) != 1 || ev[0].Name != "stream.resume" || len(ev[0].Attributes) != 1 || ev[0].Attributes[0].Value.AsInt64() != 41 {
 		t.Errorf("events %+v, want stream.resume at cursor 41", ev)
 	}
-
-	// Without a server span, Detach's end does nothing.
-	tracing.Detach(context.Background())(http.StatusOK, 0)
 }
 
 // The transport starts a client span under the request's and sends its
@@ -210,9 +215,8 @@ func TestSpanStatusFollowsTheAnswer(t *testing.T) {
 		code := map[string]int{"ok": 200, "missing": 404, "broken": 503}[r.PathValue("code")]
 		w.WriteHeader(code)
 	})
-	h := tracing.Handler(mux, func(r *http.Request) string { _, p := mux.Handler(r); return p })
 	for _, path := range []string{"/status/ok", "/status/missing", "/status/broken"} {
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+		serve(mux, httptest.NewRequest(http.MethodGet, path, nil))
 	}
 	ended := rec.Ended()
 	if len(ended) != 3 {

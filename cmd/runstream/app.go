@@ -135,6 +135,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Stream:        httpapi.StreamConfig{MaxPerUser: cfg.maxStreamsPerUser, MaxLifetime: cfg.auth.streamLifetime, WriteTimeout: cfg.streamWriteTimeout, Observer: m.Streams},
 		Auth:          cfg.auth.api,
 		AppendRate:    httpapi.AppendRate{PerSecond: cfg.auth.appendRate, Burst: cfg.auth.appendBurst},
+		Tracing:       cfg.tracing,
 	}, a.workflows, threads)
 	if a.langgraph != nil {
 		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires, Kit: httpapi.ThreadKit()}

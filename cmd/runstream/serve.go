@@ -48,6 +48,8 @@ type serveConfig struct {
 	maxStreamsPerUser int
 	// streamWriteTimeout bounds each write to an SSE follower.
 	streamWriteTimeout time.Duration
+	// tracing: each request gets a server span (an exporter is set up).
+	tracing bool
 	// dataDir holds the server's files: artifacts under dataDir/artifacts.
 	// Empty, or a memory: store, keeps artifacts in memory.
 	dataDir string
@@ -192,6 +194,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	// Last: the spans of the shutdown itself are flushed too.
 	defer shutdownTracing(tracer, cfg.shutdownTimeout, logger)
 
+	cfg.tracing = tracer.Exporting
 	a, err := newApp(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -207,12 +210,8 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 
 	requestCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
-	var handler http.Handler = a.api
-	if tracer.Exporting {
-		handler = tracing.Handler(a.api, a.api.Pattern)
-	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           a.api,
 		ReadHeaderTimeout: cfg.readHeaderTimeout,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    cfg.maxHeaderBytes,
