@@ -223,7 +223,10 @@ func apiCall(t *testing.T, method, url, ctype, body string, want int, v any) {
 }
 
 // uiApproval is the approval example with an artifact on its decision
-// and a slower draft, so that the page sees many deltas.
+// and a slower draft, so that the page sees many deltas: about 2 s of
+// them, so that a page drawn late on a loaded machine still shows the
+// draft in part first (the page draws once per animation frame, several
+// deltas at a time).
 const uiApproval = `name: ui-approval
 description: Draft, approve, record the decision as an artifact.
 inputSchema:
@@ -244,7 +247,7 @@ nodes:
     type: llm
     config:
       provider: scripted
-      tokensPerSecond: 30
+      tokensPerSecond: 10
       text: >-
         Dear {{ input.customer }}, thank you for writing to us about
         {{ input.topic }}. We will ship a replacement today.
@@ -409,7 +412,7 @@ func TestWebUIResumesAfterRestart(t *testing.T) {
 	addr := freeAddr(t)
 	p := runServe(t, nil, "--store", db, "--addr", addr)
 	var wf struct{ WorkflowID string }
-	apiCall(t, "POST", p.base+"/api/workflows", "application/yaml", strings.Replace(uiApproval, "tokensPerSecond: 30", "tokensPerSecond: 3", 1), 201, &wf)
+	apiCall(t, "POST", p.base+"/api/workflows", "application/yaml", strings.Replace(uiApproval, "tokensPerSecond: 10", "tokensPerSecond: 3", 1), 201, &wf)
 	var run struct{ RunID string }
 	apiCall(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", "application/json", `{"input":{"customer":"Ada","topic":"a late parcel"}}`, 201, &run)
 
