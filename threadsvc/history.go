@@ -47,6 +47,27 @@ func (p visibleScan) skips(rec *runevents.Record) bool {
 	return strings.HasPrefix(caller, "subagent:") && messageType(rec.Content) == "ai"
 }
 
+// shownAI reports whether rec is an AI response the user is shown: not a
+// middleware's, not a subagent's, and not hidden from the UI
+// (content.additional_kwargs.hide_from_ui). A run's feedback goes on its
+// last such row (DeerFlow puts it on the last AI row that is not a
+// middleware's, which may be one nobody sees: reference §8.1 #9, #10).
+func shownAI(rec *runevents.Record) bool {
+	if !rec.EventType.IsAIResponse() {
+		return false
+	}
+	caller, _ := rec.MetadataString("caller")
+	if strings.HasPrefix(caller, runevents.MiddlewarePrefix) || strings.HasPrefix(caller, "subagent:") {
+		return false
+	}
+	obj, ok := jsonObject(rec.Content)
+	if !ok {
+		return true
+	}
+	kwargs, ok := jsonObject(obj["additional_kwargs"])
+	return !ok || string(kwargs["hide_from_ui"]) != "true"
+}
+
 // messageType returns a message's type: content.type, else content.role
 // with "assistant" read as "ai".
 func messageType(content []byte) string {
@@ -198,10 +219,11 @@ func (s *Service) history(ctx context.Context, owner runevents.Owner, threadID s
 
 // Messages is the legacy feed (reference §2.1): the user's message rows
 // of the thread without superseded runs (middleware and subagent rows
-// stay), ascending, paged by c. Each run's last llm.ai.response row of the
-// page carries the user's feedback on the run, every other row feedback
-// null; turn_duration is stamped on each run's last non-middleware AI row
-// of the page, for the thread's 100 most recent runs.
+// stay), ascending, paged by c. Each run's last shown AI row of the page
+// (shownAI) carries the user's feedback on the run, every other row
+// feedback null; turn_duration is stamped on each run's last
+// non-middleware AI row of the page, for the thread's 100 most recent
+// runs.
 func (s *Service) Messages(ctx context.Context, user, threadID string, c Cursors) ([]Row, error) {
 	owner := runevents.OwnedBy(user)
 	runRows, err := s.history(ctx, owner, threadID)
@@ -215,9 +237,9 @@ func (s *Service) Messages(ctx context.Context, user, threadID string, c Cursors
 	}
 	rows := newRows(page, true)
 	lastAI := map[string]int{} // run → index in rows
-	for i, rec := range page {
-		if rec.EventType == runevents.EventLLMAIResponse {
-			lastAI[rec.RunID] = i
+	for i := range page {
+		if shownAI(&page[i]) {
+			lastAI[page[i].RunID] = i
 		}
 	}
 	if len(lastAI) > 0 {
@@ -280,6 +302,54 @@ func (s *Service) MessagePage(ctx context.Context, user, threadID string, c Curs
 	return out, nil
 }
 
+// lastShownAI returns the seq of each run's last shown AI row (shownAI)
+// among runIDs that have one; known holds rows already read, by seq. The
+// store names each run's last AI row that is not a middleware's; when
+// that row is a subagent's or hidden, the run's rows before it are read,
+// a page at a time, for the last shown one.
+func (s *Service) lastShownAI(ctx context.Context, threadID string, runIDs []string, owner runevents.Owner, known map[int64]*runevents.Record) (map[string]int64, error) {
+	candidates, err := s.events.LastVisibleAISeqByRun(ctx, runevents.LastVisibleAIParams{ThreadID: threadID, RunIDs: runIDs, Owner: owner})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(candidates))
+	for run, seq := range candidates {
+		if rec, ok := known[seq]; ok && shownAI(rec) {
+			out[run] = seq
+			continue
+		}
+		seq, found, err := s.lastShownAIBefore(ctx, threadID, run, owner, seq+1)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out[run] = seq
+		}
+	}
+	return out, nil
+}
+
+// lastShownAIBefore reads a run's message rows before seq, newest first,
+// a page at a time, until it meets a shown AI row.
+func (s *Service) lastShownAIBefore(ctx context.Context, threadID, runID string, owner runevents.Owner, before int64) (int64, bool, error) {
+	const page = 100
+	for {
+		recs, err := s.events.ListMessagesByRun(ctx, runevents.ListMessagesByRunParams{ThreadID: threadID, RunID: runID, Owner: owner, Limit: page, BeforeSeq: &before})
+		if err != nil {
+			return 0, false, err
+		}
+		for i := len(recs) - 1; i >= 0; i-- {
+			if shownAI(&recs[i]) {
+				return recs[i].Seq, true, nil
+			}
+		}
+		if len(recs) < page {
+			return 0, false, nil
+		}
+		before = recs[0].Seq
+	}
+}
+
 // attachLastAIFeedback gives the caller's feedback on a run to the row
 // that is the run's last visible AI row of the thread, when it is in rows:
 // the rating of the whole run, else the newest rating of a message
@@ -293,7 +363,11 @@ func (s *Service) attachLastAIFeedback(ctx context.Context, threadID string, own
 			ids = append(ids, row.rec.RunID)
 		}
 	}
-	lastAI, err := s.events.LastVisibleAISeqByRun(ctx, runevents.LastVisibleAIParams{ThreadID: threadID, RunIDs: ids, Owner: owner})
+	known := make(map[int64]*runevents.Record, len(rows))
+	for i := range rows {
+		known[rows[i].rec.Seq] = &rows[i].rec
+	}
+	lastAI, err := s.lastShownAI(ctx, threadID, ids, owner, known)
 	if err != nil {
 		return err
 	}

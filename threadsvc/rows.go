@@ -103,7 +103,9 @@ func runDurations(runs []runevents.ThreadRun) map[string]int64 {
 		if r.CreatedAt.IsZero() || r.UpdatedAt.IsZero() {
 			continue
 		}
-		out[r.RunID] = int64(r.UpdatedAt.Sub(r.CreatedAt) / time.Second)
+		// A row updated "before" it was created (clocks, an import)
+		// lasted no time, not a negative one.
+		out[r.RunID] = max(int64(r.UpdatedAt.Sub(r.CreatedAt)/time.Second), 0)
 	}
 	return out
 }

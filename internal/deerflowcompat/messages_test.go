@@ -2,6 +2,7 @@ package deerflowcompat
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -257,6 +258,55 @@ func TestMessagesPageSeedsAndEdits(t *testing.T) {
 		}
 		if got := contentIDs(c.want(200, "GET", "/api/threads/t2/messages/page", nil)); !slices.Equal(got, []string{"edit-success", "source-failed"}) {
 			t.Errorf("edit visibility = %v, want [edit-success source-failed]", got)
+		}
+	})
+}
+
+// A run's rating goes on its last AI row the user is shown, on the page
+// and on the legacy feed: not on a subagent's AI row, a middleware's or a
+// row hidden from the UI that comes after it (DeerFlow's bugs, reference
+// §8.1 #9 and #10). A run row updated before it was created lasted 0 s,
+// not a negative time (§8.1 #25).
+func TestFeedbackGoesOnAShownRow(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		hidden := ai("a3", "hidden", "lead_agent", 1, 1)
+		hidden["content"].(map[string]any)["additional_kwargs"] = map[string]any{"hide_from_ui": true}
+		title := ai("t1", "A title", "middleware:title", 1, 1)
+		c.run("t1", "r1", "success", map[string]any{"created_at": "2026-03-01T10:00:10Z", "updated_at": "2026-03-01T10:00:00Z"})
+		c.post("t1", "r1", human("h1", "q"), ai("a1", "answer", "lead_agent", 1, 1), ai("s1", "subagent step", "subagent:research", 1, 1), title)
+		c.run("t1", "r2", "success", nil)
+		c.post("t1", "r2", human("h2", "q2"), ai("a2", "shown", "lead_agent", 1, 1), hidden)
+		one := c.want(200, "PUT", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": 1}).(map[string]any)
+		two := c.want(200, "PUT", "/api/threads/t1/runs/r2/feedback", map[string]any{"rating": -1}).(map[string]any)
+		want := map[string]string{"a1": one["feedback_id"].(string), "a2": two["feedback_id"].(string)}
+		page := c.want(200, "GET", "/api/threads/t1/messages/page", nil).(map[string]any)["data"].([]any)
+		legacy := c.want(200, "GET", "/api/threads/t1/messages", nil).([]any)
+		for name, rows := range map[string][]any{"/messages/page": page, "/messages": legacy} {
+			got := map[string]string{}
+			for _, r := range rows {
+				row := r.(map[string]any)
+				content := row["content"].(map[string]any)
+				if fb, ok := row["feedback"].(map[string]any); ok {
+					got[content["id"].(string)] = fb["feedback_id"].(string)
+				}
+				if kwargs, ok := content["additional_kwargs"].(map[string]any); ok {
+					if d, ok := kwargs["turn_duration"].(float64); ok && d < 0 {
+						t.Errorf("%s: row %v has turn_duration %v", name, content["id"], d)
+					}
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%s: feedback by message id %v, want %v (each run's last shown AI row)", name, got, want)
+			}
+		}
+		// Alone on a page, the subagent row of r1 (the newest non-middleware
+		// AI row) gets nothing either: the rating stays with a1.
+		older := c.want(200, "GET", "/api/threads/t1/messages?before_seq=4", nil).([]any)
+		for _, r := range older {
+			row := r.(map[string]any)
+			if id := row["content"].(map[string]any)["id"]; row["feedback"] != nil && id != "a1" {
+				t.Errorf("legacy page before seq 4: row %v carries feedback %v", id, row["feedback"])
+			}
 		}
 	})
 }
