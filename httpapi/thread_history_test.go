@@ -253,9 +253,11 @@ func testLegacyFeedback(t *testing.T, b threadBackend) {
 	env.do(t, "PUT", "/api/threads/t1/runs/r2/feedback", `{"rating":1}`)
 	for _, r := range env.legacy(t, "") {
 		hasFeedback := string(r.Feedback) != "null"
-		// The last llm.ai.response of r1 is the middleware row; the legacy
-		// alias never carries feedback here.
-		if hasFeedback != (contentID(r) == "mw") {
+		// The last llm.ai.response of r1 is the middleware row, which the
+		// user is not shown: the answer before it carries the feedback
+		// (DeerFlow puts it on the middleware row). The legacy alias never
+		// carries feedback here (the contract's documented limitation).
+		if hasFeedback != (contentID(r) == "a1") {
 			t.Errorf("row %s feedback %s", contentID(r), r.Feedback)
 		}
 	}

@@ -219,8 +219,8 @@ func (s *Service) history(ctx context.Context, owner runevents.Owner, threadID s
 
 // Messages is the legacy feed (reference §2.1): the user's message rows
 // of the thread without superseded runs (middleware and subagent rows
-// stay), ascending, paged by c. Each run's last shown AI row of the page
-// (shownAI) carries the user's feedback on the run, every other row
+// stay), ascending, paged by c. Each run's last shown llm.ai.response row
+// of the page (shownAI) carries the user's feedback on the run, every other row
 // feedback null; turn_duration is stamped on each run's last
 // non-middleware AI row of the page, for the thread's 100 most recent
 // runs.
@@ -238,7 +238,9 @@ func (s *Service) Messages(ctx context.Context, user, threadID string, c Cursors
 	rows := newRows(page, true)
 	lastAI := map[string]int{} // run → index in rows
 	for i := range page {
-		if shownAI(&page[i]) {
+		// The contract's documented limitation: the legacy feed enriches
+		// llm.ai.response rows only, never their legacy alias ai_message.
+		if page[i].EventType == runevents.EventLLMAIResponse && shownAI(&page[i]) {
 			lastAI[page[i].RunID] = i
 		}
 	}

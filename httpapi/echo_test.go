@@ -1,0 +1,65 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Secrets the default redaction rules recognise: what a caller might
+// paste, by mistake, where an id or a value goes.
+const (
+	echoDSN = "postgres://admin:hunter2@db.internal:5432/prod"
+	echoKey = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+)
+
+func TestEchoSafe(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 60000)
+	for _, c := range []struct{ in, keep, drop string }{
+		{"run r1 not found", "run r1 not found", ""},
+		{`workflow "` + echoDSN + `" not found`, "not found", "hunter2"},
+		{"unknown cursor " + echoKey, "unknown cursor", echoKey},
+		{`workflow "` + long + `" not found`, "… not found", strings.Repeat("x", 65)},
+	} {
+		got := echoSafe(c.in)
+		if !strings.Contains(got, c.keep) || (c.drop != "" && strings.Contains(got, c.drop)) {
+			t.Errorf("echoSafe(%.80q) = %.200q: want %q kept and %q gone", c.in, got, c.keep, c.drop)
+		}
+		if len(got) > 200 {
+			t.Errorf("echoSafe of a %d-byte message is %d bytes", len(c.in), len(got))
+		}
+	}
+	details := echoSafeDetails(map[string]any{"problems": []struct{ Path, Message string }{{"/" + echoDSN, "'" + echoKey + "' does not match"}}, "expected_index": int64(1) << 60})
+	encoded, err := json.Marshal(details)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := string(encoded)
+	if strings.Contains(raw, "hunter2") || strings.Contains(raw, echoKey) || !strings.Contains(raw, "1152921504606846976") {
+		t.Errorf("echoSafeDetails = %s: want the secrets gone and the number whole", raw)
+	}
+}
+
+// Through the thread API: a schema problem naming the caller's value and
+// an event type that does not fit its category answer without the
+// secrets, in the message, the details and FastAPI's detail.
+func TestThreadErrorsDoNotEchoSecrets(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	for _, body := range []string{
+		`{"events":[{"event_type":"context:memory","content":{"content_sha256":"` + echoDSN + `"}}]}`,
+		`{"events":[{"event_type":"middleware:` + echoKey + `","category":"message","content":{}}]}`,
+	} {
+		rec := env.do(t, "POST", "/api/threads/t1/runs/r1/events", body)
+		if rec.Code != 422 {
+			t.Errorf("POST %.60s…: %d %s, want 422", body, rec.Code, rec.Body)
+		}
+		if got := rec.Body.String(); strings.Contains(got, "hunter2") || strings.Contains(got, echoKey) {
+			t.Errorf("the answer echoes the caller's secret: %s", got)
+		}
+	}
+	if rec := env.do(t, "GET", "/api/threads/t1/runs/"+echoKey, ""); rec.Code != 404 || strings.Contains(rec.Body.String(), echoKey) {
+		t.Errorf("GET a run named like a key: %d %s", rec.Code, rec.Body)
+	}
+}

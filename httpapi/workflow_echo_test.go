@@ -1,0 +1,34 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// The workflow API answers an id or a cursor that is a pasted secret, or
+// is huge, without giving it back beyond a short redacted excerpt.
+func TestWorkflowErrorsDoNotEchoTheCaller(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	const dsn = "postgres://admin:hunter2@db.internal:5432/prod"
+	const key = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+	long := strings.Repeat("w", 60000)
+	for _, c := range []struct {
+		path   string
+		status int
+	}{
+		{"/api/workflows/" + url.PathEscape(dsn), 404},
+		{"/api/workflows/" + long, 404},
+		{"/api/workflows/runs/" + url.PathEscape(dsn), 404},
+		{"/api/workflows?before=" + key, 400},
+		{"/api/workflows/runs?before=" + url.QueryEscape(dsn), 400},
+	} {
+		status, body := s.call(t, "GET", c.path, "", "")
+		raw, _ := json.Marshal(body)
+		if status != c.status || strings.Contains(string(raw), "hunter2") || strings.Contains(string(raw), key) || len(raw) > 1000 {
+			t.Errorf("GET %.80s: %d %.300s; want %d without the caller's value", c.path, status, raw, c.status)
+		}
+	}
+}
