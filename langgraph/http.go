@@ -178,8 +178,16 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	}
 	q := r.URL.Query()
 	user := a.h.User(r)
-	if action := q.Get("action"); r.Method == http.MethodPost && action != "" {
-		outcome, err := a.s.Cancel(r.Context(), user, threadID, runID, action, q.Get("wait") == "1" || q.Get("wait") == "true")
+	action, err := threadruns.QueryAction(r)
+	if err != nil {
+		return err
+	}
+	wait, err := threadruns.QueryWait(r)
+	if err != nil {
+		return err
+	}
+	if r.Method == http.MethodPost && action != "" {
+		outcome, err := a.s.Cancel(r.Context(), user, threadID, runID, action, wait)
 		if err != nil {
 			return a.storeOnly(r, err, threadID, runID, "cancel")
 		}
@@ -232,12 +240,17 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	action := q.Get("action")
+	action, err := threadruns.QueryAction(r)
+	if err != nil {
+		return err
+	}
 	if action == "" {
 		action = "interrupt"
 	}
-	wait := q.Get("wait") == "1" || q.Get("wait") == "true"
+	wait, err := threadruns.QueryWait(r)
+	if err != nil {
+		return err
+	}
 	outcome, err := a.s.Cancel(r.Context(), a.h.User(r), threadID, runID, action, wait)
 	if err != nil {
 		return a.storeOnly(r, err, threadID, runID, "cancel")

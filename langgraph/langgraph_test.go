@@ -825,6 +825,26 @@ func TestGetStreamWithActionDoesNotCancel(t *testing.T) {
 	}
 }
 
+// A cancel whose action or wait is malformed, or given twice, is refused
+// and cancels nothing.
+func TestCancelRefusesMalformedParameters(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	for _, target := range []string{
+		"/api/threads/t1/runs/r1/cancel?action=interrupt&action=bogus",
+		"/api/threads/t1/runs/r1/cancel?wait=maybe",
+		"/api/threads/t1/runs/r1/stream?action=interrupt&action=bogus",
+		"/api/threads/t1/runs/r1/stream?action=interrupt&wait=maybe",
+	} {
+		if status, body := f.call(t, "POST", target, ""); status != 422 {
+			t.Errorf("POST %s: %d %v, want 422", target, status, body)
+		}
+	}
+	if body := f.mustPush(t, "r1", 1, 0, ""); body["cancel"] != nil {
+		t.Fatalf("a refused cancel was stored: push answer %v", body)
+	}
+}
+
 func TestPushRefusesAnotherUsersThread(t *testing.T) {
 	var asked []string
 	f := newFixture(t, langgraph.Config{Writable: func(_ context.Context, user, threadID string) error {

@@ -11,7 +11,8 @@ import (
 // this worker": the routes answer CONFLICT (409) with DeerFlow's message
 // for a run the caller has, NOT_FOUND ("Run <id> not found") otherwise
 // (threadsvc.Service.StoreOnlyRun). The action query parameter, when
-// given, must be interrupt or rollback, as DeerFlow's; wait is ignored.
+// given, must be interrupt or rollback, as DeerFlow's; wait, when given,
+// 0 or 1 (nothing waits: nothing runs here).
 
 // cancelRun is POST /api/threads/{thread_id}/runs/{run_id}/cancel
 // (?wait=false&action=interrupt).
@@ -20,7 +21,10 @@ func (h handlers) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := queryAction(r); err != nil {
+	if _, err := QueryAction(r); err != nil {
+		return err
+	}
+	if _, err := QueryWait(r); err != nil {
 		return err
 	}
 	return h.threads.StoreOnlyRun(r.Context(), h.User(r), threadID, runID, "cancel")
@@ -45,8 +49,11 @@ func (h handlers) streamRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	action, err := queryAction(r)
+	action, err := QueryAction(r)
 	if err != nil {
+		return err
+	}
+	if _, err := QueryWait(r); err != nil {
 		return err
 	}
 	what := "stream"
@@ -56,9 +63,9 @@ func (h handlers) streamRun(w http.ResponseWriter, r *http.Request) error {
 	return h.threads.StoreOnlyRun(r.Context(), h.User(r), threadID, runID, what)
 }
 
-// queryAction returns the action query parameter ("" when absent): one
-// of interrupt and rollback.
-func queryAction(r *http.Request) (string, error) {
+// QueryAction returns the action query parameter of a cancel ("" when
+// absent): one of interrupt and rollback, given once.
+func QueryAction(r *http.Request) (string, error) {
 	values, ok := r.URL.Query()["action"]
 	if !ok {
 		return "", nil
@@ -67,4 +74,23 @@ func queryAction(r *http.Request) (string, error) {
 		return "", runstream.Errorf(runstream.CodeValidationFailed, "action: must be interrupt or rollback").WithDetail("parameter", "action")
 	}
 	return values[0], nil
+}
+
+// QueryWait returns the wait query parameter of a cancel (false when
+// absent): 0, 1, false or true, given once, as DeerFlow's integer
+// parameter and the LangGraph SDK's boolean send it.
+func QueryWait(r *http.Request) (bool, error) {
+	values, ok := r.URL.Query()["wait"]
+	if !ok {
+		return false, nil
+	}
+	if len(values) == 1 {
+		switch values[0] {
+		case "0", "false":
+			return false, nil
+		case "1", "true":
+			return true, nil
+		}
+	}
+	return false, runstream.Errorf(runstream.CodeValidationFailed, "wait: must be 0 or 1").WithDetail("parameter", "wait")
 }
