@@ -68,7 +68,10 @@ func (s *Server) cors(next http.Handler) http.Handler {
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Credentials", "true")
-			h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, WWW-Authenticate, Location")
+			// What a page may read: the request id, when to retry, how to
+			// authenticate, where a join stream reconnects, and the run's
+			// status when its stream opened (the SSE protocol's header).
+			h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After, WWW-Authenticate, Location, X-Workflow-Run-Status")
 		}
 		if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
 			next.ServeHTTP(w, r)
