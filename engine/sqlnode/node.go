@@ -334,6 +334,10 @@ func compileQuery(database, statement string, maxRows int, timeoutMs int64) (que
 	switch {
 	case database == "":
 		return q, errors.New("database is required: the name of a database configured on the server")
+	case !namePattern.MatchString(database):
+		// Refused when published, so that a connection string written
+		// here (with its password) is never stored with the definition.
+		return q, fmt.Errorf("database must be the name of a database configured on the server (%s), not a connection string", namePattern)
 	case strings.TrimSpace(statement) == "":
 		return q, errors.New("query is required")
 	case len(statement) > maxStatementSize:

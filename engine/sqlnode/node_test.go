@@ -181,10 +181,17 @@ func TestSQLNodeConfig(t *testing.T) {
 		`{"database":"shop","query":"SELECT 1","timeoutMs":-1}`,
 		`{"database":"shop","query":"SELECT 1","params":["{{ nope( }}"]}`,
 		`{"database":"shop","query":"SELECT 1","url":"sqlite:/etc/passwd"}`,
+		// A connection string is not a configured database's name: refused
+		// when published, so its password is never stored.
+		`{"database":"postgres://admin:hunter2@db.internal:5432/prod","query":"SELECT 1"}`,
+		`{"database":"Shop","query":"SELECT 1"}`,
 	} {
 		_, err := reg.CompileJSON([]byte(`{"name":"q","nodes":[{"id":"q","type":"sql","config":` + config + `}]}`))
 		if runstream.ErrorCodeOf(err) != runstream.CodeWorkflowDefinitionInvalid {
 			t.Errorf("config %s: %v", config, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("config %s: the error echoes the password: %v", config, err)
 		}
 	}
 }
