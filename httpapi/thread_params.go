@@ -15,7 +15,7 @@ import (
 
 func badParam(name, format string, args ...any) error {
 	return runstream.Errorf(runstream.CodeValidationFailed, "%s: "+format, append([]any{name}, args...)...).
-		WithDetail("parameter", name)
+		WithDetail("parameter", name).WithDetail("in", "query")
 }
 
 // queryValue returns the one value of a query parameter and whether it is

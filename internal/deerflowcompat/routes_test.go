@@ -174,6 +174,9 @@ func TestRunRows(t *testing.T) {
 		if got := locs(c.want(422, "POST", "/api/threads/t1/runs/r1/cancel?action=stop", nil)); !sameJSON(got, [][]any{{"query", "action"}}) {
 			t.Errorf("bad action: detail locs %v", got)
 		}
+		if got := locs(c.want(422, "GET", "/api/threads/t1/stream?run_id=a.b", nil)); !sameJSON(got, [][]any{{"query", "run_id"}}) {
+			t.Errorf("bad run_id filter of the stream: detail locs %v", got)
+		}
 	})
 }
 

@@ -20,7 +20,8 @@ type Item struct {
 
 // pathParameters are the path parameters of the thread API; any other
 // parameter an error names is a query parameter, or a header when its name
-// has a hyphen (Idempotency-Key; no query parameter has one).
+// has a hyphen (Idempotency-Key; no query parameter has one), unless the
+// error says where it is (details.in: "query", "path" or "header").
 var pathParameters = map[string]bool{"thread_id": true, "run_id": true, "feedback_id": true}
 
 // Detail returns what FastAPI's detail member would say of an error: for VALIDATION_FAILED that names a parameter (details.parameter)
@@ -33,7 +34,9 @@ func Detail(code runstream.ErrorCode, msg string, details map[string]any) any {
 	}
 	if name, ok := details["parameter"].(string); ok {
 		where := "query"
-		switch {
+		switch in, _ := details["in"].(string); {
+		case in != "": // the error says where the parameter is
+			where = in
 		case pathParameters[name]:
 			where = "path"
 		case strings.Contains(name, "-"):

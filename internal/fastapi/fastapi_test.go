@@ -20,6 +20,10 @@ func TestDetail(t *testing.T) {
 			[]Item{{Loc: []any{"path", "thread_id"}, Msg: "boom", Type: "value_error"}}},
 		{"query parameter", runstream.CodeValidationFailed, map[string]any{"parameter": "limit"},
 			[]Item{{Loc: []any{"query", "limit"}, Msg: "boom", Type: "value_error"}}},
+		// run_id is a path parameter on most routes, a query parameter of
+		// the thread stream, whose error says so.
+		{"a path parameter's name in the query", runstream.CodeValidationFailed, map[string]any{"parameter": "run_id", "in": "query"},
+			[]Item{{Loc: []any{"query", "run_id"}, Msg: "boom", Type: "value_error"}}},
 		{"header", runstream.CodeValidationFailed, map[string]any{"parameter": "Idempotency-Key"},
 			[]Item{{Loc: []any{"header", "Idempotency-Key"}, Msg: "boom", Type: "value_error"}}},
 		{"body members", runstream.CodeValidationFailed, map[string]any{"problems": []contracts.Problem{
