@@ -92,7 +92,24 @@ type nodeQueuedData struct {
 }
 
 type nodeStartedData struct {
-	Attempt int `json:"attempt"`
+	Attempt      int             `json:"attempt"`
+	InputSummary json.RawMessage `json:"inputSummary"`
+}
+
+// nodeInputSummary is node.started's inputSummary: what the node reads,
+// the run's input and the outputs of the nodes it needs, bounded as
+// Summary bounds it.
+func nodeInputSummary(input json.RawMessage, outputs map[string]json.RawMessage) json.RawMessage {
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	if outputs == nil {
+		outputs = map[string]json.RawMessage{}
+	}
+	return Summary(mustJSON(struct {
+		Input json.RawMessage            `json:"input"`
+		Nodes map[string]json.RawMessage `json:"nodes"`
+	}{input, outputs}))
 }
 
 type nodeCompletedData struct {

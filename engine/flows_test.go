@@ -376,3 +376,27 @@ func TestPauseResume(t *testing.T) {
 		}
 	})
 }
+
+// node.started summarises what the node reads: the run's input and the
+// outputs of the nodes it needs.
+func TestNodeStartedSummarisesItsInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, nil)
+		run := e.createRun(t, `{"name":"inputs","nodes":[
+			{"id":"a","type":"transform","config":{"expression":"{\"n\": input.n + 1}"}},
+			{"id":"b","type":"transform","needs":["a"],"config":{"expression":"nodes.a.output.n * 2"}}],
+			"output":"b"}`, `{"n":1}`)
+		_, events := e.waitTerminal(t, run.ID)
+		for node, want := range map[string]string{"a": `{"input":{"n":1},"nodes":{}}`, "b": `{"input":{"n":1},"nodes":{"a":{"n":2}}}`} {
+			var started struct {
+				Attempt      int
+				InputSummary json.RawMessage
+			}
+			enginetest.Data(t, events, workflow.EventNodeStarted, node, 0, &started)
+			if started.Attempt != 1 || string(started.InputSummary) != want {
+				t.Errorf("node.started of %s: attempt %d, inputSummary %s; want 1 and %s", node, started.Attempt, started.InputSummary, want)
+			}
+		}
+	})
+}

@@ -327,7 +327,7 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			progressEvery: r.e.cfg.ProgressInterval,
 		}
 		begin := time.Now()
-		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeStarted, id, n.NodeRunID, nodeStartedData{Attempt: attempt})) != nil {
+		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeStarted, id, n.NodeRunID, nodeStartedData{Attempt: attempt, InputSummary: nodeInputSummary(n.Input, n.Outputs)})) != nil {
 			return nodeResult{id: id, end: nodeStopped}
 		}
 		actx, span := startAttemptSpan(r.nodesCtx, pn.spec.Type, n)
