@@ -847,12 +847,13 @@ func TestCancelRefusesMalformedParameters(t *testing.T) {
 
 func TestPushRefusesAnotherUsersThread(t *testing.T) {
 	var asked []string
-	f := newFixture(t, langgraph.Config{Writable: func(_ context.Context, user, threadID string) error {
+	released := 0
+	f := newFixture(t, langgraph.Config{Writable: func(_ context.Context, user, threadID string) (func(), error) {
 		asked = append(asked, user+"/"+threadID)
 		if user != "local" {
-			return runstream.Errorf(runstream.CodeNotFound, "thread %s not found", threadID)
+			return nil, runstream.Errorf(runstream.CodeNotFound, "thread %s not found", threadID)
 		}
-		return nil
+		return func() { released++ }, nil
 	}})
 	body := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]}`
 	if status, resp := f.call(t, "POST", "/api/runs/r2/stream-chunks", body, "X-Test-User", "mallory"); status != 404 {
@@ -863,7 +864,7 @@ func TestPushRefusesAnotherUsersThread(t *testing.T) {
 	}
 	f.mustPush(t, "r1", 0, 1, "")
 	f.mustPush(t, "r1", 1, 1, "") // the run exists: not asked again
-	if strings.Join(asked, ",") != "mallory/t1,local/t1" {
-		t.Fatalf("Writable asked for %v", asked)
+	if strings.Join(asked, ",") != "mallory/t1,local/t1" || released != 1 {
+		t.Fatalf("Writable asked for %v, released %d times; want mallory's refusal and local's claim, released once", asked, released)
 	}
 }

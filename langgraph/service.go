@@ -78,8 +78,10 @@ type Config struct {
 	// no limit.
 	MaxPerUser int
 	// Writable, when set, refuses a push creating a run in a thread the
-	// user may not write (threadsvc.Service.RequireWritable).
-	Writable func(ctx context.Context, user, threadID string) error
+	// user may not write; when the user may, it holds the thread until
+	// release is called, after the push that creates the run
+	// (threadsvc.Service.ClaimWritable).
+	Writable func(ctx context.Context, user, threadID string) (release func(), err error)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -333,9 +335,11 @@ func (s *Service) Push(ctx context.Context, user, runID string, req PushRequest)
 			if runstream.AsError(err).Code != runstream.CodeNotFound {
 				return Answer{}, err
 			}
-			if err := s.cfg.Writable(ctx, user, p.ThreadID); err != nil {
+			release, err := s.cfg.Writable(ctx, user, p.ThreadID)
+			if err != nil {
 				return Answer{}, err // the run would be created in another user's thread
 			}
+			defer release()
 		}
 	}
 	res, err := s.store.Push(ctx, p)

@@ -66,9 +66,11 @@ func (s *Service) AppendIdempotent(ctx context.Context, p IdempotentParams) (res
 		return Response{}, false, err
 	}
 	ctx = context.WithoutCancel(ctx)
-	if err := s.requireWritable(ctx, p.User, p.ThreadID); err != nil {
+	release, err := s.claim(ctx, p.User, p.ThreadID)
+	if err != nil {
 		return Response{}, false, err
 	}
+	defer release()
 	res, err := s.log.AppendIdempotent(ctx, runevents.IdempotentAppend{
 		UserID: p.User, Key: p.Key, RequestHash: p.Hash, Events: p.Events, IfAbsent: p.IfAbsent,
 		Response: func(recs []runevents.Record, created bool) (runevents.IdempotentResponse, error) {

@@ -2,6 +2,8 @@ package threadsvc
 
 import (
 	"context"
+	"hash/fnv"
+	"sync"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
@@ -43,6 +45,37 @@ type Service struct {
 	windows map[string]int64
 	// heads shares the head reads of simultaneous stream openings.
 	heads singleflight.Group
+	// writes serialises each thread's ownership check with the write
+	// that follows it (see claim).
+	writes threadLocks
+}
+
+// threadLocks are mutexes striped by thread id.
+type threadLocks [64]sync.Mutex
+
+// lock locks the mutex of threadID and returns its unlock.
+func (l *threadLocks) lock(threadID string) (unlock func()) {
+	h := fnv.New32a()
+	h.Write([]byte(threadID))
+	m := &l[h.Sum32()%uint32(len(l))]
+	m.Lock()
+	return m.Unlock
+}
+
+// claim checks that user may write to the thread (requireWritable) and,
+// when it may, returns with the thread's write lock held until release
+// is called, after the write: so two users' first writes to a new thread
+// cannot both pass the check before either wrote (the first write makes
+// the thread its writer's). The lock is this process's: instances
+// sharing a PostgreSQL store can still race on a thread's very first
+// write.
+func (s *Service) claim(ctx context.Context, user, threadID string) (release func(), err error) {
+	unlock := s.writes.lock(threadID)
+	if err := s.requireWritable(ctx, user, threadID); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
 }
 
 // New returns the service over events (read and deleted), threads (a
@@ -141,6 +174,14 @@ func (s *Service) RequireWritable(ctx context.Context, user, threadID string) er
 	return s.requireWritable(ctx, user, threadID)
 }
 
+// ClaimWritable is RequireWritable for a caller that then writes to the
+// thread itself (a LangGraph push creating its run): when the thread is
+// writable, the thread's write lock is held until release is called,
+// after that write (see claim).
+func (s *Service) ClaimWritable(ctx context.Context, user, threadID string) (release func(), err error) {
+	return s.claim(ctx, user, threadID)
+}
+
 // WriteError marks the error of a write, as opposed to one of the checks
 // before it: a write that failed on the server's side may have committed.
 type WriteError struct{ Err error }
@@ -165,11 +206,17 @@ func (s *Service) Append(ctx context.Context, user, threadID string, events []ru
 	if s.log == nil {
 		return nil, unavailable("thread event log")
 	}
-	var checkErr error
+	var (
+		checkErr error
+		release  func()
+	)
 	recs, err := s.log.AppendWritable(ctx, user, events, func(ctx context.Context) error {
-		checkErr = s.requireWritable(ctx, user, threadID)
+		release, checkErr = s.claim(ctx, user, threadID)
 		return checkErr
 	})
+	if release != nil {
+		release()
+	}
 	if checkErr != nil {
 		return nil, checkErr
 	}
@@ -186,9 +233,11 @@ func (s *Service) AppendIfAbsent(ctx context.Context, user, threadID string, e r
 	if s.log == nil {
 		return runevents.Record{}, false, unavailable("thread event log")
 	}
-	if err := s.requireWritable(ctx, user, threadID); err != nil {
+	release, err := s.claim(ctx, user, threadID)
+	if err != nil {
 		return runevents.Record{}, false, err
 	}
+	defer release()
 	rec, created, err := s.log.AppendIfAbsent(ctx, user, e)
 	if err != nil {
 		return runevents.Record{}, false, WriteError{err}
@@ -223,9 +272,11 @@ func (s *Service) PutRun(ctx context.Context, p RunParams) (runevents.ThreadRun,
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	if err := s.requireWritable(ctx, run.OwnerID, run.ThreadID); err != nil {
+	release, err := s.claim(ctx, run.OwnerID, run.ThreadID)
+	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
+	defer release()
 	return s.runs.PutRun(ctx, run)
 }
 

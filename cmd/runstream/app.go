@@ -158,7 +158,7 @@ func (a *app) startLangGraph(loopCtx context.Context, cfg serveConfig, threads *
 	lgCfg := langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
 		MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: a.logger}
 	if threads != nil {
-		lgCfg.Writable = threads.RequireWritable
+		lgCfg.Writable = threads.ClaimWritable
 	}
 	lg := langgraph.New(a.backend.chunks, a.hub, lgCfg)
 	a.backend.wakeChunks = func(runID string, seq int64) {

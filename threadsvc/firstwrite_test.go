@@ -1,0 +1,67 @@
+package threadsvc_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/internal/threadtest"
+	"github.com/runstream/runstream/runevents"
+)
+
+// gatedStore holds the appends of one user until release is closed,
+// after saying on in that one began.
+type gatedStore struct {
+	runevents.Store
+	user    string
+	in      chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedStore) PutBatch(ctx context.Context, events []runevents.NewEvent) ([]runevents.Record, error) {
+	if len(events) > 0 && events[0].UserID == g.user {
+		g.in <- struct{}{}
+		<-g.release
+	}
+	return g.Store.PutBatch(ctx, events)
+}
+
+// Two users' first writes to a new thread: the second one's check waits
+// for the first one's write, and finds the thread another user's. Before,
+// both passed the check while the thread was empty, and both owned it.
+func TestFirstWritesToANewThreadHaveOneOwner(t *testing.T) {
+	t.Parallel()
+	g := &gatedStore{user: "alice", in: make(chan struct{}, 1), release: make(chan struct{})}
+	svc := threadtest.ServiceOver(t, func(s runevents.Store) runevents.Store { g.Store = s; return g },
+		func(r runevents.ThreadReader) runevents.ThreadReader { return r })
+	ctx := t.Context()
+	alice := make(chan error, 1)
+	go func() {
+		_, err := svc.Append(ctx, "alice", "t1", []runevents.NewEvent{startEvent()})
+		alice <- err
+	}()
+	<-g.in // alice passed the check and is writing
+	bob := make(chan error, 1)
+	go func() {
+		_, err := svc.Append(ctx, "bob", "t1", []runevents.NewEvent{startEvent()})
+		bob <- err
+	}()
+	var bobErr error
+	bobDone := false
+	select {
+	case bobErr = <-bob: // without the lock bob gets here, alice still writing
+		bobDone = true
+	case <-time.After(200 * time.Millisecond): // bob waits for alice
+	}
+	close(g.release)
+	if err := <-alice; err != nil {
+		t.Fatalf("alice's first write: %v", err)
+	}
+	if !bobDone {
+		bobErr = <-bob
+	}
+	if runstream.ErrorCodeOf(bobErr) != runstream.CodeNotFound {
+		t.Fatalf("bob's write to the thread alice was creating: %v, want NOT_FOUND (one owner)", bobErr)
+	}
+}
