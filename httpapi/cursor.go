@@ -24,16 +24,25 @@ func parseCursor(r *http.Request) (int64, error) {
 	return parseAfter(r)
 }
 
-// parseAfter returns the "after" query parameter, or 0 when absent.
+// parseAfter returns the "after" query parameter, or its other name
+// "after_seq" (the protocol names both), or 0 when absent.
 func parseAfter(r *http.Request) (int64, error) {
-	values, ok := r.URL.Query()["after"]
-	if !ok {
+	q := r.URL.Query()
+	after, hasAfter := q["after"]
+	afterSeq, hasAfterSeq := q["after_seq"]
+	name, values := "after", after
+	switch {
+	case hasAfter && hasAfterSeq:
+		return 0, runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "give after or after_seq, not both")
+	case hasAfterSeq:
+		name, values = "after_seq", afterSeq
+	case !hasAfter:
 		return 0, nil
 	}
 	if len(values) > 1 {
-		return 0, runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "more than one after parameter")
+		return 0, runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "more than one %s parameter", name)
 	}
-	return parseSeq("after", values[0])
+	return parseSeq(name, values[0])
 }
 
 // parseSeq parses a canonical non-negative decimal sequence number.

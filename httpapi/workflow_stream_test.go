@@ -356,6 +356,8 @@ func TestStreamErrorsBeforeAnyBytes(t *testing.T) {
 		{"bad Last-Event-ID", "", []string{"Last-Event-ID", "x1"}, 400, runstream.CodeWorkflowInvalidCursor},
 		{"bad Last-Event-ID good after", "?after=1", []string{"Last-Event-ID", "-3"}, 400, runstream.CodeWorkflowInvalidCursor},
 		{"two afters", "?after=1&after=2", nil, 400, runstream.CodeWorkflowInvalidCursor},
+		{"after and after_seq", "?after=1&after_seq=2", nil, 400, runstream.CodeWorkflowInvalidCursor},
+		{"bad after_seq", "?after_seq=x", nil, 400, runstream.CodeWorkflowInvalidCursor},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -432,6 +434,13 @@ func TestEventPages(t *testing.T) {
 	}
 	if _, page, _ := get("?after=250"); len(page.Events) != 0 || page.HasMore || page.NextAfter != 250 {
 		t.Errorf("past the end: %+v", page)
+	}
+	// after_seq is the protocol's other name of after; not both at once.
+	if code, page, _ := get("?after_seq=245"); code != 200 || len(page.Events) != 5 || page.Events[0].Seq != 246 {
+		t.Errorf("?after_seq=245: %d, %+v", code, page)
+	}
+	if code, _, e := get("?after=1&after_seq=2"); code != 400 || e.Code != runstream.CodeWorkflowInvalidCursor {
+		t.Errorf("after and after_seq: %d %s", code, e.Code)
 	}
 	for _, q := range []string{"?limit=0", "?limit=1001", "?limit=x", "?limit=-1"} {
 		if code, _, e := get(q); code != 400 || e.Code != runstream.CodeInvalidArgument {
