@@ -78,8 +78,8 @@ type FollowOptions struct {
 //
 // A run that ended without storing a terminal event gets a terminal event
 // synthesised by the server: it is yielded like any other and ends the
-// sequence, but its Seq repeats the run's last stored seq and it is never
-// stored. IsSynthesised tells it apart.
+// sequence, but its Seq is one past the run's last stored seq, which no
+// event takes, and it is never stored. IsSynthesised tells it apart.
 func (c *Client) Follow(ctx context.Context, runID string, opts FollowOptions) iter.Seq2[workflow.Envelope, error] {
 	return func(yield func(workflow.Envelope, error) bool) {
 		if runID == "" {
@@ -234,8 +234,8 @@ func (f *follower) connect(ctx context.Context, yield yieldFunc) (done, progress
 			return true, progress, nil
 		}
 		if !ev.HasID && env.Event.Terminal() {
-			// A synthesised terminal frame: no id, and a seq that may be
-			// one already yielded.
+			// A synthesised terminal frame: no id, and a seq that no
+			// stored event has (one past the last).
 			yield(env, nil)
 			return true, true, nil
 		}

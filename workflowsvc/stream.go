@@ -136,9 +136,13 @@ func synthesisedTerminal(run workflow.Run) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The seq a terminal event would have taken: seqs in a stream only
+	// increase, and a client that drops what is at or below the last seq
+	// it applied (a replay after a reconnect) still takes this frame. No
+	// event ever takes it: the run is terminal.
 	env := workflow.Envelope{
 		SchemaVersion: workflow.SchemaVersion, RunID: run.ID, WorkflowID: run.WorkflowID, VersionID: run.VersionID,
-		Seq: run.LastSeq, Event: event, Timestamp: finished, Data: raw,
+		Seq: run.LastSeq + 1, Event: event, Timestamp: finished, Data: raw,
 	}
 	envJSON, err := env.AppendJSON(nil)
 	if err != nil {
