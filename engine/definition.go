@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstream/runstream/internal/jsontype"
+	"github.com/runstream/runstream/redact"
 	"io"
 	"regexp"
 	"time"
@@ -116,7 +118,11 @@ func ParseDefinition(raw []byte) (*Definition, error) {
 func decodeMessage(err error) string {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		return fmt.Sprintf("field %q must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		pointer, want, got := jsontype.Mismatch(typeErr)
+		if pointer == "" {
+			return fmt.Sprintf("it must be a JSON %s, not %s", want, got)
+		}
+		return fmt.Sprintf("%s must be a JSON %s, not %s", redact.Quote(pointer), want, got)
 	}
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {

@@ -63,3 +63,21 @@ func TestThreadErrorsDoNotEchoSecrets(t *testing.T) {
 		t.Errorf("GET a run named like a key: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// A body of the wrong shape is described in JSON's terms: the member's
+// JSON pointer and the kinds of value, never Go's types or field names.
+func TestWrongShapesAreDescribedInJSONTerms(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t)
+	for _, c := range []struct{ method, target, body, want string }{
+		{"POST", "/api/threads/t1/runs/r1/events", `[]`, "want a JSON object, not array"},
+		{"PUT", "/api/threads/t1/runs/r2", `{"status":"running","total_tokens":"x"}`, `"/total_tokens"`},
+		{"PUT", "/api/threads/t1/runs/r2/feedback", `[]`, "JSON object, not array"},
+	} {
+		rec := env.do(t, c.method, c.target, c.body)
+		got := rec.Body.String()
+		if rec.Code/100 != 4 || !strings.Contains(got, c.want) || strings.Contains(got, "struct") || strings.Contains(got, "RawMessage") || strings.Contains(got, "Usage") {
+			t.Errorf("%s %s %s: %d %s; want a 4xx naming %s and no Go type", c.method, c.target, c.body, rec.Code, got, c.want)
+		}
+	}
+}

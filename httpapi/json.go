@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstream/runstream/internal/jsontype"
 	"io"
 	"mime"
 	"net/http"
@@ -259,7 +260,8 @@ func checkValue(dec *json.Decoder, path []string) error {
 
 // jsonErrorText returns the decoder's message without the request's data:
 // a syntax error names the offset and the offending character, a type
-// error the member and the type wanted (not the value), and an unknown
+// error the member and the kinds of JSON value wanted and given (not the
+// value, nor Go's types: package jsontype), and an unknown
 // member only its short redacted excerpt (redact.Quote).
 func jsonErrorText(err error) string {
 	var syntax *json.SyntaxError
@@ -268,11 +270,11 @@ func jsonErrorText(err error) string {
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		kind, _, _ := strings.Cut(typeErr.Value, " ") // "number 1e999": the kind only
-		if typeErr.Field != "" {
-			return fmt.Sprintf("json: member %s: a JSON %s cannot be a %s", redact.Quote(typeErr.Field), kind, typeErr.Type)
+		pointer, want, got := jsontype.Mismatch(typeErr)
+		if pointer != "" {
+			return fmt.Sprintf("json: %s must be a JSON %s, not %s", redact.Quote(pointer), want, got)
 		}
-		return fmt.Sprintf("json: a JSON %s cannot be a %s", kind, typeErr.Type)
+		return fmt.Sprintf("json: the body must be a JSON %s, not %s", want, got)
 	}
 	const unknownField = "json: unknown field "
 	if msg := err.Error(); strings.HasPrefix(msg, unknownField) {

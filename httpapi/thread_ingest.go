@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/runstream/runstream/internal/jsontype"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -390,10 +391,9 @@ func bodyProblem(path string, err error) error {
 	msg := jsonErrorText(err)
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		msg = "wrong type: want " + typeErr.Type.String()
-		if typeErr.Field != "" {
-			path += "/" + typeErr.Field
-		}
+		pointer, want, got := jsontype.Mismatch(typeErr)
+		msg = "wrong type: want a JSON " + want + ", not " + got
+		path += pointer
 	}
 	return threadsvc.Problem(path, msg)
 }

@@ -32,3 +32,20 @@ func TestWorkflowErrorsDoNotEchoTheCaller(t *testing.T) {
 		}
 	}
 }
+
+// A request body of the wrong shape on the workflow API is described in
+// JSON's terms, never with Go's types.
+func TestWorkflowWrongShapesNameNoGoType(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for _, c := range []struct{ path, body string }{
+		{"/api/workflows/wf_x/runs", `[]`},
+		{"/api/workflows", `{"name":"x","nodes":"y"}`},
+	} {
+		status, body := s.call(t, "POST", c.path, "application/json", c.body)
+		raw, _ := json.Marshal(body)
+		if status/100 != 4 || strings.Contains(string(raw), "struct") || strings.Contains(string(raw), "engine.") || strings.Contains(string(raw), "RawMessage") {
+			t.Errorf("POST %s %s: %d %s; want a 4xx naming no Go type", c.path, c.body, status, raw)
+		}
+	}
+}
