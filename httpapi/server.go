@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -236,6 +238,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, runstream.Errorf(runstream.CodeInvalidArgument, "the query string is malformed: %s", redact.Quote(err.Error())))
 		return
 	}
+	// A path out of canonical form ("//", "/./", "/../") is not redirected
+	// as the mux would: the redirect's Location would give the path back.
+	if p := r.URL.Path; p != canonicalPath(p) {
+		s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", redact.Quote(r.Method), redact.Quote(p)))
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
@@ -256,6 +264,19 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
+}
+
+// canonicalPath is p as net/http's mux routes it: cleaned, its trailing
+// slash kept.
+func canonicalPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // webUI serves the browser UI (package web).

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -46,6 +48,29 @@ func TestWorkflowWrongShapesNameNoGoType(t *testing.T) {
 		raw, _ := json.Marshal(body)
 		if status/100 != 4 || strings.Contains(string(raw), "struct") || strings.Contains(string(raw), "engine.") || strings.Contains(string(raw), "RawMessage") {
 			t.Errorf("POST %s %s: %d %s; want a 4xx naming no Go type", c.path, c.body, status, raw)
+		}
+	}
+}
+
+// A path out of canonical form answers 404 in the unified body, not the
+// mux's redirect, whose Location would give the path back.
+func TestUncleanPathIsNotRedirected(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for _, p := range []string{"//api/workflows/postgres:%2F%2Fadmin:hunter2@db%2Fx", "/api/./workflows", "/api/workflows/../contracts"} {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", s.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL.Opaque = p // sent as it is, not cleaned by the client
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || resp.Header.Get("Location") != "" || strings.Contains(string(body), "hunter2") || !strings.Contains(string(body), `"NOT_FOUND"`) {
+			t.Errorf("GET %s: %d, Location %q, %s", p, resp.StatusCode, resp.Header.Get("Location"), body)
 		}
 	}
 }
