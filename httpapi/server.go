@@ -238,13 +238,14 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, runstream.Errorf(runstream.CodeInvalidArgument, "the query string is malformed: %s", redact.Quote(err.Error())))
 		return
 	}
-	// A path out of canonical form ("//", "/./", "/../") is not redirected
-	// as the mux would: the redirect's Location would give the path back.
-	if p := r.URL.Path; p != canonicalPath(p) {
-		s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", redact.Quote(r.Method), redact.Quote(p)))
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" && r.URL.Path != canonicalPath(r.URL.Path) {
+		// The mux would redirect a path out of canonical form ("//",
+		// "/./", "/../") to its route, and the redirect's Location would
+		// give the path back.
+		s.writeError(w, r, runstream.Errorf(runstream.CodeNotFound, "no route for %s %s", redact.Quote(r.Method), redact.Quote(r.URL.Path)))
 		return
 	}
-	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r)
 		return
