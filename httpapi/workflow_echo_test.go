@@ -50,6 +50,12 @@ func TestWorkflowWrongShapesNameNoGoType(t *testing.T) {
 			t.Errorf("POST %s %s: %d %s; want a 4xx naming no Go type", c.path, c.body, status, raw)
 		}
 	}
+	// null is no more an object than [] or "x" is.
+	for _, body := range []string{`null`, `[]`, `"x"`} {
+		if status, resp := s.call(t, "POST", "/api/workflows", "application/json", body); status != 400 || resp["code"] != "INVALID_ARGUMENT" {
+			t.Errorf("POST /api/workflows %s: %d %v, want 400 INVALID_ARGUMENT", body, status, resp)
+		}
+	}
 }
 
 // A path out of canonical form answers 404 in the unified body, not the

@@ -91,7 +91,7 @@ func readDefinition(r *http.Request) (workflowsvc.Definition, error) {
 		return workflowsvc.Definition{}, err
 	}
 	var keys map[string]json.RawMessage
-	if json.Unmarshal(body, &keys) != nil {
+	if json.Unmarshal(body, &keys) != nil || keys == nil { // null decodes to a nil map
 		return workflowsvc.Definition{}, runstream.Errorf(runstream.CodeInvalidArgument, "the body must be a JSON object")
 	}
 	if _, wrapped := keys["definition"]; !wrapped {
