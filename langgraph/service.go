@@ -252,11 +252,17 @@ func (s *Service) prepare(user, runID string, req PushRequest) (runchunks.Push, 
 	if err := runevents.ValidateID("run_id", runID); err != nil {
 		return p, err
 	}
-	if runevents.ValidateID("thread_id", req.ThreadID) != nil {
+	// "required" for a missing member (FastAPI's type missing), "must"
+	// for one present with a wrong value.
+	switch {
+	case req.ThreadID == "":
 		return p, problem("/thread_id", "required: 1-64 ASCII letters, digits, hyphens or underscores")
-	}
-	if req.Epoch == nil || *req.Epoch < 0 {
+	case runevents.ValidateID("thread_id", req.ThreadID) != nil:
+		return p, problem("/thread_id", "must be 1-64 ASCII letters, digits, hyphens or underscores")
+	case req.Epoch == nil:
 		return p, problem("/epoch", "required: an integer >= 0")
+	case *req.Epoch < 0:
+		return p, problem("/epoch", "must be an integer >= 0")
 	}
 	p.Epoch = *req.Epoch
 	switch {

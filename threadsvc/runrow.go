@@ -55,8 +55,11 @@ var MultitaskStrategies = []string{"reject", "rollback", "interrupt", "enqueue"}
 // naming the member.
 func (b RunParams) row() (runevents.ThreadRun, error) {
 	run := runevents.ThreadRun{ThreadID: b.ThreadID, RunID: b.RunID, OwnerID: b.User, Status: b.Status, OperationKind: "run", Usage: b.Usage}
-	if !b.Status.Valid() {
+	switch {
+	case b.Status == "":
 		return run, Problem("/status", "required: one of pending, running, success, error, interrupted, timeout")
+	case !b.Status.Valid():
+		return run, Problem("/status", "must be one of pending, running, success, error, interrupted, timeout")
 	}
 	if b.OperationKind != nil {
 		if !validLabel(*b.OperationKind) {

@@ -1,6 +1,7 @@
 package deerflowcompat
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -176,6 +177,16 @@ func TestRunRows(t *testing.T) {
 		}
 		if got := locs(c.want(422, "GET", "/api/threads/t1/stream?run_id=a.b", nil)); !sameJSON(got, [][]any{{"query", "run_id"}}) {
 			t.Errorf("bad run_id filter of the stream: detail locs %v", got)
+		}
+		// FastAPI's type: missing for an absent member, value_error for a
+		// wrong value.
+		for body, want := range map[string]string{`{}`: "missing", `{"status":"bogus"}`: "value_error"} {
+			var raw map[string]any
+			json.Unmarshal([]byte(body), &raw)
+			detail, _ := c.want(422, "PUT", "/api/threads/t1/runs/r9", raw).(map[string]any)["detail"].([]any)
+			if len(detail) != 1 || detail[0].(map[string]any)["type"] != want {
+				t.Errorf("PUT a run row %s: detail %v, want type %s", body, detail, want)
+			}
 		}
 	})
 }
