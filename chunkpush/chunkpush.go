@@ -597,8 +597,14 @@ func (s *Stream) poll() {
 		case <-ctx.Done():
 		}
 	}()
-	u := s.ctrlURL + "?wait=" + url.QueryEscape(s.cfg.ControlWait.String())
+	base := s.ctrlURL + "?wait=" + url.QueryEscape(s.cfg.ControlWait.String())
+	var seen *Cancel // the cancel request delivered, which is no news after
 	for ctx.Err() == nil {
+		u := base
+		if seen != nil {
+			u += "&cancel_seen=" + url.QueryEscape(seen.RequestedAt.Format(time.RFC3339Nano))
+		}
+		started := time.Now()
 		var ans Answer
 		if err := s.send(ctx, http.MethodGet, u, nil, s.cfg.RequestTimeout+s.cfg.ControlWait, &ans); err != nil {
 			if ctx.Err() == nil {
@@ -616,6 +622,15 @@ func (s *Stream) poll() {
 		}
 		if terminal(ans.Status) {
 			return
+		}
+		if ans.Cancel != nil {
+			if seen != nil && seen.RequestedAt.Equal(ans.Cancel.RequestedAt) && time.Since(started) < s.cfg.ControlWait/2 {
+				// A server that does not know cancel_seen answers a pending
+				// cancel at once: poll at the heartbeat's pace, not in a loop.
+				backoff.Sleep(ctx, s.cfg.Heartbeat)
+			}
+			c := *ans.Cancel
+			seen = &c
 		}
 	}
 }

@@ -32,6 +32,8 @@ type realServer struct {
 	cfg   langgraph.Config
 
 	current atomic.Pointer[instance]
+	// controlRequests counts every control long-poll request served.
+	controlRequests atomic.Int64
 
 	mu    sync.Mutex
 	stops []func()
@@ -47,6 +49,7 @@ func newRealServer(t testing.TB, cfg langgraph.Config) *realServer {
 		if strings.HasSuffix(r.URL.Path, "/stream-control") {
 			in.polls.Add(1)
 			defer in.polls.Add(-1)
+			s.controlRequests.Add(1)
 		}
 		in.h.ServeHTTP(w, r)
 	}))
@@ -117,6 +120,33 @@ func realConfig(s *realServer, run string) chunkpush.Config {
 // Against the real server: batches land contiguous and the end sets the
 // run's status; a cancel request made on the cancel endpoint reaches the
 // producer through the long-poll; a takeover with epoch 2 fences epoch 1.
+// After a cancel reached the producer, the control long-poll waits again
+// (cancel_seen) instead of answering the same pending cancel at once, in
+// a loop, until the producer ends the run.
+func TestDeliveredCancelDoesNotSpinThePoll(t *testing.T) {
+	s := newRealServer(t, langgraph.Config{})
+	p := open(t, realConfig(s, "run-s"))
+	pushN(t, p, 0, 2)
+	resp, err := http.Post(s.url+"/api/threads/thread-1/runs/run-s/cancel?action=interrupt", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case <-p.Cancels():
+	case <-time.After(30 * time.Second):
+		t.Fatal("no cancel from the long-poll")
+	}
+	before := s.controlRequests.Load()
+	time.Sleep(500 * time.Millisecond) // the producer finishing its step
+	if n := s.controlRequests.Load() - before; n > 2 {
+		t.Errorf("%d control polls in the 500 ms after the cancel was delivered, want at most 2", n)
+	}
+	if ans := end(t, p, chunkpush.StatusInterrupted); ans.Status != "interrupted" {
+		t.Fatalf("end answer %+v", ans)
+	}
+}
+
 func TestRealServer(t *testing.T) {
 	s := newRealServer(t, langgraph.Config{})
 	p := open(t, realConfig(s, "run-a"))

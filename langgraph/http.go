@@ -141,12 +141,30 @@ func (a *api) control(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ans, err := a.s.Control(r.Context(), a.h.User(r), runID, wait)
+	seen, err := parseCancelSeen(r)
+	if err != nil {
+		return err
+	}
+	ans, err := a.s.Control(r.Context(), a.h.User(r), runID, wait, seen)
 	if err != nil {
 		return err
 	}
 	a.writeJSON(w, http.StatusOK, ans)
 	return nil
+}
+
+// parseCancelSeen reads cancel_seen, the requested_at of the cancel the
+// producer already has (RFC 3339); the zero time when absent.
+func parseCancelSeen(r *http.Request) (time.Time, error) {
+	v := r.URL.Query().Get("cancel_seen")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, runstream.Errorf(runstream.CodeValidationFailed, "cancel_seen must be the requested_at of a cancel (RFC 3339)").WithDetail("parameter", "cancel_seen")
+	}
+	return t, nil
 }
 
 // parseWait reads a wait: a Go duration ("25s") or whole seconds; empty

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -539,6 +540,39 @@ func TestLeaseSweeperEndsOrphanedRun(t *testing.T) {
 	}
 	if status, body := f.push(t, "r1", 1, 1, 1, ""); status != 409 || body["current_epoch"] != 2.0 {
 		t.Fatalf("the orphaned producer's push: %d %v", status, body)
+	}
+}
+
+// With the cancel it has (cancel_seen), the producer's next long-poll
+// waits for news, here the run's end, instead of answering that cancel
+// again at once, which made the poll loop until the producer ended.
+func TestControlWaitsPastTheCancelItHas(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=rollback", ""); status != 202 {
+		t.Fatalf("cancel: %d", status)
+	}
+	_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s", "")
+	c, _ := body["cancel"].(map[string]any)
+	if c == nil || c["action"] != "rollback" {
+		t.Fatalf("long-poll = %v", body)
+	}
+	polled := make(chan map[string]any, 1)
+	go func() {
+		_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s&cancel_seen="+url.QueryEscape(c["requested_at"].(string)), "")
+		polled <- body
+	}()
+	select {
+	case body := <-polled:
+		t.Fatalf("the long-poll answered a cancel the producer has: %v", body)
+	case <-time.After(200 * time.Millisecond):
+	}
+	f.mustPush(t, "r1", 1, 0, `{"status":"interrupted"}`)
+	if body := <-polled; body["status"] != "interrupted" {
+		t.Fatalf("long-poll after the end = %v", body)
+	}
+	if status, _ := f.call(t, "GET", "/api/runs/r1/stream-control?cancel_seen=yesterday", ""); status != 422 {
+		t.Errorf("a malformed cancel_seen: %d, want 422", status)
 	}
 }
 

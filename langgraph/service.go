@@ -472,10 +472,12 @@ func (s *Service) watch(runID string) (ch chan struct{}, stop func()) {
 const controlPoll = time.Second
 
 // Control answers the producer's long-poll: the run's state once a cancel
-// request is pending or the run ended, or after wait (at most ControlMax).
+// request other than the one the producer has (cancelSeen, its
+// requested_at; zero: none) is pending or the run ended, or after wait (at
+// most ControlMax).
 // Another user's run is CodeNotFound. Once Shutdown is called, a pending
 // long-poll ends at once and a new one is refused, both CodeUnavailable.
-func (s *Service) Control(ctx context.Context, user, runID string, wait time.Duration) (Answer, error) {
+func (s *Service) Control(ctx context.Context, user, runID string, wait time.Duration, cancelSeen time.Time) (Answer, error) {
 	if s.stop.Err() != nil {
 		return Answer{}, shuttingDown()
 	}
@@ -491,7 +493,11 @@ func (s *Service) Control(ctx context.Context, user, runID string, wait time.Dur
 		if err != nil {
 			return Answer{}, err
 		}
-		if run.Cancel != nil || run.Ended() {
+		// A cancel the producer already has (cancel_seen) is no news: the
+		// poll waits for the run's end like any other, rather than
+		// answering at once, again and again, until the producer ends it.
+		newCancel := run.Cancel != nil && !run.Cancel.RequestedAt.Equal(cancelSeen)
+		if newCancel || run.Ended() {
 			return answerOf(run), nil
 		}
 		select {
