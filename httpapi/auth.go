@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"github.com/runstream/runstream/redact"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -31,6 +33,14 @@ type AuthConfig struct {
 	// may call the API from with credentials, matched exactly. Empty:
 	// CORS is off and only same-origin pages use the API.
 	CORSOrigins []string
+	// LocalOnly is for a server without authentication on a loopback
+	// address (serve --auth none): it refuses what a web page of another
+	// site can make a browser on this machine send to it, a request
+	// addressed to a host name that is not a loopback one (the page's own
+	// name, which its DNS points at 127.0.0.1: DNS rebinding) and a
+	// state-changing request from another Origin than this server's own
+	// or CORSOrigins.
+	LocalOnly bool
 }
 
 // sessionCookie names the session cookie; it is scoped to /api/.
@@ -88,6 +98,11 @@ func (s *Server) refuseURLCredentials(next http.Handler) http.Handler {
 // from an allowed Origin (403 PERMISSION_DENIED otherwise).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkLocal(r); err != nil {
+			s.authOutcomes.WithLabelValues("bad_origin").Inc()
+			s.refuse(w, r, "bad_origin", err)
+			return
+		}
 		c, outcome, err := s.identify(r)
 		if err == nil && c.cookie && !safeMethod(r.Method) && !s.allowedOrigin(r, r.Header.Get("Origin")) {
 			outcome = "bad_origin"
@@ -100,6 +115,39 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, c)))
 	})
+}
+
+// checkLocal refuses, with AuthConfig.LocalOnly, a request addressed to a
+// host that is not a loopback one, and a state-changing request whose
+// Origin is another site's. A request without an Origin (curl, an SDK)
+// is not a browser's cross-site one.
+func (s *Server) checkLocal(r *http.Request) error {
+	if !s.cfg.Auth.LocalOnly {
+		return nil
+	}
+	if !loopbackHost(r.Host) {
+		return runstream.Errorf(runstream.CodePermissionDenied, "without authentication this server answers only requests addressed to a loopback host (localhost, 127.0.0.1, [::1]), not %s", redact.Quote(r.Host))
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !safeMethod(r.Method) && !s.allowedOrigin(r, origin) {
+		return runstream.Errorf(runstream.CodePermissionDenied, "without authentication a state-changing request from a page must come from this server's own origin or an allowed one, not %s", redact.Quote(origin))
+	}
+	return nil
+}
+
+// loopbackHost reports whether a request's Host names this machine's
+// loopback interface: localhost (or a name under .localhost), or a
+// loopback IP address, with or without a port.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // refuse writes err, with WWW-Authenticate when it is UNAUTHENTICATED.

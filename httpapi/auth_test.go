@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -355,6 +356,46 @@ func TestRefusedOriginIsNotEchoed(t *testing.T) {
 	for _, body := range []string{rec.Body.String(), rec2.Body.String()} {
 		if strings.Contains(body, "hunter2-origin-secret") || strings.Contains(body, strings.Repeat("x", 40)) {
 			t.Errorf("the refused origin is echoed: %s", body)
+		}
+	}
+}
+
+// Without authentication on loopback (LocalOnly), what another site's
+// page can make a browser send is refused: a request addressed to the
+// page's own name (DNS rebinding) and a state-changing request from its
+// origin. Requests addressed to a loopback host, from this server's
+// pages or without an Origin (curl, SDKs), pass.
+func TestLocalOnly(t *testing.T) {
+	t.Parallel()
+	e := newThreadEnv(t, func(c *envConfig) { c.Auth = AuthConfig{LocalOnly: true} })
+	send := func(method, url, origin string) int {
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader(ingestBody)
+		}
+		req := httptest.NewRequestWithContext(t.Context(), method, url, body)
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		rec := httptest.NewRecorder()
+		e.api.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		method, url, origin string
+		want                int
+	}{
+		{"GET", "http://rebind.attacker.example:8780/api/threads/t1/messages", "", 403},
+		{"GET", "http://localhost:8780/api/threads/t1/messages", "", 200},
+		{"GET", "http://127.0.0.1:8780/api/threads/t1/messages", "", 200},
+		{"GET", "http://[::1]:8780/api/threads/t1/messages", "", 200},
+		{"POST", "http://127.0.0.1:8780/api/threads/t1/runs/r1/events", "https://evil.example", 403},
+		{"POST", "http://127.0.0.1:8780/api/threads/t1/runs/r1/events", "http://127.0.0.1:8780", 201},
+		{"POST", "http://127.0.0.1:8780/api/threads/t1/runs/r1/events", "", 201},
+	} {
+		if got := send(c.method, c.url, c.origin); got != c.want {
+			t.Errorf("%s %s (Origin %q): %d, want %d", c.method, c.url, c.origin, got, c.want)
 		}
 	}
 }

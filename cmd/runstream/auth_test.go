@@ -321,3 +321,28 @@ func TestAppendRateDefaults(t *testing.T) {
 		}
 	}
 }
+
+// serve --auth none on loopback answers only requests addressed to a
+// loopback host: a page whose name an attacker's DNS points at 127.0.0.1
+// (DNS rebinding) reads nothing.
+func TestServeAuthNoneRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	base, _, _ := startServe(t, nil, "--store", "memory:")
+	for host, want := range map[string]int{"rebind.attacker.example": 403, "": 200, "localhost": 200} {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", base+"/api/workflows", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /api/workflows with Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

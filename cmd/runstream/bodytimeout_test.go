@@ -30,7 +30,7 @@ func TestServeBodyTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			fmt.Fprintf(conn, "POST /api/workflows HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+			fmt.Fprintf(conn, "POST /api/workflows HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 			done := make(chan struct{})
 			defer close(done)
 			go func() {

@@ -102,6 +102,10 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 			return fmt.Errorf("%w: --addr %s is not a loopback address and --auth is none: anyone who reaches it would act as the one local user; "+
 				"set --auth token or --auth jwt, or pass --insecure-no-auth to serve without authentication anyway", errUsage, addr)
 		}
+		// On loopback, the server also refuses what another site's page
+		// can make a browser here send it (DNS rebinding, cross-site
+		// writes); --insecure-no-auth serves anyone who reaches it.
+		a.api.LocalOnly = !a.insecureNoAuth
 		logger.Warn("authentication is off (--auth none): every request acts as the one local user", "user", httpapi.LocalUser, "addr", addr)
 		return nil
 	case authToken:

@@ -30,7 +30,7 @@ func TestServeShutdownLetsInFlightAppendsFinish(t *testing.T) {
 	defer conn.Close()
 	// With Expect: 100-continue the server says "100 Continue" when the
 	// handler starts reading the body: the request is then in flight.
-	head := fmt.Sprintf("POST /api/threads/t1/runs/r1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: k1\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("POST /api/threads/t1/runs/r1/events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nIdempotency-Key: k1\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func startUpload(t *testing.T, srv *server) (send func() (*http.Response, error)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	fmt.Fprintf(conn, "POST /api/threads/t1/runs/r1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: k\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
+	fmt.Fprintf(conn, "POST /api/threads/t1/runs/r1/events HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nIdempotency-Key: k\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(body))
 	br := bufio.NewReader(conn)
 	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusContinue {
 		t.Fatalf("want 100 Continue: %v", err)
