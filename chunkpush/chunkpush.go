@@ -507,13 +507,20 @@ func (s *Stream) sendBatch(ctx context.Context, first int64, batch []chunk, end 
 		if ans.Epoch > s.cfg.Epoch {
 			return ans, s.fail(ErrFenced)
 		}
-		return ans, s.acknowledge(ans, open)
+		// An end with an error object makes the server write one chunk
+		// of its own, the error event, after the batch.
+		var serverChunks int64
+		if end != nil && end.Error != nil && terminal(ans.Status) {
+			serverChunks = 1
+		}
+		return ans, s.acknowledge(ans, open, serverChunks)
 	}
 }
 
 // acknowledge moves the chunks below the answer's next_index from pending
-// to retained.
-func (s *Stream) acknowledge(ans Answer, open bool) error {
+// to retained; serverChunks more may follow the pending ones, written by
+// the server itself.
+func (s *Stream) acknowledge(ans Answer, open bool, serverChunks int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = ans
@@ -523,9 +530,10 @@ func (s *Stream) acknowledge(ans Answer, open bool) error {
 		return nil
 	}
 	n := ans.NextIndex - s.acked
-	if n < 0 || n > int64(len(s.pending)) {
+	if n < 0 || n > int64(len(s.pending))+serverChunks {
 		return s.failLocked(fmt.Errorf("chunkpush: the server's next_index %d is outside the %d chunks from %d this stream sent", ans.NextIndex, len(s.pending), s.acked))
 	}
+	n = min(n, int64(len(s.pending)))
 	if s.cfg.RetainAcked > 0 {
 		s.retained = append(s.retained, s.pending[:n]...)
 		if over := len(s.retained) - s.cfg.RetainAcked; over > 0 {

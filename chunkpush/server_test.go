@@ -245,3 +245,18 @@ func TestControlPollAcrossShutdown(t *testing.T) {
 		t.Fatalf("end answer %+v", ans)
 	}
 }
+
+// An end with an error object: the server writes the error chunk itself,
+// one past the producer's, and the producer's End succeeds.
+func TestEndWithErrorOnTheServer(t *testing.T) {
+	s := newRealServer(t, langgraph.Config{})
+	p := open(t, realConfig(s, "run-e"))
+	pushN(t, p, 0, 3)
+	ans, err := p.End(context.Background(), chunkpush.StatusError, &chunkpush.RunError{Message: "boom", Name: "RuntimeError"})
+	if err != nil || ans.Status != "error" || ans.NextIndex != 4 {
+		t.Fatalf("End with an error: %+v, %v; want status error, next_index 4 (3 chunks and the server's error chunk), no error", ans, err)
+	}
+	if err := p.Err(); err != nil {
+		t.Errorf("the stream's error after End: %v", err)
+	}
+}
