@@ -21,6 +21,7 @@ import (
 const (
 	DefaultMaxBatchChunks = 200
 	DefaultMaxBatchBytes  = 1 << 20
+	DefaultMaxChunkBytes  = 4 << 20
 	DefaultLinger         = 50 * time.Millisecond
 	DefaultMaxPending     = 10_000
 	DefaultRetainAcked    = 1_000
@@ -49,6 +50,9 @@ var (
 	// ErrClosed is returned by calls after Close or after the end was
 	// acknowledged.
 	ErrClosed = errors.New("chunkpush: closed")
+	// ErrChunkTooLarge is Push's refusal of a chunk whose data is larger
+	// than Config.MaxChunkBytes; the Stream goes on.
+	ErrChunkTooLarge = errors.New("chunkpush: the chunk's data is larger than MaxChunkBytes")
 )
 
 // Config configures a Stream. URL, ThreadID and RunID are required.
@@ -72,6 +76,12 @@ type Config struct {
 	// MaxBatchChunks and MaxBatchBytes (of the chunks' JSON) bound a
 	// request; default 200 chunks and 1 MiB. A larger chunk travels alone.
 	MaxBatchChunks, MaxBatchBytes int
+	// MaxChunkBytes is the largest data (JSON) of one chunk Push takes:
+	// the server refuses a larger one, which would end the Stream, so Push
+	// refuses it first (ErrChunkTooLarge). Defaults to
+	// DefaultMaxChunkBytes, the server's default and least limit; raise it
+	// with the server's --max-chunk-bytes.
+	MaxChunkBytes int
 	// Linger is how long the first waiting chunk waits for others to join
 	// its batch. Defaults to 50ms.
 	Linger time.Duration
@@ -224,6 +234,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
+	if cfg.MaxChunkBytes <= 0 {
+		cfg.MaxChunkBytes = DefaultMaxChunkBytes
+	}
 	if cfg.Linger <= 0 {
 		cfg.Linger = DefaultLinger
 	}
@@ -302,6 +315,9 @@ func (s *Stream) Push(ctx context.Context, event string, data any) (int64, error
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return 0, fmt.Errorf("chunkpush: %s data: %w", event, err)
+	}
+	if len(raw) > s.cfg.MaxChunkBytes {
+		return 0, fmt.Errorf("%w: %s data of %d bytes, at most %d", ErrChunkTooLarge, event, len(raw), s.cfg.MaxChunkBytes)
 	}
 	body, err := json.Marshal(struct {
 		Event string          `json:"event"`

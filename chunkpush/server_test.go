@@ -260,3 +260,19 @@ func TestEndWithErrorOnTheServer(t *testing.T) {
 		t.Errorf("the stream's error after End: %v", err)
 	}
 }
+
+// A chunk larger than the server takes is refused by Push, and the Stream
+// goes on: before, Push queued it, the server's 413 ended the Stream, and
+// every later chunk and the end were lost.
+func TestTooLargeChunkIsRefusedByPush(t *testing.T) {
+	s := newRealServer(t, langgraph.Config{})
+	p := open(t, realConfig(s, "run-big"))
+	big := json.RawMessage(`"` + strings.Repeat("x", chunkpush.DefaultMaxChunkBytes) + `"`)
+	if _, err := p.Push(context.Background(), "values", big); !errors.Is(err, chunkpush.ErrChunkTooLarge) {
+		t.Fatalf("Push of a %d-byte chunk: %v, want ErrChunkTooLarge", len(big), err)
+	}
+	pushN(t, p, 0, 2)
+	if ans := end(t, p, chunkpush.StatusSuccess); ans.Status != "success" || ans.NextIndex != 2 {
+		t.Fatalf("end after the refused chunk: %+v", ans)
+	}
+}
