@@ -416,6 +416,9 @@ func (s *Stream) run() {
 			return
 		}
 		ans, err := s.sendBatch(ctx, first, batch, end, false)
+		if errors.Is(err, errRewound) {
+			continue
+		}
 		if err != nil {
 			return
 		}
@@ -508,11 +511,13 @@ func (s *Stream) sendBatch(ctx context.Context, first int64, batch []chunk, end 
 		err = s.send(ctx, http.MethodPost, s.pushURL, body, s.cfg.RequestTimeout, &ans)
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex >= 0 && !open {
-			// A gap: the server lost chunks it had acknowledged.
-			if first, batch, err = s.rewind(apiErr.ExpectedIndex); err != nil {
+			// A gap: the server lost chunks it had acknowledged. They are
+			// pending again, and the sender batches them anew, within the
+			// batch limits and with the end only after the last of them.
+			if err := s.rewind(apiErr.ExpectedIndex); err != nil {
 				return Answer{}, s.fail(err)
 			}
-			continue
+			return Answer{}, errRewound
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -562,14 +567,17 @@ func (s *Stream) acknowledge(ans Answer, open bool, serverChunks int64) error {
 	return nil
 }
 
-// rewind makes the retained chunks from index expected pending again and
-// returns the new batch.
-func (s *Stream) rewind(expected int64) (int64, []chunk, error) {
+// errRewound is sendBatch's answer to a gap it rewound: the request is
+// to be made anew from the pending chunks (see rewind).
+var errRewound = errors.New("chunkpush: rewound to the server's expected index")
+
+// rewind makes the retained chunks from index expected pending again.
+func (s *Stream) rewind(expected int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	back := s.acked - expected
 	if back < 0 || back > int64(len(s.retained)) {
-		return 0, nil, fmt.Errorf("%w (expected index %d, kept from %d)", ErrGap, expected, s.acked-int64(len(s.retained)))
+		return fmt.Errorf("%w (expected index %d, kept from %d)", ErrGap, expected, s.acked-int64(len(s.retained)))
 	}
 	k := int64(len(s.retained)) - back
 	again := s.retained[k:]
@@ -577,8 +585,7 @@ func (s *Stream) rewind(expected int64) (int64, []chunk, error) {
 	s.retained = s.retained[:k]
 	s.acked = expected
 	s.log.Warn("chunkpush: the server lost acknowledged chunks; sending them again", "run_id", s.cfg.RunID, "from", expected)
-	n := min(len(s.pending), s.cfg.MaxBatchChunks)
-	return s.acked, s.pending[:n:n], nil
+	return nil
 }
 
 // deliverLocked hands a new cancel request to Cancels.

@@ -168,6 +168,25 @@ func TestGapResend(t *testing.T) {
 	}
 }
 
+// A gap met by the end's push: the lost chunks go again in batches within
+// the limits, and the end only after the last of them. Before, the end
+// went with the first batch of them, and the run ended short.
+func TestGapResendBeforeTheEnd(t *testing.T) {
+	f := newFakeServer(t)
+	cfg := config(f, "run-g")
+	cfg.MaxBatchChunks = 5
+	s := open(t, cfg)
+	pushN(t, s, 0, 30)
+	f.waitFor("30 chunks", func() bool { return len(f.runs["run-g"].chunks) == 30 })
+	f.loseTail("run-g", 20)
+	if ans := end(t, s, chunkpush.StatusSuccess); ans.NextIndex != 30 {
+		t.Fatalf("end answer %+v, want next_index 30", ans)
+	}
+	if got := chunkNumbers(t, f.run("run-g").chunks); !slices.Equal(got, seq(0, 30)) {
+		t.Fatalf("stored %v", got)
+	}
+}
+
 // A worker with a greater epoch takes the run over: the first worker's next
 // push is fenced and it sends nothing more; the second continues at the
 // run's next index.
