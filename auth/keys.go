@@ -64,34 +64,51 @@ type Keys struct {
 	entries atomic.Pointer[[]keyEntry]
 }
 
-// LoadKeys reads the keys file at path.
+// LoadKeys reads the keys file at path: a broken line, or a file with no
+// key, is an error.
 func LoadKeys(path string) (*Keys, error) {
 	k := &Keys{path: path}
-	if err := k.Reload(); err != nil {
-		return nil, err
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys file: %w", err)
 	}
+	entries, err := parseKeys(data)
+	if err == nil && len(entries) == 0 {
+		err = errors.New("no keys")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keys file %s: %w", path, err)
+	}
+	k.entries.Store(&entries)
 	return k, nil
 }
 
-// Reload re-reads the keys file. On error the keys in use stay.
+// Reload re-reads the keys file, whose keys replace those in use, so that
+// a key removed from it is revoked whatever else the file holds: a file
+// with no key revokes them all, and a broken line is left out (with the
+// others applied) and reported as the error. Only a file that cannot be
+// read keeps the keys in use.
 func (k *Keys) Reload() error {
 	data, err := os.ReadFile(k.path)
 	if err != nil {
 		return fmt.Errorf("read the keys file: %w", err)
 	}
 	entries, err := parseKeys(data)
-	if err != nil {
-		return fmt.Errorf("keys file %s: %w", k.path, err)
-	}
 	k.entries.Store(&entries)
+	if err != nil {
+		return fmt.Errorf("keys file %s: %w (the other lines' keys are in use)", k.path, err)
+	}
 	return nil
 }
 
 // Len returns the number of keys loaded.
 func (k *Keys) Len() int { return len(*k.entries.Load()) }
 
+// parseKeys returns the keys of the file's good lines, and an error that
+// names its broken lines, if any.
 func parseKeys(data []byte) ([]keyEntry, error) {
-	var entries []keyEntry
+	entries := []keyEntry{}
+	var broken []error
 	seen := map[[sha256.Size]byte]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
@@ -101,28 +118,28 @@ func parseKeys(data []byte) ([]keyEntry, error) {
 		}
 		fields := strings.Fields(line)
 		if len(fields) != 2 {
-			return nil, fmt.Errorf("line %d: want \"user-id sha256:HEX\"", n)
+			broken = append(broken, fmt.Errorf("line %d: want \"user-id sha256:HEX\"", n))
+			continue
 		}
 		hexHash, ok := strings.CutPrefix(fields[1], hashPrefix)
 		raw, err := hex.DecodeString(hexHash)
 		if !ok || err != nil || len(raw) != sha256.Size {
-			return nil, fmt.Errorf("line %d: the hash must be sha256: and 64 hex digits (runstream auth hash-key)", n)
+			broken = append(broken, fmt.Errorf("line %d: the hash must be sha256: and 64 hex digits (runstream auth hash-key)", n))
+			continue
 		}
 		e := keyEntry{user: fields[0]}
 		copy(e.hash[:], raw)
 		if seen[e.hash] {
-			return nil, fmt.Errorf("line %d: the same key is listed twice", n)
+			broken = append(broken, fmt.Errorf("line %d: the same key is listed twice", n))
+			continue
 		}
 		seen[e.hash] = true
 		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		broken = append(broken, err) // a line too long: the rest is unread
 	}
-	if len(entries) == 0 {
-		return nil, errors.New("no keys")
-	}
-	return entries, nil
+	return entries, errors.Join(broken...)
 }
 
 // Authenticate implements Authenticator. The key's hash is compared with

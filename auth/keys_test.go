@@ -50,7 +50,9 @@ func TestKeys(t *testing.T) {
 		wantUnauthenticated(t, "key "+bad, id, err)
 	}
 
-	// Reload: bob's key is revoked, a broken file keeps the keys in use.
+	// Reload: bob's key is revoked whatever else the file holds. A broken
+	// line is reported and left out, the good ones apply; a file with no
+	// key revokes them all.
 	if err := os.WriteFile(path, []byte("alice "+aliceHash+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -59,15 +61,23 @@ func TestKeys(t *testing.T) {
 	}
 	id, err := keys.Authenticate(bobKey)
 	wantUnauthenticated(t, "revoked key", id, err)
-	if err := os.WriteFile(path, []byte("alice nothex\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("alice "+aliceHash+"\nbob nothex\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := keys.Reload(); err == nil {
-		t.Error("Reload accepted a broken file")
+	if err := keys.Reload(); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("Reload of a file with a broken line 2: %v", err)
 	}
 	if id, err := keys.Authenticate(aliceKey); err != nil || id.User != "alice" {
-		t.Errorf("after a failed reload: %+v, %v", id, err)
+		t.Errorf("alice's good line after the reload: %+v, %v", id, err)
 	}
+	if err := os.WriteFile(path, []byte("# every key revoked\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Reload(); err != nil {
+		t.Errorf("Reload of a file with no key: %v", err)
+	}
+	id, err = keys.Authenticate(aliceKey)
+	wantUnauthenticated(t, "a key of an emptied file", id, err)
 }
 
 func TestKeysFileErrors(t *testing.T) {

@@ -170,8 +170,10 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends. A
-// file that fails to load is logged and the keys in use stay.
+// reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends.
+// What the reload could not apply is logged: for API keys, the broken
+// lines (the others apply, so a removed key is revoked whatever else the
+// file holds); for JWT keys, the whole file (the keys in use stay).
 func (a *authFlags) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
 	if a.reload == nil {
 		return
@@ -186,7 +188,7 @@ func (a *authFlags) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
 				return
 			case <-hup:
 				if err := a.reload(); err != nil {
-					logger.Error("reload the keys on SIGHUP: the keys in use stay", "error", err)
+					logger.Error("reload the keys on SIGHUP", "auth", a.mode, "error", err)
 					continue
 				}
 				logger.Info("keys reloaded on SIGHUP", "auth", a.mode)
