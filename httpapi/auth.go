@@ -180,9 +180,15 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 		return caller{Identity: id}, outcomeOf(err), err
 	}
 	if s.cfg.Auth.Sessions != nil {
-		if ck, err := r.Cookie(sessionCookie); err == nil {
-			id, err := s.cfg.Auth.Sessions.Authenticate(ck.Value)
+		switch cookies := r.CookiesNamed(sessionCookie); len(cookies) {
+		case 0:
+		case 1:
+			id, err := s.cfg.Auth.Sessions.Authenticate(cookies[0].Value)
 			return caller{Identity: id, cookie: true}, outcomeOf(err), err
+		default:
+			// Which one the browser sent first is not the user's choice: a
+			// sibling host may have set its own cookie ahead of theirs.
+			return caller{}, "invalid", runstream.Errorf(runstream.CodeUnauthenticated, "more than one session cookie: sign in again")
 		}
 	}
 	return caller{}, "missing", runstream.Errorf(runstream.CodeUnauthenticated,

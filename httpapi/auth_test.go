@@ -399,3 +399,20 @@ func TestLocalOnly(t *testing.T) {
 		}
 	}
 }
+
+// Two session cookies: neither is taken (the first could be a sibling
+// host's, set ahead of the user's).
+func TestTwoSessionCookiesAreRefused(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	alice := e.do(t, "POST", "/api/auth/session", "", "Authorization", "Bearer "+e.aliceKey).Result().Cookies()
+	bob := e.do(t, "POST", "/api/auth/session", "", "Authorization", "Bearer "+e.bobKey).Result().Cookies()
+	if len(alice) != 1 || len(bob) != 1 {
+		t.Fatalf("session cookies %v %v", alice, bob)
+	}
+	if rec := e.do(t, "GET", "/api/threads/t1/messages", "", "Cookie", sessionCookie+"="+alice[0].Value); rec.Code != 200 {
+		t.Fatalf("one cookie: %d %s", rec.Code, rec.Body)
+	}
+	both := sessionCookie + "=" + bob[0].Value + "; " + sessionCookie + "=" + alice[0].Value
+	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "Cookie", both), 401, runstream.CodeUnauthenticated)
+}
