@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/big"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -180,11 +181,28 @@ func hasAudience(aud json.RawMessage, want string) bool {
 	return false
 }
 
-// decodeSegment decodes a base64url JSON object segment into v.
+// decodeSegment decodes a base64url JSON object segment into v, a
+// struct whose members name the header's or claims' names. A member
+// whose name differs from one of them only in case ("Sub", "EXP") makes
+// the segment invalid: encoding/json would match it to the claim, and the
+// last of "sub" and "Sub" would win.
 func decodeSegment(seg string, v any) bool {
 	raw, err := strictB64.DecodeString(seg)
 	if err != nil || len(raw) == 0 || raw[0] != '{' {
 		return false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	t := reflect.TypeOf(v).Elem()
+	for name := range members {
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if name != tag && strings.EqualFold(name, tag) {
+				return false
+			}
+		}
 	}
 	return json.Unmarshal(raw, v) == nil
 }

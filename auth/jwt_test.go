@@ -131,6 +131,11 @@ func TestJWTRefuses(t *testing.T) {
 		{name: "no issuer", token: authtest.Token(hs, claims("alice", exp, "iss", nil), authtest.HS256(e.secret))},
 		{name: "wrong audience", token: authtest.Token(hs, claims("alice", exp, "aud", []string{"other"}), authtest.HS256(e.secret))},
 		{name: "no audience", token: authtest.Token(hs, claims("alice", exp, "aud", nil), authtest.HS256(e.secret))},
+		// A claim named again in another case: encoding/json would take
+		// the last of them for the claim.
+		{name: "Sub beside sub", token: authtest.Token(hs, claims("alice", exp, "Sub", "mallory"), authtest.HS256(e.secret))},
+		{name: "EXP beside exp", token: authtest.Token(hs, claims("alice", jwtNow.Add(-time.Minute), "EXP", jwtNow.Add(time.Hour).Unix()), authtest.HS256(e.secret))},
+		{name: "ALG beside alg", token: authtest.Token(map[string]any{"alg": "HS256", "ALG": "none"}, claims("alice", exp), authtest.HS256(e.secret))},
 		{name: "two segments", token: "a.b"},
 		{name: "garbage", token: "not a token at all"},
 		{name: "empty", token: ""},
