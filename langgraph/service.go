@@ -36,7 +36,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultLease         = 60 * time.Second
+	DefaultLease = 60 * time.Second
+	// SafeLease is the shortest lease that never sweeps a healthy idle
+	// producer: twice the 10 s chunkpush stays silent before its empty
+	// renewal push. serve warns below it.
+	SafeLease            = 20 * time.Second
 	DefaultChunkTTL      = 24 * time.Hour
 	DefaultMaxChunks     = 10_000
 	DefaultMaxChunkBytes = 4 << 20

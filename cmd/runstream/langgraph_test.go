@@ -175,3 +175,17 @@ func TestServeLangGraphJoinEndsWithItsToken(t *testing.T) {
 		t.Fatalf("the join stream ended with %v when its token expired; want an aborted connection", err)
 	}
 }
+
+// A --chunk-lease shorter than twice chunkpush's renewal interval is
+// served, with a warning that idle producers may be swept.
+func TestServeWarnsOfAShortChunkLease(t *testing.T) {
+	t.Parallel()
+	_, _, stderr := startServe(t, nil, "--store", "memory:", "--chunk-lease", "5s")
+	if !strings.Contains(stderr.String(), "--chunk-lease is shorter") {
+		t.Errorf("no warning of a 5 s chunk lease; stderr:\n%s", stderr)
+	}
+	_, _, stderr = startServe(t, nil, "--store", "memory:")
+	if strings.Contains(stderr.String(), "--chunk-lease is shorter") {
+		t.Errorf("a warning with the default chunk lease; stderr:\n%s", stderr)
+	}
+}

@@ -184,6 +184,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	cfg.sealKey = m.Getenv(sealKeyEnv)
 	logger := newLogger(stderr, cfg.logFormat, cfg.logLevel)
+	if cfg.chunkLease < langgraph.SafeLease {
+		logger.Warn("--chunk-lease is shorter than twice a producer's renewal interval (chunkpush renews after 10 s of silence): an idle producer's run may be swept and fenced", "chunk_lease", cfg.chunkLease, "safe", langgraph.SafeLease)
+	}
 	if err := cfg.auth.build(cfg.addr, logger); err != nil {
 		return err
 	}
