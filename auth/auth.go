@@ -25,6 +25,12 @@ type Authenticator interface {
 	Authenticate(credential string) (Identity, error)
 }
 
+// UserChecker is an Authenticator that knows its users (API keys): a
+// session issued to a user who no longer holds a credential is refused.
+type UserChecker interface {
+	HasUser(user string) bool
+}
+
 // maxCredentialBytes bounds a credential before any parsing.
 const maxCredentialBytes = 16 << 10
 

@@ -101,6 +101,18 @@ func (k *Keys) Reload() error {
 	return nil
 }
 
+// HasUser reports whether user holds a key now: once every key of a user
+// is removed (and the file reloaded), the sessions issued to them are
+// refused too (UserChecker).
+func (k *Keys) HasUser(user string) bool {
+	for _, e := range *k.entries.Load() {
+		if e.user == user {
+			return true
+		}
+	}
+	return false
+}
+
 // Len returns the number of keys loaded.
 func (k *Keys) Len() int { return len(*k.entries.Load()) }
 

@@ -184,6 +184,10 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 		case 0:
 		case 1:
 			id, err := s.cfg.Auth.Sessions.Authenticate(cookies[0].Value)
+			if uc, ok := s.cfg.Auth.Credentials.(auth.UserChecker); ok && err == nil && !uc.HasUser(id.User) {
+				// Every key of the session's user was revoked.
+				err = runstream.Errorf(runstream.CodeUnauthenticated, "the session's user holds no credential any more: sign in again")
+			}
 			return caller{Identity: id, cookie: true}, outcomeOf(err), err
 		default:
 			// Which one the browser sent first is not the user's choice: a

@@ -416,3 +416,46 @@ func TestTwoSessionCookiesAreRefused(t *testing.T) {
 	both := sessionCookie + "=" + bob[0].Value + "; " + sessionCookie + "=" + alice[0].Value
 	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "Cookie", both), 401, runstream.CodeUnauthenticated)
 }
+
+// Revoking every key of a user (removing them from the keys file and
+// reloading it) refuses the sessions issued to them too.
+func TestRevokedUsersSessionIsRefused(t *testing.T) {
+	t.Parallel()
+	aliceKey, bobKey := auth.NewKey(), auth.NewKey()
+	ah, _ := auth.HashKey(aliceKey)
+	bh, _ := auth.HashKey(bobKey)
+	path := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(path, []byte("alice "+ah+"\nbob "+bh+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := auth.LoadKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := auth.NewSessions(auth.RandomSessionKey(), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newThreadEnv(t, func(c *envConfig) {
+		c.Authenticate = nil
+		c.Auth = AuthConfig{Credentials: keys, Sessions: sessions}
+	})
+	cookie := func(key string) string {
+		ck := e.do(t, "POST", "/api/auth/session", "", "Authorization", "Bearer "+key).Result().Cookies()
+		if len(ck) != 1 {
+			t.Fatalf("no session cookie")
+		}
+		return sessionCookie + "=" + ck[0].Value
+	}
+	alice, bob := cookie(aliceKey), cookie(bobKey)
+	if err := os.WriteFile(path, []byte("alice "+ah+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "Cookie", bob), 401, runstream.CodeUnauthenticated)
+	if rec := e.do(t, "GET", "/api/threads/t1/messages", "", "Cookie", alice); rec.Code != 200 {
+		t.Errorf("alice's session after bob's revocation: %d %s", rec.Code, rec.Body)
+	}
+}
