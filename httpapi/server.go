@@ -177,6 +177,14 @@ func (s *Server) routes() {
 	s.threadRoutes()
 }
 
+// AcquireStream counts a stream of user served by a mounted package (a
+// LangGraph join) against the per-user limit of the server's own streams
+// (StreamConfig.MaxPerUser): RATE_LIMITED when user has the most open,
+// else a release to call once the stream ended.
+func (s *Server) AcquireStream(user string) (release func(), err error) {
+	return s.streams.Acquire(user)
+}
+
 // Mount registers h at pattern as an endpoint acting for an authenticated
 // caller (User reads it): the HTTP surface of another package, such as
 // langgraph's. A pattern the server registered itself is answered by h

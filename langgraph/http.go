@@ -36,6 +36,10 @@ type HTTP struct {
 	// Decode and WriteJSON are required; its User is not used (User
 	// above is).
 	Kit threadruns.Kit
+	// AcquireStream, when set, counts a join against the limit of the
+	// user's other streams (httpapi.Server.AcquireStream), instead of the
+	// Service's own limit of joins (Config.MaxPerUser).
+	AcquireStream func(user string) (release func(), err error)
 }
 
 // Routes are the endpoints Mount registers.
@@ -225,7 +229,11 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Retry-After", "1")
 		return shuttingDown()
 	}
-	release, err := a.s.acquire(user)
+	acquire := a.s.acquire
+	if a.h.AcquireStream != nil {
+		acquire = a.h.AcquireStream
+	}
+	release, err := acquire(user)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		return err

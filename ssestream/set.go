@@ -117,6 +117,13 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	return nil
 }
 
+// Acquire counts one more stream of user against the Set's per-user
+// limit (Config.MaxPerUser), for a stream served elsewhere (a LangGraph
+// join), so that a user's streams of every kind share one limit: it
+// answers RATE_LIMITED when user has the most open, else a release to
+// call once the stream ended.
+func (set *Set) Acquire(user string) (release func(), err error) { return set.perUser.acquire(user) }
+
 // Shutdown ends the streams, those that took their connection over from
 // net/http included (http.Server.Shutdown neither closes nor waits for
 // them), and refuses later ones UNAVAILABLE. It returns when the streams

@@ -138,7 +138,8 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 		Tracing:       cfg.tracing,
 	}, a.workflows, threads)
 	if a.langgraph != nil {
-		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires, Kit: httpapi.ThreadKit()}
+		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires, Kit: httpapi.ThreadKit(),
+			AcquireStream: a.api.AcquireStream}
 		if threads != nil {
 			h.StoreOnly = threads.StoreOnlyRun
 		}

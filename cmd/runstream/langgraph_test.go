@@ -189,3 +189,32 @@ func TestServeWarnsOfAShortChunkLease(t *testing.T) {
 		t.Errorf("a warning with the default chunk lease; stderr:\n%s", stderr)
 	}
 }
+
+// A user's LangGraph joins count against the same --max-streams-per-user
+// as their thread and workflow streams: before, joins had a limit of
+// their own, so a user could hold twice the limit.
+func TestServeJoinsShareTheStreamLimit(t *testing.T) {
+	t.Parallel()
+	base, _, _ := startServe(t, nil, "--store", "memory:", "--workers", "0", "--max-streams-per-user", "2")
+	pushChunks(t, base, 0, 1, "")
+	open := func(path string) *http.Response {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for i := range 2 {
+		if resp := open("/api/threads/t1/stream"); resp.StatusCode != 200 {
+			t.Fatalf("thread stream %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	if resp := open("/api/threads/t1/runs/r1/stream"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a join with 2 thread streams open and a limit of 2: %d, want 429", resp.StatusCode)
+	}
+}
