@@ -22,6 +22,9 @@ type authEnv struct {
 	*threadEnv
 	aliceKey, bobKey string
 	logs             *bytes.Buffer
+	// keysPath is the keys file of keys, the server's credentials.
+	keysPath string
+	keys     *auth.Keys
 }
 
 func newAuthEnv(t *testing.T, mutate ...func(*envConfig)) *authEnv {
@@ -37,6 +40,7 @@ func newAuthEnv(t *testing.T, mutate ...func(*envConfig)) *authEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.keysPath, e.keys = path, keys
 	sessions, err := auth.NewSessions(auth.RandomSessionKey(), time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -421,25 +425,7 @@ func TestTwoSessionCookiesAreRefused(t *testing.T) {
 // reloading it) refuses the sessions issued to them too.
 func TestRevokedUsersSessionIsRefused(t *testing.T) {
 	t.Parallel()
-	aliceKey, bobKey := auth.NewKey(), auth.NewKey()
-	ah, _ := auth.HashKey(aliceKey)
-	bh, _ := auth.HashKey(bobKey)
-	path := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(path, []byte("alice "+ah+"\nbob "+bh+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	keys, err := auth.LoadKeys(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sessions, err := auth.NewSessions(auth.RandomSessionKey(), time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newThreadEnv(t, func(c *envConfig) {
-		c.Authenticate = nil
-		c.Auth = AuthConfig{Credentials: keys, Sessions: sessions}
-	})
+	e := newAuthEnv(t)
 	cookie := func(key string) string {
 		ck := e.do(t, "POST", "/api/auth/session", "", "Authorization", "Bearer "+key).Result().Cookies()
 		if len(ck) != 1 {
@@ -447,11 +433,12 @@ func TestRevokedUsersSessionIsRefused(t *testing.T) {
 		}
 		return sessionCookie + "=" + ck[0].Value
 	}
-	alice, bob := cookie(aliceKey), cookie(bobKey)
-	if err := os.WriteFile(path, []byte("alice "+ah+"\n"), 0o600); err != nil {
+	alice, bob := cookie(e.aliceKey), cookie(e.bobKey)
+	ah, _ := auth.HashKey(e.aliceKey)
+	if err := os.WriteFile(e.keysPath, []byte("alice "+ah+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := keys.Reload(); err != nil {
+	if err := e.keys.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "Cookie", bob), 401, runstream.CodeUnauthenticated)
