@@ -125,7 +125,7 @@ func (s *Server) checkLocal(r *http.Request) error {
 	if !s.cfg.Auth.LocalOnly {
 		return nil
 	}
-	if !loopbackHost(r.Host) {
+	if !LoopbackHost(r.Host) {
 		return runstream.Errorf(runstream.CodePermissionDenied, "without authentication this server answers only requests addressed to a loopback host (localhost, 127.0.0.1, [::1]), not %s", redact.Quote(r.Host))
 	}
 	if origin := r.Header.Get("Origin"); origin != "" && !safeMethod(r.Method) && !s.allowedOrigin(r, origin) {
@@ -134,10 +134,11 @@ func (s *Server) checkLocal(r *http.Request) error {
 	return nil
 }
 
-// loopbackHost reports whether a request's Host names this machine's
-// loopback interface: localhost (or a name under .localhost), or a
-// loopback IP address, with or without a port.
-func loopbackHost(hostport string) bool {
+// LoopbackHost reports whether a host, with or without a port (a
+// request's Host, a listen address), names this machine's loopback
+// interface: localhost (or a name under .localhost), or a loopback IP
+// address. An empty host (every interface) is not loopback.
+func LoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h

@@ -446,3 +446,15 @@ func TestRevokedUsersSessionIsRefused(t *testing.T) {
 		t.Errorf("alice's session after bob's revocation: %d %s", rec.Code, rec.Body)
 	}
 }
+
+func TestLoopbackHost(t *testing.T) {
+	t.Parallel()
+	for host, want := range map[string]bool{
+		"localhost:8780": true, "LOCALHOST": true, "app.localhost:1": true, "127.0.0.1:8780": true, "127.0.0.2": true, "[::1]:8780": true,
+		":8780": false, "0.0.0.0:8780": false, "[::]:8780": false, "example.com:8780": false, "localhost.example.com": false, "": false,
+	} {
+		if got := LoopbackHost(host); got != want {
+			t.Errorf("LoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

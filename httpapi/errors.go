@@ -101,7 +101,7 @@ func echoSafe(s string) string {
 			run = s[:space]
 		}
 		if len(run) > maxEchoRun {
-			b.WriteString(excerpt(run))
+			b.WriteString(redact.Excerpt(run))
 		} else {
 			b.WriteString(run)
 		}
@@ -112,18 +112,6 @@ func echoSafe(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// excerpt returns the first redact.ExcerptRunes runes of s and "…".
-func excerpt(s string) string {
-	n := 0
-	for i := range s {
-		if n == redact.ExcerptRunes {
-			return s[:i] + "…"
-		}
-		n++
-	}
-	return s
 }
 
 // echoSafeDetails returns details with every string in it, member names

@@ -22,11 +22,14 @@ func Text(s string) string {
 const ExcerptRunes = 32
 
 // Quote returns the short excerpt of a caller's value that an error
-// message may hold: s redacted by the default rules, then cut to
-// ExcerptRunes runes ("…" marks the cut), quoted as %q quotes. Error
-// messages name the member or the path at fault and show no more of the
-// value than this.
-func Quote(s string) string {
+// message may hold: Excerpt(s), quoted as %q quotes. Error messages name
+// the member or the path at fault and show no more of the value than
+// this.
+func Quote(s string) string { return strconv.Quote(Excerpt(s)) }
+
+// Excerpt returns s redacted by the default rules, then cut to
+// ExcerptRunes runes ("…" marks the cut).
+func Excerpt(s string) string {
 	s = Text(s)
 	if utf8.RuneCountInString(s) > ExcerptRunes {
 		cut := 0
@@ -36,7 +39,7 @@ func Quote(s string) string {
 		}
 		s = s[:cut] + "…"
 	}
-	return strconv.Quote(s)
+	return s
 }
 
 // Rules returns the names of the rules whose markers a Redactor writes

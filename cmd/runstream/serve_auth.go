@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -98,7 +97,7 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 	a.api = httpapi.AuthConfig{CookieSecure: a.cookieSecure, CORSOrigins: origins}
 	switch a.mode {
 	case authNone:
-		if !loopback(addr) && !a.insecureNoAuth {
+		if !httpapi.LoopbackHost(addr) && !a.insecureNoAuth {
 			return fmt.Errorf("%w: --addr %s is not a loopback address and --auth is none: anyone who reaches it would act as the one local user; "+
 				"set --auth token or --auth jwt, or pass --insecure-no-auth to serve without authentication anyway", errUsage, addr)
 		}
@@ -155,19 +154,6 @@ func (a *authFlags) printWarning(stdout io.Writer) {
 	if a.mode == authNone {
 		fmt.Fprintf(stdout, "WARNING: --auth none: every request acts as the one local user %q, with no authentication (see docs/SECURITY.md)\n", httpapi.LocalUser)
 	}
-}
-
-// loopback reports whether addr (host:port) listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends.
