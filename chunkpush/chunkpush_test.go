@@ -253,6 +253,33 @@ func TestCancelLongPoll(t *testing.T) {
 }
 
 // Without the long-poll, a cancel request arrives in the next push answer.
+// Against a server that answers a pending cancel at once whatever
+// cancel_seen says (the fake, as servers before cancel_seen), the poll
+// goes at the heartbeat's pace once it has the cancel, not in a loop.
+func TestCancelPollPacedOnAServerWithoutCancelSeen(t *testing.T) {
+	f := newFakeServer(t)
+	cfg := config(f, "run-p")
+	cfg.ControlWait = time.Minute
+	s := open(t, cfg)
+	f.requestCancel("run-p", "interrupt")
+	select {
+	case <-s.Cancels():
+	case <-time.After(20 * time.Second):
+		t.Fatal("no cancel from the long-poll")
+	}
+	f.mu.Lock()
+	before := f.polls
+	f.mu.Unlock()
+	time.Sleep(500 * time.Millisecond)
+	f.mu.Lock()
+	n := f.polls - before
+	f.mu.Unlock()
+	if n > 2 {
+		t.Errorf("%d control polls in the 500 ms after the cancel was delivered, want at most 2", n)
+	}
+	end(t, s, chunkpush.StatusInterrupted)
+}
+
 func TestCancelInPushAnswer(t *testing.T) {
 	f := newFakeServer(t)
 	s := open(t, config(f, "run-7"))

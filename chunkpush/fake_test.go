@@ -24,6 +24,9 @@ type fakeServer struct {
 	runs    map[string]*fakeRun
 	// pushes counts push requests; empty counts those without chunks and end.
 	pushes, empty int
+	// polls counts control long-poll requests (the fake ignores
+	// cancel_seen, as a server before it did).
+	polls int
 	// maxBatch is the largest batch seen.
 	maxBatch int
 	// before, when set, may answer a push itself (a fault): it returns
@@ -167,6 +170,9 @@ func (f *fakeServer) control(w http.ResponseWriter, req *http.Request) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	id := req.PathValue("run")
+	f.mu.Lock()
+	f.polls++
+	f.mu.Unlock()
 	for {
 		f.mu.Lock()
 		r := f.runs[id]
