@@ -165,12 +165,15 @@ const ErrorEvent = "error"
 //     current_epoch;
 //   - first_index past the next index: CodeConflict, details
 //     expected_index (the next index);
-//   - an ended run: a push whose chunks all are below the next index and
-//     whose end, if any, has the run's status is a duplicate (answered
-//     with the run); anything else CodeConflict, details status.
+//   - a takeover (an epoch above the run's) with chunks starting below
+//     the next index: CodeConflict, details expected_index;
+//   - an ended run: a push of the run's epoch whose chunks all are below
+//     the next index and whose end, if any, has the run's status is a
+//     duplicate (answered with the run); anything else CodeConflict,
+//     details status.
 //
-// Chunks below the next index are duplicates and skipped; the rest are
-// appended. The lease is renewed; an end clears it.
+// Chunks of the run's epoch below the next index are duplicates and
+// skipped; the rest are appended. The lease is renewed; an end clears it.
 func Plan(cur *Run, p Push) (Result, error) {
 	var run Run
 	res := Result{}
@@ -207,8 +210,13 @@ func Plan(cur *Run, p Push) (Result, error) {
 			return res, runstream.Errorf(runstream.CodeConflict, "stale epoch %d: run %s is at epoch %d (another producer took it over)", p.Epoch, p.RunID, run.Epoch).
 				WithDetail("current_epoch", run.Epoch)
 		}
+		// A push of a greater epoch takes the run over: its chunks are
+		// new, not retries of chunks stored under the older epoch, so none
+		// of them may fall below the next index, where they would be
+		// skipped as duplicates.
+		takeover := p.Epoch > run.Epoch && len(p.Chunks) > 0
 		if run.Ended() {
-			dup := p.FirstIndex+int64(len(p.Chunks)) <= run.NextIndex && (p.End == nil || p.End.Status == run.Status)
+			dup := !takeover && p.FirstIndex+int64(len(p.Chunks)) <= run.NextIndex && (p.End == nil || p.End.Status == run.Status)
 			if !dup {
 				return res, runstream.Errorf(runstream.CodeConflict, "run %s has ended (status: %s)", p.RunID, run.Status).
 					WithDetail("status", string(run.Status))
@@ -217,6 +225,11 @@ func Plan(cur *Run, p Push) (Result, error) {
 		}
 		if p.FirstIndex > run.NextIndex {
 			return res, gapError(run.NextIndex)
+		}
+		if takeover && p.FirstIndex < run.NextIndex {
+			return res, runstream.Errorf(runstream.CodeConflict, "a push taking run %s over (epoch %d after %d) must start at the next index %d, not %d: chunks below it belong to the earlier producer",
+				p.RunID, p.Epoch, run.Epoch, run.NextIndex, p.FirstIndex).
+				WithDetail("expected_index", run.NextIndex)
 		}
 		run.Epoch = p.Epoch
 	}

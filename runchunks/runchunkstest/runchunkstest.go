@@ -164,7 +164,43 @@ func testEpoch(t *testing.T, h Harness) {
 	if e := wantCode(t, err, runstream.CodeConflict); e.Details["current_epoch"] != int64(2) {
 		t.Fatalf("details = %v, want current_epoch 2", e.Details)
 	}
-	checkIndexes(t, readAll(t, s), 0, 3)
+	// A takeover's chunks are new: starting below the next index they
+	// would be skipped as duplicates, so the push is refused whole.
+	p = push(1, chunks(1, 3))
+	p.Epoch = 3
+	_, err = s.Push(context.Background(), p)
+	if e := wantCode(t, err, runstream.CodeConflict); e.Details["expected_index"] != int64(3) {
+		t.Fatalf("details = %v, want expected_index 3", e.Details)
+	}
+	// An empty takeover push learns the next index; a retry of the
+	// takeover's own chunks, at its epoch, is a duplicate as usual.
+	p = push(0, nil)
+	p.Epoch = 3
+	if res := mustPush(t, s, p); res.Run.Epoch != 3 || res.Run.NextIndex != 3 {
+		t.Fatalf("empty takeover = %+v", res.Run)
+	}
+	p = push(3, chunks(3, 1))
+	p.Epoch = 3
+	if res := mustPush(t, s, p); len(res.Appended) != 1 || res.Appended[0].Index != 3 {
+		t.Fatalf("first push of the new epoch = %+v, want 3 appended", res)
+	}
+	if res := mustPush(t, s, p); len(res.Appended) != 0 || res.Run.NextIndex != 4 {
+		t.Fatalf("retried push of the new epoch = %+v, want nothing appended", res)
+	}
+	checkIndexes(t, readAll(t, s), 0, 4)
+	// Nor is a takeover's chunk below the next index of an ended run a
+	// duplicate.
+	end := push(4, nil)
+	end.Epoch = 3
+	end.End = &runchunks.End{Status: runevents.RunSuccess}
+	mustPush(t, s, end)
+	p = push(3, chunks(3, 1))
+	p.Epoch = 4
+	_, err = s.Push(context.Background(), p)
+	if e := wantCode(t, err, runstream.CodeConflict); e.Details["status"] != "success" {
+		t.Fatalf("details = %v, want status success", e.Details)
+	}
+	checkIndexes(t, readAll(t, s), 0, 4)
 }
 
 func testEnd(t *testing.T, h Harness) {
