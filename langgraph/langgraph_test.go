@@ -279,6 +279,9 @@ func TestPushRules(t *testing.T) {
 func TestPushRefusesBadInput(t *testing.T) {
 	f := newFixture(t, langgraph.Config{MaxChunkBytes: langgraph.MinMaxChunkBytes})
 	big := `{"s":"` + strings.Repeat("x", langgraph.MinMaxChunkBytes) + `"}`
+	// 3.5 MB of data that its redaction makes 6.75 MB: each "x" under a
+	// sensitive key becomes "[REDACTED:key]".
+	secrets := `{"a":[` + strings.TrimSuffix(strings.Repeat(`{"token":"x"},`, 250_000), ",") + `]}`
 	for _, tc := range []struct {
 		name, body string
 		status     int
@@ -299,6 +302,7 @@ func TestPushRefusesBadInput(t *testing.T) {
 		{"member in the wrong case", `{"thread_id":"t1","EPOCH":1,"first_index":0,"chunks":[]}`, 422},
 		{"trailing text", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]} x`, 400},
 		{"chunk too large", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":` + big + `}]}`, 413},
+		{"chunk too large once redacted", `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"values","data":` + secrets + `}]}`, 413},
 	} {
 		status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", tc.body)
 		if status != tc.status {

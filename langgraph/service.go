@@ -314,7 +314,8 @@ func validEvent(e string) bool {
 }
 
 // cleanJSON returns data compacted (one line: the SDK parses each data
-// line as JSON) and redacted; missing data is null.
+// line as JSON) and redacted, at most MaxChunkBytes both before and after
+// the redaction; missing data is null.
 func (s *Service) cleanJSON(data json.RawMessage, path string) (json.RawMessage, error) {
 	if len(data) == 0 {
 		return json.RawMessage("null"), nil
@@ -330,6 +331,12 @@ func (s *Service) cleanJSON(data json.RawMessage, path string) (json.RawMessage,
 	out, _, err := s.redactor.JSON(buf.Bytes())
 	if err != nil { // not the caller's fault: the data is valid JSON
 		return nil, runstream.Wrap(err, runstream.CodeInternal, "could not redact a chunk's data")
+	}
+	// A marker can be longer than the value it replaces: the limit holds
+	// for what is stored and streamed, too.
+	if len(out) > s.cfg.MaxChunkBytes {
+		return nil, runstream.Errorf(runstream.CodePayloadTooLarge, "%s: a chunk's data must have at most %d bytes of compact JSON once its secrets are redacted, got %d", path, s.cfg.MaxChunkBytes, len(out)).
+			WithDetail("limit", s.cfg.MaxChunkBytes)
 	}
 	return out, nil
 }
