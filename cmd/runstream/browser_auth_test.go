@@ -270,3 +270,277 @@ func traceBrowser(t *testing.T, browser context.Context) {
 		t.Logf("the browser's trace:\n%s", strings.Join(lines, "\n"))
 	})
 }
+
+// jwtUI serves the web UI behind --auth jwt (no leeway, so a session
+// ends with its token) and returns the server and a signer of tokens of
+// a user with a life: a short one makes a short session.
+func jwtUI(t *testing.T) (*serveRun, func(user string, life time.Duration) string) {
+	t.Helper()
+	key := authtest.NewECKey(t)
+	keyFile := filepath.Join(t.TempDir(), "jwt.pem")
+	authtest.WritePublicKeyPEM(t, keyFile, &key.PublicKey)
+	p := runServe(t, nil, "--store", "memory:", "--auth", "jwt", "--jwt-keys-file", keyFile, "--jwt-leeway", "0")
+	return p, func(user string, life time.Duration) string {
+		return authtest.Token(map[string]any{"alg": "ES256", "typ": "JWT"},
+			map[string]any{"sub": user, "exp": time.Now().Add(life).Unix()}, authtest.ES256(key))
+	}
+}
+
+// shortLife is the life of the tokens whose sessions the tests let end
+// while a page follows a stream: long enough for the page to open (the
+// tests do not depend on it: a page that opens late signs in alike).
+const shortLife = 8 * time.Second
+
+// signIn fills the UI's sign-in form with token and sends it.
+func (p *uiPage) signIn(token string) {
+	p.t.Helper()
+	p.wait("the sign-in form", `document.querySelector("main #token")`)
+	p.set("#token", token)
+	p.click(`main form button[type=submit]`)
+	p.wait("the sign-in form to go", `!document.querySelector("main #token")`)
+}
+
+// allow401 lets the browser log the 401s of an ended session.
+func (p *uiPage) allow401() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.allow = func(m chromedp.ConsoleMessage) bool {
+		return m.Source == "network" && strings.Contains(m.Text, "status of 401")
+	}
+}
+
+// sayAs writes a human message to a thread as the token's user.
+func sayAs(t *testing.T, base, token, thread, text string) {
+	t.Helper()
+	code, body, _ := call(t, "POST", base+"/api/threads/"+thread+"/runs/tr_1/events", token,
+		`{"events":[{"event_type":"llm.human.input","content":{"type":"human","content":`+strconv.Quote(text)+`},"metadata":{"caller":"lead_agent"}}]}`)
+	if code != 201 {
+		t.Fatalf("write to %s: %d %s", thread, code, body)
+	}
+}
+
+// seedMessages writes n messages to a thread as the token's user.
+func seedMessages(t *testing.T, base, token, thread string, n int) {
+	t.Helper()
+	if code, body, _ := call(t, "PUT", base+"/api/threads/"+thread+"/runs/tr_1", token, `{"status":"running"}`); code != 200 {
+		t.Fatalf("PUT the run of %s: %d %s", thread, code, body)
+	}
+	for i := 1; i <= n; i++ {
+		sayAs(t, base, token, thread, fmt.Sprintf("message %d of %s", i, thread))
+	}
+}
+
+// A thread page whose session ends while it follows the thread's stream:
+// the stream's 401 shows the sign-in form; signed in again, the same page
+// (with the older messages it had loaded) comes back and its stream
+// resumes after its last event: the message written while signed out
+// shows, and no message shows twice.
+func TestWebUIThreadStreamSignsInAgain(t *testing.T) {
+	p, token := jwtUI(t)
+	long := token("ada", time.Hour)
+	seedMessages(t, p.base, long, "th_s", 25)
+	ui := openUI(t, p.base)
+	ui.allow401()
+	ui.open("/threads/th_s")
+	ui.signIn(token("ada", shortLife))
+	ui.wait("the latest messages", `document.querySelectorAll("#messages .msg").length === 20`)
+	ui.click("#load-older")
+	ui.wait("every message", `document.querySelectorAll("#messages .msg").length === 25`)
+	ui.eval(`document.querySelector("#messages").dataset.mark = "the page before the sign-in", true`, nil)
+	sayAs(t, p.base, long, "th_s", "before the session ends")
+	ui.wait("the live message", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "before the session ends")`)
+
+	// The session ends: the stream's reconnection answers 401.
+	ui.wait("the sign-in form after the stream's 401", `document.querySelector("main #token") && !document.querySelector("#messages")`)
+	ui.shot("thread-stream-sign-in-again")
+	sayAs(t, p.base, long, "th_s", "while signed out")
+	ui.signIn(long)
+	ui.wait("the message written while signed out", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "while signed out")`)
+	var mark string
+	ui.eval(`document.querySelector("#messages").dataset.mark || ""`, &mark)
+	if mark != "the page before the sign-in" {
+		t.Errorf("after the sign-in the thread page was drawn anew (mark %q), want the page kept", mark)
+	}
+	sayAs(t, p.base, long, "th_s", "after the sign-in")
+	ui.wait("the message written after the sign-in", `[...document.querySelectorAll("#messages .msg .text")].some(e => e.textContent === "after the sign-in")`)
+	ui.wait("the stream open", `!document.querySelector("#reconnecting, #stream-closed")`)
+	var shown struct {
+		Seqs  []int
+		Texts []string
+	}
+	ui.eval(`({seqs: [...document.querySelectorAll("#messages .msg")].map(e => Number(e.dataset.seq)),
+		texts: [...document.querySelectorAll("#messages .msg .text")].map(e => e.textContent)})`, &shown)
+	if len(shown.Seqs) != 28 || len(shown.Texts) != 28 {
+		t.Errorf("%d messages shown, want 25 + 3: %q", len(shown.Seqs), shown.Texts)
+	}
+	for i := 1; i < len(shown.Seqs); i++ {
+		if shown.Seqs[i] <= shown.Seqs[i-1] {
+			t.Errorf("messages out of order or repeated: seqs %v", shown.Seqs)
+			break
+		}
+	}
+	if n := len(shown.Texts); n == 28 && (shown.Texts[0] != "message 1 of th_s" || !slices.Equal(shown.Texts[25:], []string{"before the session ends", "while signed out", "after the sign-in"})) {
+		t.Errorf("messages shown %q", shown.Texts)
+	}
+	ui.shot("thread-stream-resumed")
+}
+
+// A run page whose session ends while it follows the run's stream: the
+// stream's 401 shows the sign-in form; the run is approved and completes
+// meanwhile; signed in again, the same page comes back, its stream
+// resumes after its last event and the page applies every event of the
+// run once.
+func TestWebUIRunStreamSignsInAgain(t *testing.T) {
+	p, token := jwtUI(t)
+	long := token("ada", time.Hour)
+	var wf struct{ WorkflowID string }
+	if code, body, _ := call(t, "POST", p.base+"/api/workflows", long, strings.Replace(uiApproval, "tokensPerSecond: 10", "tokensPerSecond: 40", 1), "Content-Type", "application/yaml"); code != 201 {
+		t.Fatalf("publish: %d %s", code, body)
+	} else if err := json.Unmarshal(body, &wf); err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ RunID string }
+	if code, body, _ := call(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", long, `{"input":{"customer":"Ada","topic":"a late parcel"}}`); code != 201 {
+		t.Fatalf("start: %d %s", code, body)
+	} else if err := json.Unmarshal(body, &run); err != nil {
+		t.Fatal(err)
+	}
+	runStatus := func() (status string, lastSeq int) {
+		t.Helper()
+		var r struct {
+			Status  string
+			LastSeq int
+		}
+		code, body, _ := call(t, "GET", p.base+"/api/workflows/runs/"+run.RunID, long, "")
+		if code != 200 || json.Unmarshal(body, &r) != nil {
+			t.Fatalf("GET the run: %d %s", code, body)
+		}
+		return r.Status, r.LastSeq
+	}
+
+	ui := openUI(t, p.base)
+	ui.allow401()
+	ui.open("/runs/" + run.RunID)
+	ui.signIn(token("ada", shortLife))
+	ui.wait("the approval form", `document.querySelector("#resume-form")`)
+	ui.eval(`document.querySelector("#nodes").dataset.mark = "the page before the sign-in", true`, nil)
+	var resumeToken string
+	ui.eval(`window.runstreamRun.awaiting.resumeToken`, &resumeToken)
+
+	ui.wait("the sign-in form after the stream's 401", `document.querySelector("main #token") && !document.querySelector("#nodes")`)
+	ui.shot("run-stream-sign-in-again")
+	// Meanwhile the run is approved elsewhere and completes.
+	if code, body, _ := call(t, "POST", p.base+"/api/workflows/runs/"+run.RunID+"/resume", long, `{"resumeToken":`+strconv.Quote(resumeToken)+`,"action":"approve","values":{}}`); code != 200 {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if s, _ := runStatus(); s == "completed" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the run is %s, want completed", s)
+		}
+	}
+	ui.signIn(long)
+	ui.wait("the completed run", `document.querySelector("#run-status").textContent === "completed" && document.querySelector('a[download="decision.json"]')`)
+	var mark string
+	ui.eval(`document.querySelector("#nodes").dataset.mark || ""`, &mark)
+	if mark != "the page before the sign-in" {
+		t.Errorf("after the sign-in the run page was drawn anew (mark %q), want the page kept", mark)
+	}
+	_, lastSeq := runStatus()
+	var seqs []int
+	ui.eval(`window.runstreamRun.events.map(e => e.seq)`, &seqs)
+	var rows int
+	ui.eval(`document.querySelectorAll("#event-log tbody tr").length`, &rows)
+	if len(seqs) != lastSeq || rows != lastSeq {
+		t.Errorf("the page applied %d events and logs %d, the run has %d", len(seqs), rows, lastSeq)
+	}
+	for i, s := range seqs {
+		if s != i+1 {
+			t.Errorf("the page applied seqs %v, want 1, 2, 3… each once", seqs)
+			break
+		}
+	}
+	var drafts []string
+	ui.eval(`[...document.querySelectorAll('pre.out[data-node="draft"]')].map(e => e.textContent)`, &drafts)
+	if len(drafts) != 1 || drafts[0] != uiDraft {
+		t.Errorf("the page shows the draft %q, want %q once", drafts, uiDraft)
+	}
+	ui.shot("run-stream-resumed")
+}
+
+// Signing out forgets the user: after ada signs out, bob, signing in on
+// the same browser, is not shown the threads ada opened, and nothing of
+// hers is left in the browser's storage. And when bob's session ends on
+// his thread's page, ada signing in at the form that shows is not given
+// his page back: she lands on the first page, which lists none of his
+// threads.
+func TestWebUISignOutForgetsUser(t *testing.T) {
+	p, token := jwtUI(t)
+	ada, bob := token("ada", time.Hour), token("bob", time.Hour)
+	seedMessages(t, p.base, ada, "th_ada", 3)
+	seedMessages(t, p.base, bob, "th_bob", 3)
+	ui := openUI(t, p.base)
+	ui.allow401()
+	userKeys := `Object.keys(localStorage).concat(Object.keys(sessionStorage)).filter(k => k.startsWith("runstream."))`
+
+	ui.open("/threads/th_ada")
+	ui.signIn(ada)
+	ui.wait("ada's messages", `document.querySelectorAll("#messages .msg").length === 3`)
+	ui.click("a.brand")
+	ui.wait("ada's thread on the first page", `document.querySelector('main a[href="/threads/th_ada"]')`)
+	ui.click("#who button")
+	ui.wait("the sign-in form after the sign-out", `document.querySelector("main #token") && location.pathname === "/"`)
+	var left []string
+	ui.eval(userKeys, &left)
+	if len(left) != 0 {
+		t.Errorf("after the sign-out the browser keeps %v", left)
+	}
+	ui.shot("signed-out")
+	ui.signIn(bob)
+	ui.wait("the first page", `document.querySelectorAll(".cards .card").length === 4`)
+	ui.checkLabels("the first page")
+	if got := ui.text("main"); strings.Contains(got, "th_ada") || !strings.Contains(got, "No thread opened in this browser yet.") {
+		t.Errorf("bob's first page lists ada's threads: %s", got)
+	}
+	ui.click(`nav a[href="/threads"]`)
+	ui.wait("the threads page", `document.querySelector("#thread-id")`)
+	if got := ui.text("main"); strings.Contains(got, "th_ada") {
+		t.Errorf("bob's threads page lists ada's threads: %s", got)
+	}
+	ui.shot("signed-in-as-another-user")
+
+	// bob signs out and in again with a short session, on his thread.
+	ui.click("#who button")
+	ui.wait("the sign-in form after the sign-out", `document.querySelector("main #token")`)
+	ui.open("/threads/th_bob")
+	ui.signIn(token("bob", shortLife))
+	ui.wait("bob's messages", `document.querySelectorAll("#messages .msg").length === 3`)
+	ui.wait("the sign-in form when bob's session ends", `document.querySelector("main #token")`)
+	ui.signIn(ada)
+	ui.wait("ada's first page", `location.pathname === "/" && document.querySelectorAll(".cards .card").length === 4`)
+	if got := ui.text("body"); strings.Contains(got, "th_bob") || strings.Contains(got, "message 1 of") || !strings.Contains(got, "No thread opened in this browser yet.") {
+		t.Errorf("ada, signed in where bob's session ended, is shown: %s", got)
+	}
+	if who := ui.text("#who"); !strings.Contains(who, "ada") {
+		t.Errorf("the page says it is signed in as %q, want ada", who)
+	}
+
+	// ada signs out in another tab: this one forgets her page too.
+	ui.open("/threads/th_ada")
+	ui.wait("ada's messages", `document.querySelectorAll("#messages .msg").length === 3`)
+	tab, closeTab := chromedp.NewContext(ui.ctx)
+	defer closeTab()
+	// The tab's first call opens it, for the life of that call's context.
+	if err := chromedp.Do(tab, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("open another tab: %v", err)
+	}
+	other := &uiPage{t: t, ctx: tab, base: ui.base, shots: ui.shots, allow: ui.allow}
+	other.open("/")
+	other.click("#who button")
+	other.wait("the sign-in form after the sign-out", `document.querySelector("main #token")`)
+	ui.wait("the sign-in form in the first tab", `document.querySelector("main #token") && !document.querySelector("#messages") && location.pathname === "/"`)
+	if got := ui.text("body"); strings.Contains(got, "th_ada") || strings.Contains(got, "message 1 of") {
+		t.Errorf("after ada signed out in another tab, this one shows: %s", got)
+	}
+}

@@ -1,6 +1,7 @@
 // The UI's entry point: client-side routes, sign-in, the first page, the
 // workflows and the runs.
-import {h, clear, api, errorBox, badge, fmtTime, fmtDuration, link, recentThreads, ApiError} from "./util.js";
+import {h, clear, api, errorBox, badge, fmtTime, fmtDuration, link, recentThreads, ApiError,
+  storedUser, signedIn, forgetUser, USER_KEY, liveStreams, pauseStreams, resumeStreams} from "./util.js";
 import {schemaForm} from "./forms.js";
 import {runPage} from "./run.js";
 import {threadPage, threadsPage} from "./thread.js";
@@ -31,30 +32,92 @@ document.addEventListener("click", (e) => {
   navigate(url.pathname + url.search);
 });
 window.addEventListener("popstate", render);
-window.addEventListener("runstream:signin", () => { if (!signingIn) signIn(); });
+// A 401 (from an API call or a stream) shows the sign-in form. A page that
+// follows streams is kept under it, its streams paused: signed in again
+// as the same user, the page comes back as it was and its streams resume
+// from their last events.
+window.addEventListener("runstream:signin", () => { if (!signingIn) signIn(ended(), liveStreams() > 0); });
 
 let signingIn = false;
+// user is who signed in in this browser (null: unknown, or no sign-in).
+let user = storedUser();
+// kept is the page kept under the sign-in form: its nodes, title and path.
+let kept = null;
+
+const here = () => location.pathname + location.search;
+const ended = () => user ? "Your session has ended: sign in again to go on." : undefined;
 
 function showSignOut() {
-  clear(document.getElementById("who"), h("button", {type: "button", onclick: async () => {
-    await fetch("/api/auth/session", {method: "DELETE", credentials: "same-origin"});
-    clear(document.getElementById("who"));
-    signIn("Signed out.");
-  }}, "Sign out"));
+  const who = document.getElementById("who");
+  if (!user) { clear(who); return; }
+  clear(who, h("span", {id: "who-user"}, user), " ", h("button", {type: "button", id: "sign-out", onclick: signOut}, "Sign out"));
 }
 
-function signIn(message) {
-  signingIn = true;
+// signOut ends the session and forgets everything of the user's that the
+// page and this browser keep: the page and its streams, the stored user
+// and the threads they opened (in every tab: see the storage listener).
+async function signOut() {
   if (cleanup) { cleanup(); cleanup = null; }
+  kept = null;
+  forgetUser();
+  user = null;
+  showSignOut();
+  clear(main, h("p", {class: "muted"}, "Signing out…"));
+  history.replaceState(null, "", "/");
+  let ok = false;
+  try { ok = (await fetch("/api/auth/session", {method: "DELETE", credentials: "same-origin"})).ok; } catch { ok = false; }
+  signIn(ok ? "Signed out." : "Signed out of this page, but the server did not answer: the session may last until it expires.");
+}
+
+// Another tab of this browser signed out, or in as someone else: what
+// this tab shows is the previous user's.
+window.addEventListener("storage", (e) => {
+  if (e.storageArea !== localStorage || (e.key !== null && e.key !== USER_KEY)) return;
+  const now = storedUser();
+  if (now === user) return;
+  if (cleanup) { cleanup(); cleanup = null; }
+  kept = null;
+  if (user !== null) history.replaceState(null, "", "/");
+  user = now;
+  showSignOut();
+  if (now) render();
+  else signIn("Signed out in another tab.");
+});
+
+function signIn(message, keep = false) {
+  signingIn = true;
+  if (keep && cleanup) {
+    pauseStreams();
+    kept = {nodes: [...main.childNodes], title: document.title, path: here()};
+  } else {
+    kept = null;
+    if (cleanup) { cleanup(); cleanup = null; }
+  }
   const input = h("input", {type: "password", id: "token", autocomplete: "off", required: true});
   const out = h("div");
   const form = h("form", {class: "card", onsubmit: async (e) => {
     e.preventDefault();
     const r = await fetch("/api/auth/session", {method: "POST", headers: {Authorization: "Bearer " + input.value}, credentials: "same-origin"});
-    if (r.ok) { signingIn = false; showSignOut(); render(); return; }
     let body = {};
     try { body = await r.json(); } catch { body = {}; }
-    clear(out, errorBox(new ApiError(r.status, body)));
+    if (!r.ok) { clear(out, errorBox(new ApiError(r.status, body))); return; }
+    input.value = "";
+    signedIn(body.user); // forgets another user's state
+    const before = user;
+    user = body.user;
+    signingIn = false;
+    showSignOut();
+    const page = kept;
+    kept = null;
+    if (page && before === user && page.path === here()) {
+      clear(main, ...page.nodes);
+      document.title = page.title;
+      resumeStreams();
+      return;
+    }
+    // Someone else: nothing of the previous user's page, not even its path.
+    if (before !== null && before !== user) history.replaceState(null, "", "/");
+    render();
   }}, h("label", {for: "token"}, "Access token"), input, h("p", {class: "muted"}, "The token is exchanged once for an HttpOnly session cookie; it is not stored by the page."),
   h("button", {class: "primary", type: "submit"}, "Sign in"), out);
   clear(main, h("h1", {}, "Sign in to runstream"), message ? h("p", {}, message) : null, form);
@@ -65,6 +128,7 @@ function signIn(message) {
 async function render() {
   if (cleanup) { cleanup(); cleanup = null; }
   signingIn = false;
+  kept = null;
   const path = location.pathname;
   const q = new URLSearchParams(location.search);
   let m;
@@ -79,7 +143,7 @@ async function render() {
     else if ((m = path.match(/^\/threads\/([^/]+)$/))) cleanup = await threadPage(main, decodeURIComponent(m[1]));
     else clear(main, h("h1", {}, "Not found"), h("p", {}, "No page at " + path + ". ", link("/", "Home")));
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401) return signIn();
+    if (err instanceof ApiError && err.status === 401) return signIn(ended());
     clear(main, h("h1", {}, "Something went wrong"), errorBox(err));
   }
   document.querySelectorAll(".top nav a").forEach((a) => a.toggleAttribute("aria-current", path.startsWith(a.getAttribute("href"))));
@@ -293,4 +357,5 @@ async function workflowPage(id, q) {
   if (q.get("run")) openRun();
 }
 
+showSignOut();
 render();

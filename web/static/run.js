@@ -1,5 +1,5 @@
 // The run page, live from the run's event stream.
-import {h, clear, api, errorBox, badge, fmtTime, fmtDuration, fmtBytes, json} from "./util.js";
+import {h, clear, api, errorBox, badge, fmtTime, fmtDuration, fmtBytes, json, follow, ApiError} from "./util.js";
 import {schemaForm} from "./forms.js";
 
 const EVENTS = ["run.created", "run.queued", "run.started", "node.queued", "node.started", "node.progress", "node.output.delta",
@@ -20,13 +20,15 @@ export async function runPage(main, runId) {
   } catch { /* the DAG is then built from node.queued events */ }
 
   // The status when the page loaded, from the stream's response header.
-  let loadStatus = run.status;
+  let loadStatus = run.status, refused = false;
   try {
     const ctl = new AbortController();
     const r = await fetch(base + "/stream?after=" + run.lastSeq, {signal: ctl.signal, headers: {Accept: "text/event-stream"}, credentials: "same-origin"});
     loadStatus = r.headers.get("X-Workflow-Run-Status") || run.status;
+    refused = r.status === 401;
     ctl.abort();
   } catch { /* keep run.status */ }
+  if (refused) throw new ApiError(401, {}); // the session ended just now: the sign-in form
 
   const state = {status: loadStatus, applied: 0, nodes: new Map(), order: [], awaiting: null, output: undefined, error: null, artifacts: [], events: []};
   if (def) for (const n of def.nodes || []) node(n.id, n.type, n.needs || []);
@@ -264,23 +266,16 @@ export async function runPage(main, runId) {
   }
 
   // The stream: the browser's EventSource reconnects by itself with
-  // Last-Event-ID; apply drops what it already has.
+  // Last-Event-ID, and after a sign-in follow resumes it from the last
+  // event; apply drops what it already has.
   draw();
-  const es = new EventSource(base + "/stream");
   window.runstreamRun = state; // for tests and curious people
-  let done = false;
-  es.onopen = () => { clear(conn); };
-  es.onerror = () => {
-    if (done) return;
-    if (es.readyState === EventSource.CONNECTING) clear(conn, h("div", {class: "banner", id: "reconnecting"}, "reconnecting…"));
-    else clear(conn, h("div", {class: "error"}, "The stream closed. Reload the page to follow the run again."));
-  };
-  for (const type of EVENTS) es.addEventListener(type, (e) => {
+  const stream = follow(base + "/stream", {types: EVENTS, on: (type, e) => {
     let env;
     try { env = JSON.parse(e.data); } catch { return; }
     if (apply(env)) { logRow(env); schedule(); }
-    if (TERMINAL.has(type)) { done = true; es.close(); clear(conn); schedule(); }
-  });
+    if (TERMINAL.has(type)) { stream.close(); clear(conn); schedule(); }
+  }, conn});
   const tick = setInterval(() => { if (state.status === "running") schedule(); }, 1000);
-  return () => { done = true; es.close(); clearInterval(tick); };
+  return () => { stream.close(); clearInterval(tick); delete window.runstreamRun; };
 }

@@ -1,6 +1,6 @@
 // The thread pages: history, subagents, run events, workspace review and
 // token usage, live from the thread's stream.
-import {h, clear, api, errorBox, badge, fmtTime, fmtBytes, json, recentThreads} from "./util.js";
+import {h, clear, api, errorBox, badge, fmtTime, fmtBytes, json, recentThreads, follow} from "./util.js";
 
 const TYPES = ["run.start", "run.end", "run.delivery", "run.error", "llm.human.input", "llm.ai.response", "llm.tool.result", "llm.error",
   "context:memory", "subagent.start", "subagent.step", "subagent.end", "workspace_changes"];
@@ -13,7 +13,7 @@ export async function threadsPage(main) {
     h("form", {class: "row", onsubmit: (e) => { e.preventDefault(); history.pushState(null, "", "/threads/" + encodeURIComponent(input.value)); dispatchEvent(new PopStateEvent("popstate")); }},
       h("div", {}, h("label", {for: "thread-id"}, "Thread id"), input), h("button", {class: "primary", type: "submit"}, "Open")),
     h("h2", {}, "Opened in this browser"),
-    h("ul", {}, recentThreads().map((t) => h("li", {}, h("a", {href: "/threads/" + encodeURIComponent(t)}, t)))));
+    recentThreads().length ? h("ul", {}, recentThreads().map((t) => h("li", {}, h("a", {href: "/threads/" + encodeURIComponent(t)}, t)))) : h("p", {class: "muted"}, "None yet."));
 }
 
 function text(content) {
@@ -188,13 +188,8 @@ export async function threadPage(main, threadId) {
       try { await loadRuns(); await refreshRun(); await loadUsage(); } catch (err) { conn.append(errorBox(err)); }
     }, 300);
   };
-  const es = new EventSource(tbase + "/stream?after=" + newest);
   window.runstreamThread = {seen, get newest() { return newest; }};
-  es.onopen = () => clear(conn);
-  es.onerror = () => {
-    if (es.readyState === EventSource.CONNECTING) clear(conn, h("div", {class: "banner", id: "reconnecting"}, "reconnecting…"));
-  };
-  const onRow = (e) => {
+  const onRow = (type, e) => {
     let row;
     try { row = JSON.parse(e.data); } catch { return; }
     if (row.category === "message") {
@@ -208,7 +203,12 @@ export async function threadPage(main, threadId) {
     }
     refreshSoon();
   };
-  for (const t of TYPES) es.addEventListener(t, onRow);
-  es.addEventListener("message", onRow);
-  return () => { es.close(); clearTimeout(timer); };
+  // Opened again (a reconnection, a sign-in), the stream resumes after
+  // its last event, and the run's sections load what they missed.
+  let opened = false;
+  const stream = follow(tbase + "/stream", {types: [...TYPES, "message"], after: newest, on: onRow, conn, onopen: () => {
+    if (opened) refreshSoon();
+    opened = true;
+  }});
+  return () => { stream.close(); clearTimeout(timer); delete window.runstreamThread; };
 }

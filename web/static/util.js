@@ -98,14 +98,117 @@ export function link(href, ...children) {
   return h("a", {href}, ...children);
 }
 
+// The UI's per-user state is kept in this browser's storage under keys
+// starting with "runstream.": who signed in here last and the threads
+// they opened. None is a secret (the session is an HttpOnly cookie the
+// page never sees); forgetUser clears it all at sign-out, and signedIn
+// when someone else signs in.
+const PREFIX = "runstream.";
+export const USER_KEY = PREFIX + "user";
+
+// storedUser is the user who signed in last in this browser, or null.
+export function storedUser() {
+  try { return localStorage.getItem(USER_KEY); } catch { return null; }
+}
+
+// signedIn records that user signed in. When the browser's state belonged
+// to anyone else (another user, or nobody known), it is forgotten first.
+// It returns the user stored before, or null.
+export function signedIn(user) {
+  const before = storedUser();
+  if (before !== user) forgetUser();
+  try { localStorage.setItem(USER_KEY, user); } catch { /* storage off: nothing kept */ }
+  return before;
+}
+
+// forgetUser removes every per-user key of localStorage and sessionStorage.
+export function forgetUser() {
+  for (const kind of ["localStorage", "sessionStorage"]) {
+    try {
+      const s = window[kind];
+      for (let i = s.length - 1; i >= 0; i--) {
+        const k = s.key(i);
+        if (k && k.startsWith(PREFIX)) s.removeItem(k);
+      }
+    } catch { /* storage off */ }
+  }
+}
+
 // recentThreads remembers the thread pages this browser opened: the API
-// has no list of threads.
+// has no list of threads. The list is the signed-in user's: it goes at
+// sign-out and when another user signs in.
 export function recentThreads(add) {
   let list = [];
-  try { list = JSON.parse(localStorage.getItem("runstream.threads") || "[]"); } catch { list = []; }
+  try { list = JSON.parse(localStorage.getItem(PREFIX + "threads") || "[]"); } catch { list = []; }
   if (add) {
     list = [add, ...list.filter((x) => x !== add)].slice(0, 10);
-    localStorage.setItem("runstream.threads", JSON.stringify(list));
+    try { localStorage.setItem(PREFIX + "threads", JSON.stringify(list)); } catch { /* storage off */ }
   }
   return list;
 }
+
+// The live streams of the page. follow opens an EventSource on path (a
+// …/stream URL) from the cursor after and calls on(type, event) for each
+// event of types. conn shows the connection's state: nothing while open
+// (onopen is called at each opening), "reconnecting…" while the browser
+// reconnects by itself with Last-Event-ID, and an error with a Reconnect
+// button when the server answers something other than a stream. A 401
+// fires "runstream:signin" instead: the page then pauses its streams
+// under the sign-in form and, signed in again, resumes them from the last
+// event each delivered (resumeStreams), so nothing is missed or repeated.
+const live = new Set();
+
+export function follow(path, {types, after = 0, on, conn, onopen = () => {}}) {
+  let es = null, last = String(after), ended = false;
+  const url = () => path + (path.includes("?") ? "&" : "?") + "after=" + encodeURIComponent(last);
+  const open = () => {
+    const cur = es = new EventSource(url());
+    cur.onopen = () => {
+      if (cur !== es) return;
+      clear(conn);
+      onopen();
+    };
+    cur.onerror = async () => {
+      if (cur !== es) return;
+      if (cur.readyState === EventSource.CONNECTING) {
+        clear(conn, h("div", {class: "banner", id: "reconnecting"}, "reconnecting…"));
+        return;
+      }
+      // EventSource gave up without saying why: ask the URL again.
+      const status = await streamStatus(url());
+      if (cur !== es) return; // paused or closed meanwhile
+      es = null;
+      if (status === 401) { window.dispatchEvent(new Event("runstream:signin")); return; }
+      clear(conn, h("div", {class: "error", id: "stream-closed"}, "The stream closed" + (status ? " (HTTP " + status + ")" : "") + ". ",
+        h("button", {type: "button", onclick: () => { clear(conn); s.resume(); }}, "Reconnect")));
+    };
+    for (const t of types) cur.addEventListener(t, (e) => {
+      if (cur !== es) return;
+      if (e.lastEventId) last = e.lastEventId;
+      on(t, e);
+    });
+  };
+  const s = {
+    pause() { const c = es; es = null; if (c) c.close(); },
+    resume() { if (!ended && !es) open(); },
+    close() { ended = true; s.pause(); live.delete(s); },
+  };
+  live.add(s);
+  open();
+  return s;
+}
+
+// streamStatus is the status a stream URL answers now (0: no answer); an
+// open stream is dropped as soon as its headers arrive.
+export async function streamStatus(url) {
+  const ctl = new AbortController();
+  try {
+    const r = await fetch(url, {signal: ctl.signal, headers: {Accept: "text/event-stream"}, credentials: "same-origin", cache: "no-store"});
+    ctl.abort();
+    return r.status;
+  } catch { return 0; }
+}
+
+export function liveStreams() { return live.size; }
+export function pauseStreams() { for (const s of live) s.pause(); }
+export function resumeStreams() { for (const s of live) s.resume(); }
