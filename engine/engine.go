@@ -44,6 +44,14 @@ type Config struct {
 	// Workers bounds the runs this instance executes at once. Defaults to
 	// DefaultWorkers.
 	Workers int
+	// MaxRunsPerOwner caps the runs of one owner that the engines sharing
+	// the store execute at once, counted in the store (every instance's
+	// leases): a queued run past it stays queued until one of the owner's
+	// runs ends. Runs taken over after a lost worker, and cancelling runs,
+	// are not held back (see workflow.Queue). 0, the default, means no
+	// cap; DefaultMaxRunsPerOwner gives the cap a server uses. Whatever
+	// the cap, claims prefer the owners that execute fewer runs.
+	MaxRunsPerOwner int
 	// WorkerID names this instance in leases; instances sharing a store
 	// need distinct ids. Defaults to host name, process id and a random
 	// suffix.
@@ -152,6 +160,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
+	if cfg.MaxRunsPerOwner < 0 {
+		return nil, errors.New("new engine: MaxRunsPerOwner must not be negative")
+	}
 	if cfg.WorkerID == "" {
 		var suffix [4]byte
 		rand.Read(suffix[:])
@@ -201,6 +212,13 @@ func New(cfg Config) (*Engine, error) {
 		drain:  make(chan struct{}),
 		wake:   make(chan struct{}, 1),
 	}, nil
+}
+
+// DefaultMaxRunsPerOwner returns the cap per owner for an instance of
+// workers workers: one less than workers, so that another owner always
+// finds a worker, and 1 for a single worker.
+func DefaultMaxRunsPerOwner(workers int) int {
+	return max(workers-1, 1)
 }
 
 // DefaultWorkerID returns the host name and process id, "host:pid".
@@ -336,7 +354,9 @@ func (e *Engine) loop() {
 	}
 }
 
-// claimRuns claims runs while a worker slot is free.
+// claimRuns claims runs while a worker slot is free and the queue gives
+// one (none may be claimable under the cap: the next poll, or the end of
+// one of this engine's runs, tries again).
 func (e *Engine) claimRuns() {
 	for {
 		e.mu.Lock()
@@ -355,7 +375,7 @@ func (e *Engine) claimRuns() {
 		// that hangs cannot block Stop; had it committed, its lease expires
 		// unused and the run is claimed again.
 		ctx, cancel := context.WithTimeout(e.hardCtx, e.cfg.LeaseDuration/storeCallDivisor)
-		run, ok, err := e.queue.Claim(ctx, owner, now, leaseUntil)
+		run, ok, err := e.queue.Claim(ctx, owner, now, leaseUntil, e.cfg.MaxRunsPerOwner)
 		cancel()
 		e.mu.Lock()
 		e.claimErr = err

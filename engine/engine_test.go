@@ -60,18 +60,24 @@ func (e *env) start(t *testing.T, edit func(*engine.Config)) *engine.Engine {
 
 var ids atomic.Int64
 
-// createRun stores a workflow with definition def and a queued run of it,
-// as the API does.
+// createRun stores a workflow of alice with definition def and a queued
+// run of it, as the API does.
 func (e *env) createRun(t testing.TB, def, input string) workflow.Run {
+	t.Helper()
+	return e.createRunOf(t, "alice", def, input)
+}
+
+// createRunOf is createRun for the workflows and runs of owner.
+func (e *env) createRunOf(t testing.TB, owner, def, input string) workflow.Run {
 	t.Helper()
 	n := ids.Add(1)
 	ctx := context.Background()
-	w, v, err := e.store.CreateWorkflow(ctx, workflow.Workflow{ID: fmt.Sprintf("wf_%d", n), OwnerID: "alice", Name: "test"},
+	w, v, err := e.store.CreateWorkflow(ctx, workflow.Workflow{ID: fmt.Sprintf("wf_%d", n), OwnerID: owner, Name: "test"},
 		workflow.Version{ID: fmt.Sprintf("wv_%d", n), Definition: json.RawMessage(def)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, _, err := e.log.CreateRun(ctx, workflow.Run{ID: fmt.Sprintf("run_%d", n), WorkflowID: w.ID, VersionID: v.ID, OwnerID: "alice", Input: json.RawMessage(input)},
+	run, _, err := e.log.CreateRun(ctx, workflow.Run{ID: fmt.Sprintf("run_%d", n), WorkflowID: w.ID, VersionID: v.ID, OwnerID: owner, Input: json.RawMessage(input)},
 		[]workflow.NewEvent{
 			{Event: workflow.EventRunCreated, Data: engine.RunCreatedData(v, json.RawMessage(input))},
 			{Event: workflow.EventRunQueued, Data: engine.RunQueuedData()},

@@ -197,6 +197,53 @@ func TestWorkersBound(t *testing.T) {
 	})
 }
 
+// MaxRunsPerOwner: with 4 workers and a cap of 2, of alice's four runs
+// and bob's run queued after them, two of alice's and bob's start at once
+// (bob's run outranks alice's once she executes one); alice's two others
+// wait, a worker idle, until her first two end a second later. (Runs
+// created in one instant of the bubble's clock are ordered by id, which
+// need not be their creation order: the test counts alice's runs.)
+func TestMaxRunsPerOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		def := `{"name":"w","nodes":[{"id":"w","type":"delay","config":{"ms":1000}}]}`
+		var runs []workflow.Run
+		for range 4 {
+			runs = append(runs, e.createRunOf(t, "alice", def, `{}`))
+		}
+		runs = append(runs, e.createRunOf(t, "bob", def, `{}`))
+		e.start(t, func(c *engine.Config) { c.Workers = 4; c.MaxRunsPerOwner = 2 })
+		var starts []time.Time
+		for _, r := range runs {
+			_, events := e.waitTerminal(t, r.ID)
+			starts = append(starts, enginetest.Data(t, events, workflow.EventRunStarted, "", 0, &struct{}{}).Timestamp)
+		}
+		first := slices.MinFunc(starts, time.Time.Compare)
+		late := map[string]int{} // owner → runs started a second later
+		for i, r := range runs {
+			if starts[i].Sub(first) >= time.Second {
+				late[r.OwnerID]++
+			}
+		}
+		if late["alice"] != 2 || late["bob"] != 0 {
+			t.Errorf("runs started a second after the first: %d of alice's, %d of bob's; want 2 and 0 (starts %v)", late["alice"], late["bob"], starts)
+		}
+	})
+}
+
+// A negative MaxRunsPerOwner is refused.
+func TestMaxRunsPerOwnerNegative(t *testing.T) {
+	e := newEnv(t)
+	if _, err := engine.New(engine.Config{Store: e.store, Log: e.log, MaxRunsPerOwner: -1}); err == nil {
+		t.Error("New with MaxRunsPerOwner -1 succeeded")
+	}
+	for workers, want := range map[int]int{1: 1, 2: 1, 4: 3, 16: 15} {
+		if got := engine.DefaultMaxRunsPerOwner(workers); got != want {
+			t.Errorf("DefaultMaxRunsPerOwner(%d) = %d, want %d", workers, got, want)
+		}
+	}
+}
+
 // A run longer than the lease is not taken over by another engine: its
 // lease is renewed while it runs.
 func TestLeaseRenewed(t *testing.T) {
@@ -338,11 +385,11 @@ func (s *partitioned) unreachable(ctx context.Context) error {
 	return runstream.Errorf(runstream.CodeUnavailable, "store unreachable")
 }
 
-func (s *partitioned) Claim(ctx context.Context, owner string, now, until time.Time) (workflow.Run, bool, error) {
+func (s *partitioned) Claim(ctx context.Context, owner string, now, until time.Time, maxPerOwner int) (workflow.Run, bool, error) {
 	if err := s.unreachable(ctx); err != nil {
 		return workflow.Run{}, false, err
 	}
-	return s.WorkflowStore.Claim(ctx, owner, now, until)
+	return s.WorkflowStore.Claim(ctx, owner, now, until, maxPerOwner)
 }
 
 func (s *partitioned) RenewLease(ctx context.Context, runID, owner string, until time.Time) error {

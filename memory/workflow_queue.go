@@ -18,38 +18,91 @@ var (
 // claimable reports whether the run may be leased at now: queued, running
 // or cancelling, with no lease or an expired one.
 func claimable(r workflow.Run, now time.Time) bool {
-	switch r.Status {
-	case workflow.StatusQueued, workflow.StatusRunning, workflow.StatusCancelling:
-	default:
-		return false
-	}
-	return r.LeaseOwner == "" || !now.Before(r.LeaseExpiresAt)
+	return inQueue(r.Status) && (r.LeaseOwner == "" || !now.Before(r.LeaseExpiresAt))
 }
 
-// Claim leases the oldest claimable run to workerID. It scans every run
-// (O(n)) under the store's mutex, which makes the claim a compare-and-set.
-func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUntil time.Time) (workflow.Run, bool, error) {
+// executing reports whether the run counts against its owner's cap at
+// now: queued, running or cancelling, with a lease that holds.
+func executing(r workflow.Run, now time.Time) bool {
+	return inQueue(r.Status) && r.LeaseOwner != "" && now.Before(r.LeaseExpiresAt)
+}
+
+// takenOver reports whether a claimable run is taken over (see
+// workflow.Queue): its lease expired, or it is cancelling.
+func takenOver(r workflow.Run) bool {
+	return r.LeaseOwner != "" || r.Status == workflow.StatusCancelling
+}
+
+// inQueue reports whether runs of status s are claimed by engines.
+func inQueue(s workflow.RunStatus) bool {
+	switch s {
+	case workflow.StatusQueued, workflow.StatusRunning, workflow.StatusCancelling:
+		return true
+	}
+	return false
+}
+
+// claimKey orders claimable runs: the lowest rank, then the oldest.
+type claimKey struct {
+	rank      int
+	createdAt time.Time
+	id        string
+}
+
+func (k claimKey) before(o claimKey) bool {
+	if k.rank != o.rank {
+		return k.rank < o.rank
+	}
+	if c := k.createdAt.Compare(o.createdAt); c != 0 {
+		return c < 0
+	}
+	return k.id < o.id
+}
+
+// Claim leases the first claimable run by (rank, CreatedAt, ID) to
+// workerID (see workflow.Queue). It scans every run twice (O(n)) under
+// the store's mutex, which makes the claim a compare-and-set.
+func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
 	if err := checkLease(workerID, leaseUntil); err != nil {
 		return workflow.Run{}, false, err
+	}
+	if maxPerOwner < 0 {
+		return workflow.Run{}, false, runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
 	}
 	if err := s.lock(); err != nil {
 		return workflow.Run{}, false, err
 	}
 	defer s.mu.Unlock()
-	var oldest *runRow
+	running := map[string]int{} // executing runs by owner
+	for _, row := range s.runs {
+		if executing(row.r, now) {
+			running[row.r.OwnerID]++
+		}
+	}
+	var (
+		first *runRow
+		key   claimKey
+	)
 	for _, row := range s.runs {
 		if !claimable(row.r, now) {
 			continue
 		}
-		if oldest == nil || (listKey{row.r.CreatedAt, row.r.ID}).newerFirst(listKey{oldest.r.CreatedAt, oldest.r.ID}) > 0 {
-			oldest = row
+		k := claimKey{0, row.r.CreatedAt, row.r.ID}
+		if !takenOver(row.r) {
+			k.rank = running[row.r.OwnerID]
+			if maxPerOwner > 0 && k.rank >= maxPerOwner {
+				continue
+			}
+		}
+		if first == nil || k.before(key) {
+			first, key = row, k
 		}
 	}
-	if oldest == nil {
+	if first == nil {
 		return workflow.Run{}, false, nil
 	}
-	oldest.r.LeaseOwner, oldest.r.LeaseExpiresAt = workerID, leaseUntil.UTC().Truncate(time.Microsecond)
-	return cloneRun(oldest.r), true, nil
+	first.r.LeaseOwner, first.r.LeaseExpiresAt = workerID, leaseUntil.UTC().Truncate(time.Microsecond)
+	return cloneRun(first.r), true, nil
 }
 
 // RenewLease moves the lease workerID holds on a run to leaseUntil.

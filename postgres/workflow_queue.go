@@ -20,51 +20,113 @@ var (
 	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
 )
 
-// claimSQL leases the oldest claimable run ($2 is now) to $1 until $3, in
-// one statement, which is one transaction: the subquery locks the run row
-// (FOR UPDATE), skipping rows other transactions hold, and the UPDATE
-// writes the lease fields of the row it locked. Concurrent claims thus
-// never wait for each other and never take the same run. The partial
-// index workflow_runs_claimable gives the runs in (created_at, id) order;
-// the lease condition is checked on each row, and rechecked by PostgreSQL
-// on the newest version of a row that changed since the statement began.
-// It runs through queryPage, with sorting off: a planner misled by stale
-// statistics would otherwise sort every claimable run to take one.
+// claimSQL leases to $1 until $3 the claimable run Claim takes at $2
+// under the cap $4 (see workflow.Queue), in one statement, reading only
+// indexes whose size is the number of owners with runs to execute and the
+// number of leased runs, never an owner's backlog:
+//
+//   - executing counts each owner's runs whose lease holds, from the
+//     partial index workflow_runs_leased (the few leased runs);
+//   - owners lists each owner with a queued, running or cancelling run, by
+//     one search of workflow_runs_claimable_owner per owner (a skip scan);
+//   - candidates holds, for each owner below the cap ($4 = 0: no cap), the
+//     oldest of its queued and running runs without a lease, of rank its
+//     count (ordered by owner_id first, which only
+//     workflow_runs_claimable_owner gives without a sort, so that the
+//     planner does not walk workflow_runs_claimable past other owners'
+//     runs); then the oldest run whose lease expired (workflow_runs_leased)
+//     and the oldest cancelling run without a lease, both of rank 0
+//     whatever the cap;
+//   - next locks the candidate first by (rank, created_at, id) whose row
+//     is free (FOR UPDATE OF r SKIP LOCKED), rechecking on the newest
+//     version of a row that changed since the statement began that it is
+//     still claimable.
+//
+// Within each group the oldest run is the one the full order would take,
+// so the choice is the one workflow.Queue describes. The UPDATE writes the
+// lease fields of the row next locked, so that even claims that did not
+// wait for each other (claimLockSQL) never take the same run. A candidate
+// locked by another transaction (an append to the run) is passed over for
+// the next candidate, or none, and a later claim finds it.
 //
 // A run whose lease holds no expiry is claimable, as in the reference
 // store (a zero expiry has passed).
-const claimSQL = `WITH next AS (
-	SELECT id FROM workflow_runs
+const claimSQL = `WITH RECURSIVE executing AS (
+	SELECT owner_id, count(*) AS n FROM workflow_runs
+	WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > $2
+	GROUP BY owner_id
+), owners AS (
+	SELECT min(owner_id) AS owner_id FROM workflow_runs
 	WHERE status IN ('queued', 'running', 'cancelling')
-		AND (lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= $2)
-	ORDER BY created_at, id
+	UNION ALL
+	SELECT (SELECT min(w.owner_id) FROM workflow_runs w
+		WHERE w.status IN ('queued', 'running', 'cancelling') AND w.owner_id > o.owner_id)
+	FROM owners o WHERE o.owner_id IS NOT NULL
+), candidates AS (
+	SELECT f.id, coalesce(e.n, 0) AS rank
+	FROM owners o
+		LEFT JOIN executing e ON e.owner_id = o.owner_id
+		CROSS JOIN LATERAL (SELECT w.id FROM workflow_runs w
+			WHERE w.owner_id = o.owner_id AND w.status IN ('queued', 'running', 'cancelling')
+				AND w.status <> 'cancelling' AND w.lease_owner = ''
+			ORDER BY w.owner_id, w.created_at, w.id LIMIT 1) f
+	WHERE o.owner_id IS NOT NULL AND ($4::bigint = 0 OR coalesce(e.n, 0) < $4::bigint)
+	UNION ALL
+	(SELECT id, 0 FROM workflow_runs
+	WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling')
+		AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
+	ORDER BY created_at, id LIMIT 1)
+	UNION ALL
+	(SELECT id, 0 FROM workflow_runs
+	WHERE status = 'cancelling' AND lease_owner = ''
+	ORDER BY created_at, id LIMIT 1)
+), next AS (
+	SELECT r.id FROM candidates c JOIN workflow_runs r ON r.id = c.id
+	WHERE r.status IN ('queued', 'running', 'cancelling')
+		AND (r.lease_owner = '' OR r.lease_expires_at IS NULL OR r.lease_expires_at <= $2)
+	ORDER BY c.rank, r.created_at, r.id
 	LIMIT 1
-	FOR UPDATE SKIP LOCKED
+	FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE workflow_runs r SET lease_owner = $1, lease_expires_at = $3
 FROM next WHERE r.id = next.id
 RETURNING ` + qualifiedRunColumns
 
+// claimLockSQL serialises the claims of every instance sharing the
+// database: sent with claimSQL in one batch, it holds the lock until the
+// claim commits (the batch is one implicit transaction, as in queryPage),
+// and claimSQL, whose snapshot is taken after the lock, sees the leases of
+// every claim before it. So two claims never both count an owner below the
+// cap and both take one of its runs, nor both pick the same candidate
+// (where the second would pass over it and find none). Each claim holds
+// the lock for one claimSQL, a fraction of a millisecond.
+const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('runstream_claims', 0))`
+
 // qualifiedRunColumns are runColumns of the table aliased r.
 const qualifiedRunColumns = `r.id, r.workflow_id, r.version_id, r.owner_id, r.status, r.input, r.output, r.error, r.last_seq,
 	r.created_at, r.updated_at, r.started_at, r.finished_at, r.lease_owner, r.lease_expires_at`
 
-// Claim leases the oldest claimable run to workerID until leaseUntil (see
-// workflow.Queue). Rows locked by another transaction at that moment (a
-// concurrent claim, or an append to the run) are skipped: the claim takes
-// the next run instead, or reports none, and a later claim finds it.
-// Claiming does not change the run's UpdatedAt.
-func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time) (workflow.Run, bool, error) {
+// Claim leases the first claimable run by (rank, CreatedAt, ID) under
+// the cap maxPerOwner to workerID until leaseUntil (see workflow.Queue),
+// with claimLockSQL and claimSQL in one round trip. A candidate whose row
+// another transaction holds at that moment (an append to the run) is
+// passed over for the next candidate (another owner's run, or a run taken
+// over) or none, and a later claim finds it. Claiming does not change the
+// run's UpdatedAt.
+func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
 	if err := checkLease("claim", workerID, leaseUntil); err != nil {
 		return workflow.Run{}, false, err
+	}
+	if maxPerOwner < 0 {
+		return workflow.Run{}, false, runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
 	}
 	if err := s.checkOpen(); err != nil {
 		return workflow.Run{}, false, err
 	}
-	runs, err := queryPage(ctx, s.pool, claimSQL, []any{workerID, now.UTC(), leaseTime(leaseUntil)},
-		func(rows pgx.Rows) ([]workflow.Run, error) {
-			return pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Run, error) { return scanRun(row) })
-		})
+	b := &pgx.Batch{}
+	b.Queue(claimLockSQL)
+	b.Queue(claimSQL, workerID, now.UTC(), leaseTime(leaseUntil), int64(maxPerOwner))
+	runs, err := claimBatch(s.pool.SendBatch(ctx, b))
 	switch {
 	case err != nil:
 		return workflow.Run{}, false, dbError(err, "claim")
@@ -72,6 +134,24 @@ func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUn
 		return workflow.Run{}, false, nil
 	}
 	return runs[0], true, nil
+}
+
+// claimBatch reads the results of claimLockSQL and claimSQL: the run
+// leased, if any.
+func claimBatch(br pgx.BatchResults) ([]workflow.Run, error) {
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Run, error) { return scanRun(row) })
+	if err != nil {
+		return nil, err
+	}
+	return runs, br.Close()
 }
 
 // renewSQL and releaseSQL are the compare-and-set UPDATEs of the run $1

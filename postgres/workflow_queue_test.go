@@ -45,7 +45,7 @@ func TestClaimAcrossInstances(t *testing.T) {
 			worker := fmt.Sprintf("db%d-worker%d", i, j)
 			wg.Go(func() {
 				for {
-					r, ok, err := s.Claim(t.Context(), worker, now, now.Add(time.Minute))
+					r, ok, err := s.Claim(t.Context(), worker, now, now.Add(time.Minute), 0)
 					if err != nil {
 						t.Errorf("Claim(%s): %v", worker, err)
 						return
@@ -86,14 +86,15 @@ func TestClaimAcrossInstances(t *testing.T) {
 	t.Logf("claims by instance: %v", byDB)
 }
 
-// TestClaimSkipsLockedRun holds the row lock of the oldest claimable run
-// in an open transaction: Claim does not wait for it, it takes the next
-// run.
+// TestClaimSkipsLockedRun holds the row lock of the best claimable run
+// (alice's, the oldest) in an open transaction: Claim does not wait for
+// it, it takes another candidate (bob's run), and alice's once the lock
+// ends.
 func TestClaimSkipsLockedRun(t *testing.T) {
 	db := openDB(t, newSchema(t))
 	s := db.Workflows()
 	first := newTestRun(t, s, "alice")
-	second := newTestRun(t, s, "alice")
+	second := newTestRun(t, s, "bob")
 	tx, err := db.pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -103,39 +104,53 @@ func TestClaimSkipsLockedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	r, ok, err := s.Claim(t.Context(), "w1", now, now.Add(time.Minute))
+	r, ok, err := s.Claim(t.Context(), "w1", now, now.Add(time.Minute), 0)
 	if err != nil || !ok || r.ID != second.ID {
 		t.Fatalf("Claim with the oldest run locked = %q, %t, %v; want %q", r.ID, ok, err, second.ID)
 	}
 	if err := tx.Rollback(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	r, ok, err = s.Claim(t.Context(), "w2", now, now.Add(time.Minute))
+	r, ok, err = s.Claim(t.Context(), "w2", now, now.Add(time.Minute), 0)
 	if err != nil || !ok || r.ID != first.ID {
 		t.Fatalf("Claim after the lock ended = %q, %t, %v; want %q", r.ID, ok, err, first.ID)
 	}
 }
 
-// TestClaimUsesIndex checks that the claim reads the partial index of
-// claimable runs, in (created_at, id) order, without a sort.
+// TestClaimUsesIndex checks, on a table of many runs (alice's backlog of
+// queued runs, her finished runs, a few runs of other owners) with fresh
+// statistics, that the claim reads the indexes it is written for: one
+// search per owner in workflow_runs_claimable_owner and the leased runs in
+// workflow_runs_leased, never the table nor workflow_runs_claimable, which
+// would walk alice's backlog to find another owner's run.
 func TestClaimUsesIndex(t *testing.T) {
 	db := openDB(t, newSchema(t))
-	for range 3 {
-		newTestRun(t, db.Workflows(), "alice")
+	s, ctx := db.Workflows(), t.Context()
+	now := time.Now()
+	for _, owner := range []string{"alice", "bob", "carol"} {
+		run := newTestRun(t, s, owner)
+		if owner != "alice" {
+			continue
+		}
+		// 20,000 runs of alice, every other one completed, all older than
+		// the runs of bob and carol.
+		if _, err := db.pool.Exec(ctx, `INSERT INTO workflow_runs
+			(id, workflow_id, version_id, owner_id, status, input, last_seq, created_at, updated_at, lease_owner)
+			SELECT 'backlog-' || n, $1, $2, 'alice', CASE WHEN n % 2 = 0 THEN 'completed' ELSE 'queued' END,
+				'{}', 2, $3::timestamptz - interval '1 day' + n * interval '1 ms', $3, ''
+			FROM generate_series(1, 20000) n`, run.WorkflowID, run.VersionID, now); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, ok, err := s.Claim(ctx, fmt.Sprintf("busy-%d", i), now, now.Add(time.Hour), 0); !ok || err != nil {
+				t.Fatalf("Claim: %t, %v", ok, err)
+			}
+		}
 	}
-	ctx := t.Context()
-	tx, err := db.pool.Begin(ctx)
-	if err != nil {
+	if _, err := db.pool.Exec(ctx, "ANALYZE workflow_runs"); err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
-	// A table this small is cheaper to scan; with sequential scans off the
-	// plan shows the index the query can use. Claim runs with sorting off
-	// (see queryPage).
-	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+claimSQL, "w", time.Now(), time.Now())
+	rows, err := db.pool.Query(ctx, "EXPLAIN "+claimSQL, "w", now, now.Add(time.Minute), int64(3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +159,75 @@ func TestClaimUsesIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := strings.Join(lines, "\n")
-	if !strings.Contains(plan, "workflow_runs_claimable") || strings.Contains(plan, "Sort") {
-		t.Errorf("claim plan does not read workflow_runs_claimable in order:\n%s", plan)
+	for _, want := range []string{"using workflow_runs_claimable_owner on", "using workflow_runs_leased on"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the claim plan lacks %q:\n%s", want, plan)
+		}
+	}
+	for _, bad := range []string{"Seq Scan on workflow_runs", "using workflow_runs_claimable on"} {
+		if strings.Contains(plan, bad) {
+			t.Errorf("the claim plan has %q:\n%s", bad, plan)
+		}
+	}
+	// And the claim takes bob's run, queued after alice's backlog.
+	r, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), 3)
+	if err != nil || !ok || r.OwnerID != "bob" {
+		t.Errorf("Claim = run %q of %q, %t, %v; want bob's run", r.ID, r.OwnerID, ok, err)
+	}
+}
+
+// TestClaimCapSnapshotAfterLock: a claim under a cap waits for the claim
+// lock, and counts the leases committed while it waited. alice executes
+// one run and has two queued; while a claim with cap 2 waits for the lock,
+// another session leases alice's newer queued run: the claim must find
+// alice at her cap and take nothing (a snapshot taken before the lock
+// would count one run and take her older one, a third).
+func TestClaimCapSnapshotAfterLock(t *testing.T) {
+	schema := newSchema(t)
+	db := openDB(t, schema)
+	s, ctx := db.Workflows(), t.Context()
+	now := time.Now()
+	first := newTestRun(t, s, "alice")
+	older, newer := newTestRun(t, s, "alice"), newTestRun(t, s, "alice")
+	if r, ok, err := s.Claim(ctx, "w1", now, now.Add(time.Hour), 2); err != nil || !ok || r.ID != first.ID {
+		t.Fatalf("Claim = %q, %t, %v; want %q", r.ID, ok, err, first.ID)
+	}
+	gate, err := pgx.Connect(ctx, testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close(ctx)
+	var key int64
+	if err := gate.QueryRow(ctx, "SELECT hashtextextended('runstream_claims', 0)").Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		r   workflow.Run
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, ok, err := s.Claim(ctx, "w2", now, now.Add(time.Hour), 2)
+		done <- result{r, ok, err}
+	}()
+	waitForGate(t, gate, key, 1)
+	if _, err := gate.Exec(ctx, "UPDATE "+pgx.Identifier{schema, "workflow_runs"}.Sanitize()+" SET lease_owner = 'other', lease_expires_at = $2 WHERE id = $1",
+		newer.ID, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.err != nil || got.ok {
+		t.Errorf("Claim after the lock = %q, %t, %v; want none (alice at her cap of 2)", got.r.ID, got.ok, got.err)
+	}
+	if r, err := s.GetRun(ctx, older.ID, runstream.AnyOwner); err != nil || r.LeaseOwner != "" {
+		t.Errorf("alice's older run: lease %q, %v; want none", r.LeaseOwner, err)
 	}
 }
 
@@ -205,7 +287,7 @@ func TestLeaseRefusesUnstorableWorker(t *testing.T) {
 	run := newTestRun(t, s, "alice")
 	now := time.Now()
 	for _, worker := range []string{"w\x00", "w\xff"} {
-		_, _, err := s.Claim(ctx, worker, now, now.Add(time.Minute))
+		_, _, err := s.Claim(ctx, worker, now, now.Add(time.Minute), 0)
 		wantInvalid(t, err, fmt.Sprintf("Claim(%q)", worker))
 		wantInvalid(t, s.RenewLease(ctx, run.ID, worker, now.Add(time.Minute)), fmt.Sprintf("RenewLease(%q)", worker))
 		wantInvalid(t, s.ReleaseLease(ctx, run.ID, worker), fmt.Sprintf("ReleaseLease(%q)", worker))

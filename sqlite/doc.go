@@ -48,8 +48,10 @@
 // binary. run_events keeps, besides the record, the metadata values that
 // reads filter on (task_id, a middleware caller flag), so that every
 // filter runs in SQL before LIMIT through an index. The engine's queue
-// claims the oldest claimable run through the partial index
-// workflow_runs_claimable; node outputs live in workflow_node_outputs.
+// claims a run fairly among owners, under a cap per owner, with one
+// search per owner in the partial index workflow_runs_claimable_owner and
+// the leased runs in workflow_runs_leased; node outputs live in
+// workflow_node_outputs.
 //
 // # Limits
 //

@@ -11,8 +11,8 @@ import (
 	"github.com/runstream/runstream/workflow"
 )
 
-// The run queue and node outputs of the WorkflowStore (tables and index of
-// migrations/0004_queue.sql).
+// The run queue and node outputs of the WorkflowStore (tables and indexes
+// of migrations/0004_queue.sql and 0007_claim_owners.sql).
 //
 // Claim, RenewLease and ReleaseLease are write requests of the DB's write
 // loop, like Append: each runs in the group transaction, which holds the
@@ -26,22 +26,69 @@ var (
 	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
 )
 
-// claimableSQL selects the oldest claimable run at ?3 (microseconds) by
-// reading the partial index workflow_runs_claimable, which holds only the
-// runs an engine may execute, in order: the first run whose lease is free
-// ends the search, without a sort. Its status list is the index's WHERE,
-// word for word, as SQLite requires to use a partial index. INDEXED BY
-// keeps the planner from preferring workflow_runs_status, which would read
-// and sort every queued and running run, and makes the statement fail to
-// prepare should the index be lost. A lease with an owner and no expiry
-// counts as expired, as in the memory store.
-const claimableSQL = `SELECT id FROM workflow_runs INDEXED BY workflow_runs_claimable
-	WHERE status IN ('queued', 'running', 'cancelling')
-		AND (lease_owner = '' OR lease_expires_at IS NULL OR lease_expires_at <= ?3)
-	ORDER BY created_at, id LIMIT 1`
+// claimableSQL selects the claimable run Claim takes at ?3
+// (microseconds) under the cap ?4 (see workflow.Queue), reading only
+// indexes whose size is the number of owners with runs to execute and the
+// number of leased runs, never an owner's backlog:
+//
+//   - executing counts each owner's runs whose lease holds, from the
+//     partial index workflow_runs_leased (the few leased runs);
+//   - owners lists each owner with a queued, running or cancelling run, by
+//     one search of workflow_runs_claimable_owner per owner (a skip scan);
+//   - candidates holds, for each owner below the cap (?4 = 0: no cap), the
+//     oldest of its queued and running runs without a lease, of rank its
+//     count; then the oldest run whose lease expired (workflow_runs_leased)
+//     and the oldest cancelling run without a lease (workflow_runs_status,
+//     which cancelling runs are few of), both of rank 0 whatever the cap;
+//
+// and the candidate first by (rank, created_at, id) wins (CROSS JOIN
+// keeps the candidates the outer loop: each is one search by id). Within
+// each group the oldest run is the one the full order would take, so the
+// choice is the one workflow.Queue describes. The status lists are the
+// partial indexes' WHERE, word for word, as SQLite requires to use a
+// partial index, and INDEXED BY makes the statement fail to prepare should
+// an index be lost. A lease with an owner and no expiry counts as expired,
+// as in the memory store.
+const claimableSQL = `WITH RECURSIVE
+	executing (owner_id, n) AS (
+		SELECT owner_id, count(*) FROM workflow_runs INDEXED BY workflow_runs_leased
+		WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > ?3
+		GROUP BY owner_id
+	),
+	owners (owner_id) AS (
+		SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
+		WHERE status IN ('queued', 'running', 'cancelling')
+		UNION ALL
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
+			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > owners.owner_id)
+		FROM owners WHERE owner_id IS NOT NULL
+	),
+	candidates (id, rank) AS (
+		SELECT (SELECT id FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
+				WHERE owner_id = o.owner_id AND status IN ('queued', 'running', 'cancelling')
+					AND status <> 'cancelling' AND lease_owner = ''
+				ORDER BY created_at, id LIMIT 1),
+			coalesce(e.n, 0)
+		FROM owners AS o LEFT JOIN executing AS e ON e.owner_id = o.owner_id
+		WHERE o.owner_id IS NOT NULL AND (?4 = 0 OR coalesce(e.n, 0) < ?4)
+		UNION ALL
+		SELECT * FROM (SELECT id, 0 FROM workflow_runs INDEXED BY workflow_runs_leased
+			WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling')
+				AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)
+			ORDER BY created_at, id LIMIT 1)
+		UNION ALL
+		SELECT * FROM (SELECT id, 0 FROM workflow_runs INDEXED BY workflow_runs_status
+			WHERE status = 'cancelling' AND lease_owner = ''
+			ORDER BY created_at, id LIMIT 1)
+	)
+	SELECT r.id FROM candidates AS c CROSS JOIN workflow_runs AS r
+	WHERE r.id = c.id
+	ORDER BY c.rank, r.created_at, r.id LIMIT 1`
 
 // claimSQL is the compare-and-set of Claim: one statement picks the run
-// and leases it to ?1 until ?2, and returns the run as it leaves it.
+// and leases it to ?1 until ?2, and returns the run as it leaves it. It
+// runs in the write loop's transaction, so nothing changes between the
+// counts and the lease.
 const claimSQL = `UPDATE workflow_runs SET lease_owner = ?1, lease_expires_at = ?2
 	WHERE id = (` + claimableSQL + `)
 	RETURNING ` + runColumns
@@ -64,12 +111,14 @@ const (
 		LEFT JOIN workflow_node_outputs o ON o.run_id = r.id WHERE r.id = ?`
 )
 
-// Claim leases the oldest claimable run (CreatedAt, then ID) to workerID
-// until leaseUntil. If ctx ends while the request is in the write loop,
+// Claim leases the first claimable run by (rank, CreatedAt, ID) under
+// the cap maxPerOwner to workerID until leaseUntil (see workflow.Queue).
+// The write loop runs one claim at a time against every process, so the
+// cap holds exactly. If ctx ends while the request is in the write loop,
 // Claim fails and the run may still have been leased: it is claimable
 // again once the lease expires.
-func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time) (workflow.Run, bool, error) {
-	if err := firstError(s.checkOpen(), checkLease("claim", workerID, leaseUntil)); err != nil {
+func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
+	if err := firstError(s.checkOpen(), checkLease("claim", workerID, leaseUntil), checkCap(maxPerOwner)); err != nil {
 		return workflow.Run{}, false, err
 	}
 	until, at := micros(truncated(leaseUntil)), micros(now)
@@ -79,7 +128,7 @@ func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUn
 	)
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		run, err = scanRun(tx.QueryRowContext(ctx, claimSQL, workerID, until, at))
+		run, err = scanRun(tx.QueryRowContext(ctx, claimSQL, workerID, until, at, maxPerOwner))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			run, ok = workflow.Run{}, false
@@ -156,6 +205,14 @@ func checkLease(op, workerID string, leaseUntil time.Time) error {
 		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: worker id is required", op)
 	case leaseUntil.IsZero():
 		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: lease expiry is required", op)
+	}
+	return nil
+}
+
+// checkCap rejects a negative cap per owner with CodeInvalidArgument.
+func checkCap(maxPerOwner int) error {
+	if maxPerOwner < 0 {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"bufio"
+	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"os"
@@ -26,23 +28,91 @@ func TestWorkflowQueueConformance(t *testing.T) {
 	})
 }
 
-// TestClaimQueryPlan checks that Claim reads the partial index in
-// (created_at, id) order: no scan of every run, no sort.
+// TestClaimQueryPlan checks that Claim reads the indexes it is written
+// for: one search per owner in workflow_runs_claimable_owner, the leased
+// runs in workflow_runs_leased, the cancelling ones in
+// workflow_runs_status, and no other scan of the runs (which would read an
+// owner's whole backlog, or every run).
 func TestClaimQueryPlan(t *testing.T) {
 	t.Parallel()
 	s := openWorkflowStore(t, Config{Path: filepath.Join(t.TempDir(), "runstream.db")})
 	defer s.Close()
 	for _, q := range []string{claimableSQL, claimSQL} {
-		plan := workflowPlan(t, s.db, query{sql: q, args: []any{"worker-1", 2, 1}})
+		plan := workflowPlan(t, s.db, query{sql: q, args: []any{"worker-1", 2, 1, 3}})
 		text := strings.Join(plan, "\n")
-		if !strings.Contains(text, "USING INDEX workflow_runs_claimable") {
-			t.Errorf("the plan of %s does not use workflow_runs_claimable:\n%s", q, text)
+		for _, want := range []string{
+			"SEARCH workflow_runs USING INDEX workflow_runs_claimable_owner (owner_id>?)",
+			"SEARCH workflow_runs USING INDEX workflow_runs_claimable_owner (owner_id=?)",
+			"SCAN workflow_runs USING INDEX workflow_runs_leased",
+			"SEARCH workflow_runs USING INDEX workflow_runs_status (status=?)",
+			"SEARCH r USING INDEX sqlite_autoindex_workflow_runs_1 (id=?)",
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("the plan of %s lacks %q:\n%s", q, want, text)
+			}
 		}
 		for _, line := range plan {
-			if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, " USING ") || strings.Contains(line, "TEMP B-TREE") {
+			if (strings.HasPrefix(line, "SCAN workflow_runs") || strings.HasPrefix(line, "SCAN r")) && !strings.Contains(line, "USING INDEX workflow_runs_leased") {
 				t.Errorf("the plan of %s has %q:\n%s", q, line, text)
 			}
 		}
+	}
+}
+
+// BenchmarkClaimBacklog claims with a backlog of alice's queued runs while
+// alice executes 3 runs: "capped" (cap 3) finds nothing to claim, "fair"
+// takes bob's run queued after the backlog (and releases it), "uncapped"
+// takes alice's oldest (and releases it). The cost must not grow with the
+// backlog: Claim searches once per owner, it does not read the backlog.
+func BenchmarkClaimBacklog(b *testing.B) {
+	for _, backlog := range []int{1000, 10000, 100000} {
+		s := openWorkflowStore(b, Config{Path: filepath.Join(b.TempDir(), "runstream.db"), Synchronous: SynchronousNormal})
+		b.Cleanup(func() { s.Close() })
+		ctx := b.Context()
+		create := func(owner string, n int) {
+			w, v, err := s.CreateWorkflow(ctx, workflow.Workflow{ID: "wf-" + owner, OwnerID: owner}, workflow.Version{ID: "wv-" + owner})
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `WITH RECURSIVE i(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM i WHERE n < ?1)
+					INSERT INTO workflow_runs (`+runColumns+`)
+					SELECT ?2 || '-' || printf('%07d', n), ?3, ?4, ?2, 'queued', '{}', NULL, NULL, 2, n, n, NULL, NULL, '', NULL FROM i`,
+					n, owner, w.ID, v.ID)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		create("alice", backlog)
+		now := time.UnixMicro(int64(backlog) + 1)
+		for i := range 3 {
+			if _, ok, err := s.Claim(ctx, fmt.Sprintf("busy-%d", i), now, now.Add(time.Hour), 0); !ok || err != nil {
+				b.Fatalf("Claim: %t, %v", ok, err)
+			}
+		}
+		b.Run(fmt.Sprintf("backlog=%d/capped", backlog), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), 3); ok || err != nil {
+					b.Fatalf("Claim: %t, %v", ok, err)
+				}
+			}
+		})
+		claimRelease := func(b *testing.B, maxPerOwner int, want string) {
+			for b.Loop() {
+				r, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), maxPerOwner)
+				if !ok || err != nil || !strings.HasPrefix(r.ID, want) {
+					b.Fatalf("Claim = %s, %t, %v; want a run of %s", r.ID, ok, err, want)
+				}
+				if err := s.ReleaseLease(ctx, r.ID, "w"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.Run(fmt.Sprintf("backlog=%d/uncapped", backlog), func(b *testing.B) { claimRelease(b, 0, "alice") })
+		create("bob", 1)
+		b.Run(fmt.Sprintf("backlog=%d/fair", backlog), func(b *testing.B) { claimRelease(b, 3, "bob") })
 	}
 }
 
@@ -72,7 +142,7 @@ func claimAll(t *testing.T, s ownedWorkflowStore, name string, claimed func(runI
 		worker := fmt.Sprintf("%s/%d", name, g)
 		wg.Go(func() {
 			for {
-				r, ok, err := s.Claim(t.Context(), worker, queueNow, queueNow.Add(queueLease))
+				r, ok, err := s.Claim(t.Context(), worker, queueNow, queueNow.Add(queueLease), 0)
 				if err != nil {
 					t.Errorf("%s: Claim: %v", worker, err)
 					return

@@ -17,13 +17,36 @@ import (
 // await input are parked until they are resumed; terminal runs are never
 // claimed. A terminal event clears the lease (ApplyEvent).
 //
+// Claim shares the workers among owners. An owner's executing runs are
+// its queued, running and cancelling runs whose lease holds at now (a
+// lease owner and LeaseExpiresAt > now), whichever worker holds it. A
+// claimable run is taken over when it has a lease owner (its lease
+// expired: its worker was lost) or it is cancelling (claiming it only
+// ends it); other claimable runs are new to a worker: queued, released,
+// or resumed. Claim takes the first claimable run by (rank, CreatedAt,
+// ID), where the rank of a run is the number of executing runs of its
+// owner, and 0 for a run taken over. So when nothing executes runs are
+// claimed oldest first, and an owner's runs wait behind those of owners
+// that execute fewer. With a cap (maxPerOwner > 0), a run that is not
+// taken over is not claimed while its owner has maxPerOwner executing
+// runs or more: it stays claimable, and is claimed once one of them ends
+// or loses its lease. A run taken over is never held back: crash
+// recovery and cancellation do not wait for the owner's other runs.
+//
 // Errors are *runstream.Error.
 type Queue interface {
-	// Claim leases the oldest claimable run (CreatedAt, then ID, ascending)
-	// to workerID until leaseUntil, with one compare-and-set of the lease
-	// fields, and returns it. Of concurrent claims of one run exactly one
-	// wins. ok is false when no run is claimable.
-	Claim(ctx context.Context, workerID string, now, leaseUntil time.Time) (r Run, ok bool, err error)
+	// Claim leases the first claimable run by (rank, CreatedAt, ID) (see
+	// Queue) to workerID until leaseUntil, with one compare-and-set of the
+	// lease fields, and returns it. maxPerOwner caps each owner's
+	// executing runs; 0 means no cap, and a negative cap is refused with
+	// CodeInvalidArgument. The choice and the lease are one atomic step:
+	// of concurrent claims of one run exactly one wins, and concurrent
+	// claims never take an owner past the cap (runs taken over aside, and
+	// a lease renewed by its worker after it expired, which counts again).
+	// ok is false when no run is claimable, or every claimable run is held
+	// back by the cap; a store may also pass over a run that a write in
+	// progress holds (taking another, or none), and a later claim takes it.
+	Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (r Run, ok bool, err error)
 	// RenewLease extends the lease workerID holds on a run. It fails with
 	// CodeConflict when the run is not leased to workerID (another worker
 	// took it over, or it ended), CodeWorkflowRunNotFound for an unknown

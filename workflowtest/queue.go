@@ -3,6 +3,7 @@ package workflowtest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,13 +29,15 @@ type QueueStore interface {
 // RenewLease and ReleaseLease reject an empty worker id and RenewLease and
 // Claim a zero expiry with CodeInvalidArgument; node outputs read back
 // byte for byte, a refused Append or Resume stores none, and an output
-// given again replaces the older one.
+// given again replaces the older one. Claim's choice among owners and its
+// cap are checked with several workers, owners and claim times, and with
+// concurrent claims under a cap.
 func RunQueue(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Open == nil {
 		t.Fatal("workflowtest: Harness.Open is nil")
 	}
-	for _, tc := range queueTests {
+	for _, tc := range slices.Concat(queueTests, fairQueueTests) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t, h)
@@ -69,7 +72,7 @@ func queuedRun(t *testing.T, s workflow.Store) workflow.Run {
 
 func claim(t *testing.T, s QueueStore, worker string, now time.Time) (workflow.Run, bool) {
 	t.Helper()
-	r, ok, err := s.Claim(t.Context(), worker, now, now.Add(lease))
+	r, ok, err := s.Claim(t.Context(), worker, now, now.Add(lease), 0)
 	if err != nil {
 		t.Fatalf("Claim(%s, %s): %v", worker, now, err)
 	}
@@ -236,9 +239,9 @@ var queueTests = []queueTest{
 	}},
 	{"ClaimArguments", func(t *testing.T, s QueueStore) {
 		queuedRun(t, s)
-		_, _, err := s.Claim(t.Context(), "", base, base.Add(lease))
+		_, _, err := s.Claim(t.Context(), "", base, base.Add(lease), 0)
 		wantCode(t, err, runstream.CodeInvalidArgument, "Claim without worker")
-		_, _, err = s.Claim(t.Context(), worker1, base, time.Time{})
+		_, _, err = s.Claim(t.Context(), worker1, base, time.Time{}, 0)
 		wantCode(t, err, runstream.CodeInvalidArgument, "Claim without expiry")
 	}},
 	{"ConcurrentClaims", func(t *testing.T, s QueueStore) {
@@ -254,7 +257,7 @@ var queueTests = []queueTest{
 			worker := fmt.Sprintf("worker-%d", i)
 			wg.Go(func() {
 				for {
-					r, ok, err := s.Claim(t.Context(), worker, base, base.Add(lease))
+					r, ok, err := s.Claim(t.Context(), worker, base, base.Add(lease), 0)
 					if err != nil {
 						t.Errorf("Claim(%s): %v", worker, err)
 						return

@@ -197,7 +197,7 @@ func (a *app) startEngine(loopCtx context.Context, cfg serveConfig, registry *en
 	if cfg.workers <= 0 {
 		return nil, nil
 	}
-	eng, err := engine.New(engine.Config{Store: a.backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: a.logger, Artifacts: blobs,
+	eng, err := engine.New(engine.Config{Store: a.backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, MaxRunsPerOwner: cfg.maxRunsPerUser, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: a.logger, Artifacts: blobs,
 		MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes, Observer: a.metrics.Engine})
 	if err == nil {
 		err = eng.Start(loopCtx)

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 
+	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -60,5 +62,58 @@ func TestServeFailsWhenTheEngineCannotStart(t *testing.T) {
 	case <-listening:
 	default:
 		t.Error("serve --workers 0 returned without listening")
+	}
+}
+
+// TestServeMaxRunsPerUser: --max-runs-per-user, or its variable, sets the
+// cap per user of the engine; without either it is --workers minus 1, at
+// least 1; 0 means no cap; a negative or non-numeric value is a usage
+// error.
+func TestServeMaxRunsPerUser(t *testing.T) {
+	t.Parallel()
+	errOpened := errors.New("opened")
+	serve := func(env map[string]string, args ...string) (int, error) {
+		got := -1
+		m := &Main{
+			Getenv: func(k string) string { return env[k] },
+			openBackend: func(_ context.Context, cfg serveConfig, _ *slog.Logger) (*backend, error) {
+				got = cfg.maxRunsPerUser
+				return nil, errOpened
+			},
+		}
+		err := m.Run(t.Context(), append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:"}, args...), io.Discard, io.Discard)
+		return got, err
+	}
+	const env = "RUNSTREAM_MAX_RUNS_PER_USER"
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want int
+	}{
+		{nil, nil, engine.DefaultWorkers - 1},
+		{nil, []string{"--workers", "8"}, 7},
+		{nil, []string{"--workers", "2"}, 1},
+		{nil, []string{"--workers", "1"}, 1},
+		{nil, []string{"--max-runs-per-user", "0"}, 0},
+		{nil, []string{"--workers", "2", "--max-runs-per-user", "10"}, 10},
+		{map[string]string{env: "2"}, nil, 2},
+		{map[string]string{env: "2"}, []string{"--max-runs-per-user", "5"}, 5},
+	} {
+		got, err := serve(tc.env, tc.args...)
+		if !errors.Is(err, errOpened) || got != tc.want {
+			t.Errorf("serve %v with %v: cap %d, %v; want %d", tc.args, tc.env, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{nil, []string{"--max-runs-per-user", "-1"}},
+		{nil, []string{"--max-runs-per-user", "many"}},
+		{map[string]string{env: "-3"}, nil},
+	} {
+		if _, err := serve(tc.env, tc.args...); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "max-runs-per-user") {
+			t.Errorf("serve %v with %v = %v, want a usage error naming the flag", tc.args, tc.env, err)
+		}
 	}
 }

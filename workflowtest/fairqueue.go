@@ -1,0 +1,203 @@
+package workflowtest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/workflow"
+)
+
+// The conformance tests of the fair claim and of the cap per owner (see
+// workflow.Queue): a run of an owner that executes fewer runs comes first,
+// a run past its owner's cap waits until one of the owner's runs ends, and
+// a run taken over (expired lease, cancelling) is never held back.
+
+const carol = "carol"
+
+// ownRun stores a queued run of owner without a lease, created at base+at.
+func ownRun(t *testing.T, s workflow.Store, owner string, at time.Duration) workflow.Run {
+	t.Helper()
+	w, v := newWorkflow(t, s, owner)
+	return newRunOf(t, s, w, v, func(r *workflow.Run) { unleased(r); r.CreatedAt = base.Add(at) })
+}
+
+// claimCapped claims under the cap maxPerOwner.
+func claimCapped(t *testing.T, s QueueStore, worker string, now time.Time, maxPerOwner int) (workflow.Run, bool) {
+	t.Helper()
+	r, ok, err := s.Claim(t.Context(), worker, now, now.Add(lease), maxPerOwner)
+	if err != nil {
+		t.Fatalf("Claim(%s, %s, cap %d): %v", worker, now, maxPerOwner, err)
+	}
+	return r, ok
+}
+
+// mustClaimCapped claims under the cap and fails unless it got the run
+// want.
+func mustClaimCapped(t *testing.T, s QueueStore, worker string, now time.Time, maxPerOwner int, want workflow.Run) {
+	t.Helper()
+	r, ok := claimCapped(t, s, worker, now, maxPerOwner)
+	if !ok || r.ID != want.ID {
+		t.Fatalf("Claim(%s, %s, cap %d) = %q (owner %q), %t; want %q of %s", worker, now, maxPerOwner, r.ID, r.OwnerID, ok, want.ID, want.OwnerID)
+	}
+	if r.LeaseOwner != worker || !r.LeaseExpiresAt.Equal(now.Add(lease)) {
+		t.Errorf("claimed run: lease %q until %s; want %q until %s", r.LeaseOwner, r.LeaseExpiresAt, worker, now.Add(lease))
+	}
+}
+
+func noClaimCapped(t *testing.T, s QueueStore, worker string, now time.Time, maxPerOwner int, what string) {
+	t.Helper()
+	if r, ok := claimCapped(t, s, worker, now, maxPerOwner); ok {
+		t.Fatalf("%s: Claim(%s, %s, cap %d) got run %q of %s (status %s), want none", what, worker, now, maxPerOwner, r.ID, r.OwnerID, r.Status)
+	}
+}
+
+// complete ends a run claimed by worker with run.completed.
+func complete(t *testing.T, s QueueStore, run workflow.Run, worker string) {
+	t.Helper()
+	appendEvents(t, s, workflow.AppendParams{RunID: run.ID, LeaseOwner: worker, Events: []workflow.NewEvent{
+		runEvent(workflow.EventRunCompleted, `{"output":null,"artifacts":[]}`),
+	}})
+}
+
+var fairQueueTests = []queueTest{
+	{"ClaimFairAmongOwners", func(t *testing.T, s QueueStore) {
+		// alice queued four runs before bob queued two: bob's come first
+		// whenever alice executes more runs than bob.
+		a1, a2 := ownRun(t, s, alice, 0), ownRun(t, s, alice, time.Minute)
+		a3, a4 := ownRun(t, s, alice, 2*time.Minute), ownRun(t, s, alice, 3*time.Minute)
+		b1, b2 := ownRun(t, s, bob, 4*time.Minute), ownRun(t, s, bob, 5*time.Minute)
+		for i, want := range []workflow.Run{a1, b1, a2, b2, a3, a4} {
+			worker := fmt.Sprintf("worker-%d", i)
+			mustClaimCapped(t, s, worker, base, 0, want)
+		}
+		noClaimCapped(t, s, worker1, base, 0, "every run leased")
+	}},
+	{"ClaimCapPerOwner", func(t *testing.T, s QueueStore) {
+		const maxPerOwner = 2
+		a1, a2, a3 := ownRun(t, s, alice, 0), ownRun(t, s, alice, time.Minute), ownRun(t, s, alice, 2*time.Minute)
+		b1 := ownRun(t, s, bob, 3*time.Minute)
+		mustClaimCapped(t, s, worker1, base, maxPerOwner, a1)
+		mustClaimCapped(t, s, worker2, base, maxPerOwner, b1)
+		mustClaimCapped(t, s, worker2, base, maxPerOwner, a2)
+		// alice executes two runs, on two workers: her third waits, queued.
+		noClaimCapped(t, s, worker1, base, maxPerOwner, "alice at her cap")
+		if got := getRun(t, s, a3.ID); got.Status != workflow.StatusQueued || got.LeaseOwner != "" {
+			t.Errorf("the run past the cap: status %s, lease %q; want queued without a lease", got.Status, got.LeaseOwner)
+		}
+		// Without a cap it would be claimed; with a higher one too.
+		if r, ok := claimCapped(t, s, worker1, base, 3); !ok || r.ID != a3.ID {
+			t.Fatalf("Claim with cap 3 = %q, %t; want %q", r.ID, ok, a3.ID)
+		}
+		if err := s.ReleaseLease(t.Context(), a3.ID, worker1); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		// One of alice's runs ends: her third is claimed.
+		complete(t, s, a1, worker1)
+		mustClaimCapped(t, s, worker1, base.Add(time.Second), maxPerOwner, a3)
+		noClaimCapped(t, s, worker1, base.Add(time.Second), maxPerOwner, "every run leased or ended")
+	}},
+	{"ClaimCapExpiredLease", func(t *testing.T, s QueueStore) {
+		a1 := ownRun(t, s, alice, 0)
+		ownRun(t, s, alice, time.Minute) // held back by the cap throughout
+		mustClaimCapped(t, s, worker1, base, 1, a1)
+		noClaimCapped(t, s, worker2, base.Add(lease-time.Microsecond), 1, "alice at her cap")
+		// a1's lease expired: it no longer counts, and is taken over first
+		// (it is the oldest); then alice is at her cap again.
+		mustClaimCapped(t, s, worker2, base.Add(lease), 1, a1)
+		noClaimCapped(t, s, worker2, base.Add(lease), 1, "alice at her cap again")
+	}},
+	{"ClaimTakeOverIgnoresCap", func(t *testing.T, s QueueStore) {
+		// lost: alice's run leased to lessee until base+1h, whose worker
+		// is lost; cancelling: alice's run, started and released, then
+		// asked to cancel.
+		w, v := newWorkflow(t, s, alice)
+		lost := newRunOf(t, s, w, v, func(r *workflow.Run) { r.CreatedAt = base.Add(3 * time.Minute) })
+		cancelling := ownRun(t, s, alice, 4*time.Minute)
+		appendEvents(t, s, workflow.AppendParams{RunID: cancelling.ID, Events: []workflow.NewEvent{
+			runEvent(workflow.EventRunStarted, ""), runEvent(workflow.EventRunCancelRequested, `{"requestedBy":"alice"}`),
+		}})
+		a1 := ownRun(t, s, alice, 0)
+		ownRun(t, s, alice, time.Minute) // held back by the cap throughout
+		b1 := ownRun(t, s, bob, 2*time.Minute)
+		// At base lost's lease holds: alice executes one run, her queued
+		// runs wait, her cancelling run does not.
+		mustClaimCapped(t, s, worker1, base, 1, b1)
+		mustClaimCapped(t, s, worker1, base, 1, cancelling)
+		noClaimCapped(t, s, worker1, base, 1, "alice past her cap")
+		appendEvents(t, s, workflow.AppendParams{RunID: cancelling.ID, LeaseOwner: worker1, Events: []workflow.NewEvent{runEvent(workflow.EventRunCancelled, `{}`)}})
+		complete(t, s, b1, worker1)
+		// At base+1h lost's lease expired: alice executes nothing, her
+		// oldest run is claimed, then lost is taken over past the cap.
+		later := base.Add(time.Hour)
+		mustClaimCapped(t, s, worker2, later, 1, a1)
+		mustClaimCapped(t, s, worker2, later, 1, lost)
+		noClaimCapped(t, s, worker2, later, 1, "alice past her cap")
+	}},
+	{"ClaimTakeOverRanksFirst", func(t *testing.T, s QueueStore) {
+		// alice executes a run (busy); her run whose lease expired (lost)
+		// ranks 0 all the same: it is taken over before bob's newer run.
+		w, v := newWorkflow(t, s, alice)
+		newRunOf(t, s, w, v, func(r *workflow.Run) { r.CreatedAt = base.Add(5 * time.Minute) }) // busy, leased until base+1h
+		lost := newRunOf(t, s, w, v, func(r *workflow.Run) { r.CreatedAt = base; r.LeaseExpiresAt = base.Add(time.Minute) })
+		a1 := ownRun(t, s, alice, time.Minute)
+		b1 := ownRun(t, s, bob, 2*time.Minute)
+		now := base.Add(2 * time.Minute)
+		mustClaimCapped(t, s, worker1, now, 0, lost)
+		mustClaimCapped(t, s, worker1, now, 0, b1)
+		mustClaimCapped(t, s, worker1, now, 0, a1)
+	}},
+	{"ClaimNegativeCap", func(t *testing.T, s QueueStore) {
+		queuedRun(t, s)
+		_, _, err := s.Claim(t.Context(), worker1, base, base.Add(lease), -1)
+		wantCode(t, err, runstream.CodeInvalidArgument, "Claim with a negative cap")
+	}},
+	{"ConcurrentClaimsCapped", func(t *testing.T, s QueueStore) {
+		const perOwner, maxPerOwner, workers = 5, 2, 6
+		owners := []string{alice, bob, carol}
+		for _, owner := range owners {
+			w, v := newWorkflow(t, s, owner)
+			for range perOwner {
+				newRunOf(t, s, w, v, unleased)
+			}
+		}
+		var (
+			mu     sync.Mutex
+			claims = map[string][]string{} // run id → workers
+			count  = map[string]int{}      // owner → runs claimed
+			wg     sync.WaitGroup
+		)
+		for i := range workers {
+			worker := fmt.Sprintf("worker-%d", i)
+			wg.Go(func() {
+				for {
+					r, ok, err := s.Claim(t.Context(), worker, base, base.Add(lease), maxPerOwner)
+					if err != nil {
+						t.Errorf("Claim(%s): %v", worker, err)
+						return
+					}
+					if !ok {
+						return
+					}
+					mu.Lock()
+					claims[r.ID] = append(claims[r.ID], worker)
+					count[r.OwnerID]++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for _, owner := range owners {
+			if count[owner] != maxPerOwner {
+				t.Errorf("%s: %d runs claimed, want %d (the cap)", owner, count[owner], maxPerOwner)
+			}
+		}
+		for id, by := range claims {
+			if len(by) != 1 {
+				t.Errorf("run %s claimed by %v, want exactly one worker", id, by)
+			}
+		}
+	}},
+}
