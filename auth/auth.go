@@ -15,6 +15,13 @@ type Identity struct {
 	// Expires is when the credential stops being valid; zero: it does not
 	// expire (an API key). A stream opened with it ends then.
 	Expires time.Time
+	// KeyID names the API key the credential is (Keys.Authenticate) or
+	// was made from (a session issued from that Identity), for Revocable
+	// to tell whether that key is still in the keys file; empty for a JWT
+	// and the sessions made from one. It is a fingerprint of the key that
+	// reveals neither the key nor its stored hash, so a session value
+	// carries it.
+	KeyID string
 }
 
 // Authenticator verifies a credential presented by a caller.
@@ -25,10 +32,22 @@ type Authenticator interface {
 	Authenticate(credential string) (Identity, error)
 }
 
-// UserChecker is an Authenticator that knows its users (API keys): a
-// session issued to a user who no longer holds a credential is refused.
-type UserChecker interface {
-	HasUser(user string) bool
+// Revocable is an Authenticator whose credentials can be revoked while
+// serving (Keys: a key removed from the keys file, which is then
+// reloaded). The Identities it returns carry their credential's KeyID, as
+// do the sessions issued from them, so that a session made from a revoked
+// key is refused (Holds) and a stream opened with one ends (AfterRevoke).
+type Revocable interface {
+	// Holds reports whether id's credential is still valid: its KeyID is
+	// one of id.User's keys now. An Identity without a KeyID (a session
+	// issued before sessions were bound to their key) is not held.
+	Holds(id Identity) bool
+	// AfterRevoke arranges for f to be called once id's credential is
+	// revoked: by the reload that removes it, or before AfterRevoke
+	// returns when Holds(id) is false already. f is called at most once;
+	// stop, called once the caller no longer needs f (a stream ended),
+	// unregisters it.
+	AfterRevoke(id Identity, f func()) (stop func())
 }
 
 // maxCredentialBytes bounds a credential before any parsing.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -49,25 +50,74 @@ func hashHex(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// keyIDContext separates a key's fingerprint (KeyID) from its stored
+// hash.
+const keyIDContext = "runstream-key-id-v1."
+
+// keyID returns the fingerprint of the key whose SHA-256 is hash: the
+// first 16 bytes, in hex, of the SHA-256 of keyIDContext and hash. It is
+// derived from the stored hash, so every instance with the same keys
+// file computes the same one, and it is a hash of that hash, so a session
+// value that carries it reveals neither the key nor its line of the file.
+func keyID(hash [sha256.Size]byte) string {
+	sum := sha256.Sum256(append([]byte(keyIDContext), hash[:]...))
+	return hex.EncodeToString(sum[:16])
+}
+
 // keyEntry is one line of a keys file.
 type keyEntry struct {
 	user string
 	hash [sha256.Size]byte
+	id   string // keyID(hash)
+}
+
+// keySet is the keys in use: the file's entries, and the user of each
+// KeyID.
+type keySet struct {
+	entries []keyEntry
+	users   map[string]string
+}
+
+func newKeySet(entries []keyEntry) *keySet {
+	set := &keySet{entries: entries, users: make(map[string]string, len(entries))}
+	for _, e := range entries {
+		set.users[e.id] = e.user
+	}
+	return set
+}
+
+// holds reports whether id's KeyID is one of id.User's keys in the set.
+func (set *keySet) holds(id Identity) bool {
+	user, ok := set.users[id.KeyID]
+	return ok && id.KeyID != "" && user == id.User
 }
 
 // Keys authenticates static API keys against a keys file: one
 // "user-id sha256:HEX" per line (HashKey's form), blank lines and lines
 // starting with # ignored. Several keys may map to one user (rotation).
-// Keys is safe for concurrent use.
+// Keys is a Revocable: a key removed from the file at a Reload ends what
+// was opened with it (see AfterRevoke). Keys is safe for concurrent use.
 type Keys struct {
-	path    string
-	entries atomic.Pointer[[]keyEntry]
+	path string
+	keys atomic.Pointer[keySet]
+
+	// mu orders a Reload's swap of the keys with the registrations of
+	// AfterRevoke, so that none misses the reload that revokes its key.
+	mu sync.Mutex
+	// watchers are the callbacks of AfterRevoke, with their Identity.
+	watchers map[*keyWatcher]struct{}
+}
+
+// keyWatcher is a callback of AfterRevoke.
+type keyWatcher struct {
+	id Identity
+	f  func()
 }
 
 // LoadKeys reads the keys file at path: a broken line, or a file with no
 // key, is an error.
 func LoadKeys(path string) (*Keys, error) {
-	k := &Keys{path: path}
+	k := &Keys{path: path, watchers: make(map[*keyWatcher]struct{})}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the keys file: %w", err)
@@ -79,7 +129,7 @@ func LoadKeys(path string) (*Keys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keys file %s: %w", path, err)
 	}
-	k.entries.Store(&entries)
+	k.keys.Store(newKeySet(entries))
 	return k, nil
 }
 
@@ -87,34 +137,76 @@ func LoadKeys(path string) (*Keys, error) {
 // a key removed from it is revoked whatever else the file holds: a file
 // with no key revokes them all, and a broken line is left out (with the
 // others applied) and reported as the error. Only a file that cannot be
-// read keeps the keys in use.
+// read keeps the keys in use. Before it returns, Reload calls the
+// AfterRevoke callbacks of the keys it removed.
 func (k *Keys) Reload() error {
 	data, err := os.ReadFile(k.path)
 	if err != nil {
 		return fmt.Errorf("read the keys file: %w", err)
 	}
 	entries, err := parseKeys(data)
-	k.entries.Store(&entries)
+	for _, f := range k.swap(newKeySet(entries)) {
+		f()
+	}
 	if err != nil {
 		return fmt.Errorf("keys file %s: %w (the other lines' keys are in use)", k.path, err)
 	}
 	return nil
 }
 
-// HasUser reports whether user holds a key now: once every key of a user
-// is removed (and the file reloaded), the sessions issued to them are
-// refused too (UserChecker).
-func (k *Keys) HasUser(user string) bool {
-	for _, e := range *k.entries.Load() {
-		if e.user == user {
-			return true
+// swap puts set in use and unregisters the AfterRevoke callbacks of the
+// keys it does not hold, which it returns for the caller to call.
+func (k *Keys) swap(set *keySet) (revoked []func()) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keys.Store(set)
+	for w := range k.watchers {
+		if !set.holds(w.id) {
+			delete(k.watchers, w)
+			revoked = append(revoked, w.f)
 		}
 	}
-	return false
+	return revoked
+}
+
+// Holds implements Revocable: it reports whether id.KeyID is one of
+// id.User's keys now. Once a key is removed from the file (and the file
+// reloaded), the sessions issued from it are refused, while those issued
+// from the user's other keys are not.
+func (k *Keys) Holds(id Identity) bool { return k.keys.Load().holds(id) }
+
+// AfterRevoke implements Revocable: f is called by the Reload after
+// which Holds(id) is false, or at once, before AfterRevoke returns, when
+// it is false already. f must not block: Reload calls the callbacks of
+// the keys it removed one after the other.
+func (k *Keys) AfterRevoke(id Identity, f func()) (stop func()) {
+	k.mu.Lock()
+	if !k.Holds(id) {
+		k.mu.Unlock()
+		f()
+		return func() {}
+	}
+	w := &keyWatcher{id: id, f: f}
+	k.watchers[w] = struct{}{}
+	k.mu.Unlock()
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		delete(k.watchers, w)
+	}
+}
+
+// Watched returns the number of AfterRevoke callbacks registered and not
+// yet called nor stopped: each open stream authenticated by a key holds
+// one, so it shows whether streams that ended let theirs go.
+func (k *Keys) Watched() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.watchers)
 }
 
 // Len returns the number of keys loaded.
-func (k *Keys) Len() int { return len(*k.entries.Load()) }
+func (k *Keys) Len() int { return len(k.keys.Load().entries) }
 
 // parseKeys returns the keys of the file's good lines, and an error that
 // names its broken lines, if any.
@@ -141,6 +233,7 @@ func parseKeys(data []byte) ([]keyEntry, error) {
 		}
 		e := keyEntry{user: fields[0]}
 		copy(e.hash[:], raw)
+		e.id = keyID(e.hash)
 		if seen[e.hash] {
 			broken = append(broken, fmt.Errorf("line %d: the same key is listed twice", n))
 			continue
@@ -154,7 +247,8 @@ func parseKeys(data []byte) ([]keyEntry, error) {
 	return entries, errors.Join(broken...)
 }
 
-// Authenticate implements Authenticator. The key's hash is compared with
+// Authenticate implements Authenticator: the Identity of a key names it
+// (KeyID), for Holds and AfterRevoke. The key's hash is compared with
 // every stored hash in constant time, all of them every time, so the
 // answer's timing tells nothing about the stored keys.
 func (k *Keys) Authenticate(credential string) (Identity, error) {
@@ -162,14 +256,15 @@ func (k *Keys) Authenticate(credential string) (Identity, error) {
 		return Identity{}, errInvalid()
 	}
 	sum := sha256.Sum256([]byte(credential))
-	user := ""
-	for _, e := range *k.entries.Load() {
-		if subtle.ConstantTimeCompare(sum[:], e.hash[:]) == 1 {
-			user = e.user
+	var match *keyEntry
+	entries := k.keys.Load().entries
+	for i := range entries {
+		if subtle.ConstantTimeCompare(sum[:], entries[i].hash[:]) == 1 {
+			match = &entries[i]
 		}
 	}
-	if user == "" {
+	if match == nil {
 		return Identity{}, errInvalid()
 	}
-	return Identity{User: user}, nil
+	return Identity{User: match.user, KeyID: match.id}, nil
 }

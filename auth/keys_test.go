@@ -116,3 +116,84 @@ func TestHashKey(t *testing.T) {
 		t.Errorf("NewKey: %q, %q", a, b)
 	}
 }
+
+// A key's Identity names the key (KeyID), not secretly; Holds and
+// AfterRevoke tell when a Reload removed that key, not another key of the
+// same user.
+func TestKeysRevocation(t *testing.T) {
+	t.Parallel()
+	old, kept, bobKey := auth.NewKey(), auth.NewKey(), auth.NewKey()
+	oldHash, _ := auth.HashKey(old)
+	keptHash, _ := auth.HashKey(kept)
+	bobHash, _ := auth.HashKey(bobKey)
+	path := writeFile(t, "keys", "alice "+oldHash+"\nalice "+keptHash+"\nbob "+bobHash+"\n")
+	keys, err := auth.LoadKeys(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]auth.Identity{}
+	for name, key := range map[string]string{"old": old, "kept": kept, "bob": bobKey} {
+		id, err := keys.Authenticate(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.KeyID == "" || strings.Contains(key, id.KeyID) || strings.Contains(path+oldHash+keptHash+bobHash, id.KeyID) {
+			t.Errorf("%s: KeyID %q is empty, or part of the key or of its stored hash", name, id.KeyID)
+		}
+		if !keys.Holds(id) {
+			t.Errorf("%s: Holds(%+v) = false before any reload", name, id)
+		}
+		ids[name] = id
+	}
+	if ids["old"].KeyID == ids["kept"].KeyID {
+		t.Fatal("two keys of one user have the same KeyID")
+	}
+	for name, id := range map[string]auth.Identity{
+		"no KeyID":             {User: "alice"},
+		"another user's KeyID": {User: "alice", KeyID: ids["bob"].KeyID},
+		"unknown KeyID":        {User: "alice", KeyID: "0123456789abcdef0123456789abcdef"},
+	} {
+		if keys.Holds(id) {
+			t.Errorf("Holds(%s) = true", name)
+		}
+	}
+
+	called := map[string]int{}
+	stops := map[string]func(){}
+	for name, id := range ids {
+		stops[name] = keys.AfterRevoke(id, func() { called[name]++ })
+	}
+	stops["bob"]() // bob's stream ended before his key is removed
+	if n := keys.Watched(); n != 2 {
+		t.Errorf("Watched = %d, want 2 (bob's was stopped)", n)
+	}
+	if err := os.WriteFile(path, []byte("alice "+keptHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if called["old"] != 1 || called["kept"] != 0 || called["bob"] != 0 {
+		t.Errorf("callbacks after the reload removed the old key and bob's: %v, want old's only", called)
+	}
+	if keys.Holds(ids["old"]) || !keys.Holds(ids["kept"]) {
+		t.Errorf("Holds after the reload: old %v, kept %v", keys.Holds(ids["old"]), keys.Holds(ids["kept"]))
+	}
+	if n := keys.Watched(); n != 1 {
+		t.Errorf("Watched = %d, want 1 (kept's)", n)
+	}
+	// A callback for a key removed already is called at once; a reload
+	// that removes nothing more calls none again.
+	now := 0
+	keys.AfterRevoke(ids["old"], func() { now++ })()
+	if err := keys.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if now != 1 || called["old"] != 1 || called["kept"] != 0 {
+		t.Errorf("AfterRevoke of a removed key called %d times; callbacks after a second reload: %v", now, called)
+	}
+	stops["kept"]()
+	if n := keys.Watched(); n != 0 {
+		t.Errorf("Watched = %d after every stop, want 0", n)
+	}
+}

@@ -22,13 +22,24 @@ const DefaultSessionTTL = time.Hour
 // sessionContext separates session MACs from any other use of the key.
 const sessionContext = "runstream-session-v1."
 
-// Sessions issues and verifies stateless session values: the user id and
-// the expiry, authenticated with HMAC-SHA256 under a server key. Every
-// instance that holds the same key accepts the sessions of the others,
-// so no session table is needed; the price is that a session cannot be
-// revoked before it expires (logging out deletes the browser's cookie),
-// which is why sessions are short-lived and never outlive the credential
-// they were exchanged for. Sessions is safe for concurrent use.
+// Sessions issues and verifies stateless session values: the user id, the
+// expiry and, for a session made from an API key, the key's KeyID,
+// authenticated with HMAC-SHA256 under a server key. Every instance that
+// holds the same key accepts the sessions of the others, so no session
+// table is needed; the price is that a session itself cannot be revoked
+// before it expires (logging out deletes the browser's cookie), which is
+// why sessions are short-lived and never outlive the credential they were
+// exchanged for. What can be revoked is the API key a session names: the
+// caller of Authenticate checks the KeyID it returns (Revocable).
+// Sessions is safe for concurrent use.
+//
+// A value is base64url(JSON payload) "." base64url(HMAC), the MAC taken
+// over sessionContext and the first part. The payload has "sub" and
+// "exp" and, since sessions were bound to their key, "key" (the KeyID)
+// when the session was made from an API key. A value issued before that
+// has no "key": it verifies, with an empty KeyID, which a Revocable
+// does not hold, so a server with API keys refuses it (its user signs in
+// again) and a server with JWTs accepts it as before.
 type Sessions struct {
 	key []byte
 	ttl time.Duration
@@ -77,16 +88,21 @@ func ReadSessionKey(path string) ([]byte, error) {
 type sessionPayload struct {
 	Sub string `json:"sub"`
 	Exp int64  `json:"exp"` // Unix seconds
+	// Key is the KeyID of the API key the session was made from; absent
+	// for a JWT's session, and in the values issued before it existed.
+	Key string `json:"key,omitempty"`
 }
 
 // Issue returns a session value for id and when it expires: after the
-// TTL, or when id's credential expires if that is sooner.
+// TTL, or when id's credential expires if that is sooner. The session
+// carries id.KeyID, so that Authenticate returns it and a revoked key
+// revokes its sessions.
 func (s *Sessions) Issue(id Identity) (string, time.Time) {
 	expires := s.now().Add(s.ttl).Truncate(time.Second)
 	if !id.Expires.IsZero() && id.Expires.Before(expires) {
 		expires = id.Expires.Truncate(time.Second)
 	}
-	payload, _ := json.Marshal(sessionPayload{Sub: id.User, Exp: expires.Unix()})
+	payload, _ := json.Marshal(sessionPayload{Sub: id.User, Exp: expires.Unix(), Key: id.KeyID})
 	body := base64.RawURLEncoding.EncodeToString(payload)
 	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body)), expires
 }
@@ -98,7 +114,10 @@ func (s *Sessions) mac(body string) []byte {
 	return m.Sum(nil)
 }
 
-// Authenticate implements Authenticator for session values.
+// Authenticate implements Authenticator for session values: the
+// Identity has the session's user, expiry and KeyID (empty for a session
+// made from a JWT or issued before sessions carried it). It does not
+// check that the KeyID is still in use: see Revocable.
 func (s *Sessions) Authenticate(value string) (Identity, error) {
 	if len(value) > maxCredentialBytes {
 		return Identity{}, errInvalid()
@@ -120,5 +139,5 @@ func (s *Sessions) Authenticate(value string) (Identity, error) {
 	if !s.now().Before(expires) {
 		return Identity{}, errExpired()
 	}
-	return Identity{User: p.Sub, Expires: expires}, nil
+	return Identity{User: p.Sub, Expires: expires, KeyID: p.Key}, nil
 }

@@ -44,6 +44,19 @@ func TestSessions(t *testing.T) {
 	id, err = s.Authenticate(short)
 	wantUnauthenticated(t, "expired", id, err)
 
+	// A session made from an API key names it; one made from a JWT, like
+	// those issued before sessions were bound to their key, does not.
+	bound, _ := s.Issue(auth.Identity{User: "alice", KeyID: "0123456789abcdef0123456789abcdef"})
+	if id, err := s.Authenticate(bound); err != nil || id.User != "alice" || id.KeyID != "0123456789abcdef0123456789abcdef" {
+		t.Errorf("a session of an API key: %+v, %v", id, err)
+	}
+	if id, err := s.Authenticate(value); err != nil || id.KeyID != "" {
+		t.Errorf("a session without a key: %+v, %v", id, err)
+	}
+	if raw, _ := base64.RawURLEncoding.DecodeString(strings.Split(value, ".")[0]); strings.Contains(string(raw), "key") {
+		t.Errorf("a session without a key has the payload %s, not the format of before the binding", raw)
+	}
+
 	body, sig, _ := strings.Cut(value, ".")
 	for name, bad := range map[string]string{
 		"empty":          "",

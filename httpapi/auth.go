@@ -185,9 +185,12 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 		case 0:
 		case 1:
 			id, err := s.cfg.Auth.Sessions.Authenticate(cookies[0].Value)
-			if uc, ok := s.cfg.Auth.Credentials.(auth.UserChecker); ok && err == nil && !uc.HasUser(id.User) {
-				// Every key of the session's user was revoked.
-				err = runstream.Errorf(runstream.CodeUnauthenticated, "the session's user holds no credential any more: sign in again")
+			if rv, ok := s.cfg.Auth.Credentials.(auth.Revocable); ok && err == nil && !rv.Holds(id) {
+				// The API key the session was made from was removed from
+				// the keys file, or the session names none (issued before
+				// sessions were bound to their key): either way its user
+				// signs in again.
+				err = runstream.Errorf(runstream.CodeUnauthenticated, "the session's credential is no longer valid: sign in again")
 			}
 			return caller{Identity: id, cookie: true}, outcomeOf(err), err
 		default:
@@ -239,6 +242,23 @@ func User(r *http.Request) string { return userOf(r) }
 // does not. A stream of that request ends then, so that its client
 // re-authenticates.
 func CredentialExpires(r *http.Request) time.Time { return callerOf(r).Expires }
+
+// AfterRevoke arranges for f to be called once the credential of a
+// request that a Mount route authenticated is revoked: its API key, or
+// the one its session was made from, removed from the keys file and the
+// file reloaded (auth.Revocable). stop, called when f is no longer
+// needed, unregisters it. With credentials that are not revoked so (JWTs,
+// or no authentication) f is never called. A stream of that request ends
+// then, as when its credential expires, so that its client
+// re-authenticates: its reconnection with the revoked credential is
+// refused with 401.
+func (s *Server) AfterRevoke(r *http.Request, f func()) (stop func()) {
+	rv, ok := s.cfg.Auth.Credentials.(auth.Revocable)
+	if !ok {
+		return func() {}
+	}
+	return rv.AfterRevoke(callerOf(r).Identity, f)
+}
 
 // userOf returns the authenticated caller's user id.
 func userOf(r *http.Request) string { return callerOf(r).User }

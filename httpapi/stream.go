@@ -23,7 +23,8 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.streams.Shutdown
 
 // serveStream answers a stream request with the follower of src from
 // cursor (ssestream.Set.Serve): the caller's stream limit is counted in
-// the metrics, the caller's credential bounds the stream's lifetime, a
+// the metrics, the caller's credential bounds the stream's lifetime (it
+// ends when the credential expires or is revoked, see AfterRevoke), a
 // stream that takes its connection over writes its access log line when
 // it ends, and what names the stream in logs. It returns an error, with
 // nothing written and nothing subscribed, when the caller has too many
@@ -31,8 +32,11 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.streams.Shutdown
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, src ssestream.Source, cursor int64, what slog.Attr) error {
 	c := callerOf(r)
 	return s.streams.Serve(w, r, src, cursor, ssestream.Options{
-		User:     c.User,
-		Expires:  c.Expires,
+		User:    c.User,
+		Expires: c.Expires,
+		AfterRevoke: func(end func()) (stop func()) {
+			return s.AfterRevoke(r, end)
+		},
 		Limited:  func(err error) { s.countLimit("streams", err) },
 		Detach:   detachAccess,
 		Logger:   s.logger,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -30,6 +31,12 @@ type HTTP struct {
 	// (zero: never); a join stream is aborted then, as on lifetime
 	// expiry, so that the client re-authenticates and resumes.
 	Expires func(r *http.Request) time.Time
+	// AfterRevoke, when set, arranges for f to be called once the
+	// credential of r's caller is revoked (httpapi.Server.AfterRevoke: an
+	// API key removed from the keys file) and returns the stop that
+	// unregisters it; a join stream is aborted then, as when the
+	// credential expires, and the client's reconnection is refused.
+	AfterRevoke func(r *http.Request, f func()) (stop func())
 	// Kit reads, checks and decodes the push body and writes the answers
 	// as the API's other endpoints do (httpapi.ThreadKit: Content-Type,
 	// duplicate keys, member names, depth, body deadline). Its ReadJSON,
@@ -245,7 +252,13 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 			lifetime = max(min(lifetime, time.Until(at)), time.Millisecond)
 		}
 	}
-	a.s.Join(w, r, run, cursor, ParseModes(q["stream_mode"]), lifetime)
+	var revoked chan struct{} // nil: never closed
+	if a.h.AfterRevoke != nil {
+		revoked = make(chan struct{})
+		stop := a.h.AfterRevoke(r, sync.OnceFunc(func() { close(revoked) }))
+		defer stop()
+	}
+	a.s.join(w, r, run, cursor, ParseModes(q["stream_mode"]), lifetime, revoked)
 	return nil
 }
 

@@ -110,6 +110,12 @@ type joiner struct {
 // lifetime has passed and on Shutdown it aborts the connection (panics
 // with http.ErrAbortHandler).
 func (s *Service) Join(w http.ResponseWriter, r *http.Request, run runchunks.Run, cursor int64, modes Modes, lifetime time.Duration) {
+	s.join(w, r, run, cursor, modes, lifetime, nil)
+}
+
+// join is Join, also aborted once revoked is closed (the caller's
+// credential was revoked); a nil revoked is never closed.
+func (s *Service) join(w http.ResponseWriter, r *http.Request, run runchunks.Run, cursor int64, modes Modes, lifetime time.Duration, revoked <-chan struct{}) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -128,14 +134,15 @@ func (s *Service) Join(w http.ResponseWriter, r *http.Request, run runchunks.Run
 	j.buf = append(append(append(j.buf, "event: metadata\ndata: "...), meta...), "\n\n"...)
 	sub := s.hub.Subscribe(StreamKey(run.RunID), j.cursor+1)
 	defer sub.Close()
-	err := j.follow(r.Context(), sub, lifetime)
+	err := j.follow(r.Context(), sub, lifetime, revoked)
 	if errors.Is(err, errAbort) {
 		panic(http.ErrAbortHandler)
 	}
 }
 
-// follow runs the stream until it ends.
-func (j *joiner) follow(ctx context.Context, sub *live.Subscription, maxLifetime time.Duration) error {
+// follow runs the stream until it ends; it is aborted (errAbort) after
+// maxLifetime, on Shutdown and once revoked is closed.
+func (j *joiner) follow(ctx context.Context, sub *live.Subscription, maxLifetime time.Duration, revoked <-chan struct{}) error {
 	lifetime := time.NewTimer(maxLifetime)
 	defer lifetime.Stop()
 	err := j.catchUp(ctx)
@@ -149,6 +156,8 @@ func (j *joiner) follow(ctx context.Context, sub *live.Subscription, maxLifetime
 		case <-j.s.stop.Done():
 			return errAbort
 		case <-lifetime.C:
+			return errAbort
+		case <-revoked: // as on lifetime expiry: the client re-authenticates
 			return errAbort
 		case <-sub.Ready():
 			err = j.deliverLive(ctx, sub)

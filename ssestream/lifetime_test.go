@@ -34,3 +34,31 @@ func TestSilentStreamHeartbeatsUntilItsLifetimeEnds(t *testing.T) {
 		}
 	})
 }
+
+// A stream whose credential is revoked (Options.AfterRevoke calls end)
+// ends then, as when its lifetime runs out, and its revocation callback
+// is stopped once it ended.
+func TestStreamEndsWhenItsCredentialIsRevoked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		set := NewSet(Config{Heartbeat: 15 * time.Second, MaxLifetime: time.Hour})
+		var stopped int
+		opts := Options{AfterRevoke: func(end func()) func() {
+			time.AfterFunc(20*time.Second, end) // the keys file reloaded without the key
+			return func() { stopped++ }
+		}}
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		if err := set.Serve(rec, httptest.NewRequestWithContext(t.Context(), "GET", "/", nil), openSource{newStoredSource(0)}, 0, opts); err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+		if took := time.Since(start); took != 20*time.Second {
+			t.Errorf("the stream lasted %v, want 20s, until its credential was revoked", took)
+		}
+		if stopped != 1 {
+			t.Errorf("the revocation callback was stopped %d times, want once", stopped)
+		}
+		if n := strings.Count(rec.Body.String(), ": heartbeat\n"); n != 1 {
+			t.Errorf("%d heartbeats in 20s, want 1: %q", n, rec.Body.String())
+		}
+	})
+}

@@ -27,6 +27,15 @@ type Options struct {
 	// the caller's credential or session expires (the client
 	// re-authenticates and resumes with Last-Event-ID).
 	Expires time.Time
+	// AfterRevoke, when set, is called as the stream starts with end, the
+	// function that ends the stream, for it to call once the caller's
+	// credential is revoked (httpapi.Server.AfterRevoke: an API key
+	// removed from the keys file); it returns the stop that Serve calls
+	// when the stream has ended. A revoked stream ends as when Expires
+	// passes: cleanly, so that the client reconnects, re-authenticates
+	// and resumes with Last-Event-ID. end may be called at any time, from
+	// any goroutine, and more than once.
+	AfterRevoke func(end func()) (stop func())
 	// Limited, when set, is called with the outcome of the per-user limit
 	// check: nil when the stream may open, else the RATE_LIMITED error.
 	Limited func(err error)
@@ -74,6 +83,15 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 		release()
 		set.setRetryAfter(w)
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
+	}
+	if opts.AfterRevoke != nil {
+		// end is the stream context's cancel: the follower then ends as
+		// when its lifetime runs out (errStreamDone).
+		stopRevoke, streamDone := opts.AfterRevoke(cancel), done
+		done = func() {
+			stopRevoke()
+			streamDone()
+		}
 	}
 	cfg := set.cfg
 	if !opts.Expires.IsZero() {

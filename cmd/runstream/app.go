@@ -139,7 +139,7 @@ func newApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app, er
 	}, a.workflows, threads)
 	if a.langgraph != nil {
 		h := langgraph.HTTP{Mount: a.api.Mount, User: httpapi.User, WriteError: a.api.WriteError, Expires: httpapi.CredentialExpires, Kit: httpapi.ThreadKit(),
-			AcquireStream: a.api.AcquireStream}
+			AcquireStream: a.api.AcquireStream, AfterRevoke: a.api.AfterRevoke}
 		if threads != nil {
 			h.StoreOnly = threads.StoreOnlyRun
 		}

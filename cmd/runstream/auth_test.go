@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/runstream/runstream/auth"
 	"github.com/runstream/runstream/auth/authtest"
+	"github.com/runstream/runstream/sse"
 )
 
 // call sends a request with a bearer token ("": none) and returns the
@@ -344,5 +346,107 @@ func TestServeAuthNoneRefusesOtherHosts(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET /api/workflows with Host %q: %d, want %d", host, resp.StatusCode, want)
 		}
+	}
+}
+
+// serve --auth token: once an API key is removed from --api-keys-file and
+// the file reloaded (SIGHUP), the streams opened with it end as when a
+// credential expires (a LangGraph join is aborted, a thread stream ends
+// cleanly) and their reconnection is refused, while the join of the
+// user's other key goes on. Not parallel: SIGHUP reaches every serve of
+// the process.
+func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
+	old, kept := auth.NewKey(), auth.NewKey()
+	oldHash, _ := auth.HashKey(old)
+	keptHash, _ := auth.HashKey(kept)
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("alice "+oldHash+"\nalice "+keptHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := runServe(t, nil, "--store", "memory:", "--workers", "0", "--auth", "token", "--api-keys-file", file)
+	push := func(index int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"thread_id":"t1","epoch":1,"first_index":%d,"chunks":[{"event":"values","data":{"n":%d}}]}`, index, index)
+		if code, out, _ := call(t, "POST", p.base+"/api/runs/r1/stream-chunks", kept, body); code != http.StatusOK {
+			t.Fatalf("push: %d %s", code, out)
+		}
+	}
+	const joinPath, threadPath = "/api/threads/t1/runs/r1/stream", "/api/threads/t1/stream"
+	open := func(path, key string) (int, *sse.Reader) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		if path == joinPath {
+			req.Header.Set("Last-Event-ID", "-1") // from the start
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp.StatusCode, sse.NewReader(resp.Body)
+	}
+	push(0)
+	joins := map[string]joined{}
+	for name, key := range map[string]string{"old": old, "kept": kept} {
+		code, r := open(joinPath, key)
+		if code != http.StatusOK {
+			t.Fatalf("join with the %s key: %d", name, code)
+		}
+		joins[name] = joined{r: r}
+		if got := joins[name].next(t) + "," + joins[name].next(t); got != "metadata ,values 0" {
+			t.Fatalf("join with the %s key: frames %s", name, got)
+		}
+	}
+	code, thread := open(threadPath, old)
+	if code != http.StatusOK {
+		t.Fatalf("thread stream with the old key: %d", code)
+	}
+
+	if err := os.WriteFile(file, []byte("alice "+keptHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := readToEnd(t, joins["old"].r); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("the old key's join ended with %v once the key was removed; want an aborted connection", err)
+	}
+	if err := readToEnd(t, thread); !errors.Is(err, io.EOF) {
+		t.Errorf("the old key's thread stream ended with %v once the key was removed; want a clean end", err)
+	}
+	push(1)
+	if got := joins["kept"].next(t); got != "values 1" {
+		t.Errorf("the kept key's join after the rotation: %s, want values 1", got)
+	}
+	for _, path := range []string{joinPath, threadPath} {
+		if code, _ := open(path, old); code != http.StatusUnauthorized {
+			t.Errorf("reconnection to %s with the removed key: %d, want 401", path, code)
+		}
+	}
+}
+
+// readToEnd reads r until its stream ends and returns how (io.EOF: a
+// clean end); it fails the test if the stream is still open after 30 s.
+func readToEnd(t *testing.T, r *sse.Reader) error {
+	t.Helper()
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := r.Next(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream is still open 30 s after its key was removed")
+		return nil
 	}
 }

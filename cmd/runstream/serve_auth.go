@@ -71,7 +71,7 @@ func (a *authFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&a.corsOrigins, "cors-origins", "", "origins (comma-separated scheme://host[:port]) whose pages may call the API with credentials (default: none, CORS off; * is refused)")
 	fs.Float64Var(&a.appendRate, "append-rate", appendRateByMode, fmt.Sprintf("thread event appends (requests) per second each user may sustain on this instance, the next answering 429 RATE_LIMITED (0: no limit; default: %d with --auth token or jwt, no limit with --auth none, whose one user is every caller)", defaultAppendRate))
 	fs.IntVar(&a.appendBurst, "append-burst", defaultAppendBurst, "appends a user may make at once, above --append-rate")
-	fs.DurationVar(&a.streamLifetime, "max-stream-lifetime", time.Hour, "longest an SSE stream stays open; the client resumes with Last-Event-ID (a stream also ends when its credential or session expires)")
+	fs.DurationVar(&a.streamLifetime, "max-stream-lifetime", time.Hour, "longest an SSE stream stays open; the client resumes with Last-Event-ID (a stream also ends when its credential or session expires, or when the API key it was opened with is removed from --api-keys-file and the file reloaded)")
 }
 
 // build checks the flags against addr and loads the key files. In mode
@@ -157,6 +157,9 @@ func (a *authFlags) printWarning(stdout io.Writer) {
 }
 
 // reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends.
+// An API key removed from its file is revoked at the reload: requests
+// with it, and the sessions made from it, are refused, and the streams
+// opened with either end (auth.Keys.Reload, httpapi.Server.AfterRevoke).
 // What the reload could not apply is logged: for API keys, the broken
 // lines (the others apply, so a removed key is revoked whatever else the
 // file holds); for JWT keys, the whole file (the keys in use stay).
