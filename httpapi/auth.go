@@ -189,8 +189,9 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 				// The API key the session was made from was removed from
 				// the keys file, or the session names none (issued before
 				// sessions were bound to their key): either way its user
-				// signs in again.
-				err = runstream.Errorf(runstream.CodeUnauthenticated, "the session's credential is no longer valid: sign in again")
+				// signs in again. The message is the one of any invalid
+				// credential: it does not tell which check failed.
+				err = runstream.Errorf(runstream.CodeUnauthenticated, "the credential is not valid")
 			}
 			return caller{Identity: id, cookie: true}, outcomeOf(err), err
 		default:

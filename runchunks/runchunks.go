@@ -227,8 +227,7 @@ func Plan(cur *Run, p Push) (Result, error) {
 			return res, gapError(run.NextIndex)
 		}
 		if takeover && p.FirstIndex < run.NextIndex {
-			return res, runstream.Errorf(runstream.CodeConflict, "a push taking run %s over (epoch %d after %d) must start at the next index %d, not %d: chunks below it belong to the earlier producer",
-				p.RunID, p.Epoch, run.Epoch, run.NextIndex, p.FirstIndex).
+			return res, runstream.Errorf(runstream.CodeConflict, "a push that takes a run over with a greater epoch must start at the next index %d: the chunks below it are the earlier producer's", run.NextIndex).
 				WithDetail("expected_index", run.NextIndex)
 		}
 		run.Epoch = p.Epoch
