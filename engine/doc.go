@@ -15,8 +15,9 @@
 //     bytes in ArtifactBlobs (files or memory) and its metadata with
 //     artifact.created, atomically with node.completed.
 //   - engine.go: Engine claims runs (workflow.Queue) up to Workers at a
-//     time, fairly among owners and at most MaxRunsPerOwner of one owner
-//     across the engines sharing the store, renews their leases, and
+//     time, fairly among owners (and, when MaxRunsPerOwner is set, at most
+//     that many of one owner across the engines sharing the store),
+//     renews their leases, and
 //     stops gracefully (Stop) or abandons them as a crash would
 //     (cancelling Start's context).
 //   - runner.go: one run: run.started, then the DAG, independent nodes in

@@ -46,11 +46,15 @@ type Config struct {
 	Workers int
 	// MaxRunsPerOwner caps the runs of one owner that the engines sharing
 	// the store execute at once, counted in the store (every instance's
-	// leases): a queued run past it stays queued until one of the owner's
-	// runs ends. Runs taken over after a lost worker, and cancelling runs,
-	// are not held back (see workflow.Queue). 0, the default, means no
-	// cap; DefaultMaxRunsPerOwner gives the cap a server uses. Whatever
-	// the cap, claims prefer the owners that execute fewer runs.
+	// leases, not this instance's): a queued run past it stays queued
+	// until one of the owner's runs ends, even with workers idle. Runs
+	// taken over after a lost worker, and cancelling runs, are not held
+	// back (see workflow.Queue). 0, the default, means no cap: one owner
+	// alone may use every worker. Whatever the cap, claims prefer the
+	// owners that execute fewer runs (round robin past
+	// workflow.ClaimWindow owners), so when a worker frees up another
+	// owner's waiting run comes before the rest of a backlog; a cap is
+	// for deployments that want workers held back from any one owner.
 	MaxRunsPerOwner int
 	// WorkerID names this instance in leases; instances sharing a store
 	// need distinct ids. Defaults to host name, process id and a random
@@ -212,13 +216,6 @@ func New(cfg Config) (*Engine, error) {
 		drain:  make(chan struct{}),
 		wake:   make(chan struct{}, 1),
 	}, nil
-}
-
-// DefaultMaxRunsPerOwner returns the cap per owner for an instance of
-// workers workers: one less than workers, so that another owner always
-// finds a worker, and 1 for a single worker.
-func DefaultMaxRunsPerOwner(workers int) int {
-	return max(workers-1, 1)
 }
 
 // DefaultWorkerID returns the host name and process id, "host:pid".

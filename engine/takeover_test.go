@@ -237,11 +237,6 @@ func TestMaxRunsPerOwnerNegative(t *testing.T) {
 	if _, err := engine.New(engine.Config{Store: e.store, Log: e.log, MaxRunsPerOwner: -1}); err == nil {
 		t.Error("New with MaxRunsPerOwner -1 succeeded")
 	}
-	for workers, want := range map[int]int{1: 1, 2: 1, 4: 3, 16: 15} {
-		if got := engine.DefaultMaxRunsPerOwner(workers); got != want {
-			t.Errorf("DefaultMaxRunsPerOwner(%d) = %d, want %d", workers, got, want)
-		}
-	}
 }
 
 // A run longer than the lease is not taken over by another engine: its

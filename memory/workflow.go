@@ -35,6 +35,9 @@ type WorkflowStore struct {
 	versions  map[string]workflow.Version // every version, by id
 	runs      map[string]*runRow
 	closed    bool
+
+	// claims is the round-robin cursor of Claim (workflow.Queue).
+	claims workflow.ClaimCursor
 }
 
 var _ workflow.Store = (*WorkflowStore)(nil)

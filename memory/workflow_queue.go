@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -15,20 +16,15 @@ var (
 	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
 )
 
-// claimable reports whether the run may be leased at now: queued, running
-// or cancelling, with no lease or an expired one.
-func claimable(r workflow.Run, now time.Time) bool {
-	return inQueue(r.Status) && (r.LeaseOwner == "" || !now.Before(r.LeaseExpiresAt))
-}
-
 // executing reports whether the run counts against its owner's cap at
 // now: queued, running or cancelling, with a lease that holds.
 func executing(r workflow.Run, now time.Time) bool {
 	return inQueue(r.Status) && r.LeaseOwner != "" && now.Before(r.LeaseExpiresAt)
 }
 
-// takenOver reports whether a claimable run is taken over (see
-// workflow.Queue): its lease expired, or it is cancelling.
+// takenOver reports whether a claimable run (in the queue, not executing)
+// is taken over (see workflow.Queue): its lease expired, or it is
+// cancelling.
 func takenOver(r workflow.Run) bool {
 	return r.LeaseOwner != "" || r.Status == workflow.StatusCancelling
 }
@@ -59,9 +55,10 @@ func (k claimKey) before(o claimKey) bool {
 	return k.id < o.id
 }
 
-// Claim leases the first claimable run by (rank, CreatedAt, ID) to
-// workerID (see workflow.Queue). It scans every run twice (O(n)) under
-// the store's mutex, which makes the claim a compare-and-set.
+// Claim leases to workerID the first candidate by (rank, CreatedAt, ID)
+// among the owners it visits (see workflow.Queue). It scans every run
+// once (O(n)) under the store's mutex, which makes the claim a
+// compare-and-set and serialises the moves of the store's cursor.
 func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
 	if err := checkLease(workerID, leaseUntil); err != nil {
 		return workflow.Run{}, false, err
@@ -73,36 +70,67 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 		return workflow.Run{}, false, err
 	}
 	defer s.mu.Unlock()
-	running := map[string]int{} // executing runs by owner
-	for _, row := range s.runs {
-		if executing(row.r, now) {
-			running[row.r.OwnerID]++
-		}
-	}
 	var (
-		first *runRow
-		key   claimKey
+		first   *runRow
+		key     claimKey
+		ring    []string           // owners with a queued, running or cancelling run
+		running = map[string]int{} // executing runs by owner
+		waiting = map[string]*runRow{}
 	)
-	for _, row := range s.runs {
-		if !claimable(row.r, now) {
-			continue
-		}
-		k := claimKey{0, row.r.CreatedAt, row.r.ID}
-		if !takenOver(row.r) {
-			k.rank = running[row.r.OwnerID]
-			if maxPerOwner > 0 && k.rank >= maxPerOwner {
-				continue
-			}
-		}
+	consider := func(row *runRow, rank int) {
+		k := claimKey{rank, row.r.CreatedAt, row.r.ID}
 		if first == nil || k.before(key) {
 			first, key = row, k
 		}
+	}
+	for _, row := range s.runs {
+		r := row.r
+		if !inQueue(r.Status) {
+			continue
+		}
+		if _, ok := running[r.OwnerID]; !ok {
+			running[r.OwnerID] = 0
+			ring = append(ring, r.OwnerID)
+		}
+		switch {
+		case executing(r, now):
+			running[r.OwnerID]++
+		case takenOver(r):
+			consider(row, 0)
+		default: // waiting: keep the owner's oldest
+			if w := waiting[r.OwnerID]; w == nil || (claimKey{0, r.CreatedAt, r.ID}).before(claimKey{0, w.r.CreatedAt, w.r.ID}) {
+				waiting[r.OwnerID] = row
+			}
+		}
+	}
+	slices.Sort(ring)
+	visited := claimWindow(ring, s.claims.Owner())
+	for _, owner := range visited {
+		row, rank := waiting[owner], running[owner]
+		if row != nil && (maxPerOwner == 0 || rank < maxPerOwner) {
+			consider(row, rank)
+		}
+	}
+	if len(visited) > 0 {
+		s.claims.Move(visited[len(visited)-1])
 	}
 	if first == nil {
 		return workflow.Run{}, false, nil
 	}
 	first.r.LeaseOwner, first.r.LeaseExpiresAt = workerID, leaseUntil.UTC().Truncate(time.Microsecond)
 	return cloneRun(first.r), true, nil
+}
+
+// claimWindow returns the owners a claim visits (see workflow.Queue): of
+// ring, sorted, the owners after cursor, then from the first, until
+// workflow.ClaimWindow of them or all of ring.
+func claimWindow(ring []string, cursor string) []string {
+	i, found := slices.BinarySearch(ring, cursor)
+	if found {
+		i++
+	}
+	visited := slices.Concat(ring[i:], ring[:i])
+	return visited[:min(len(visited), workflow.ClaimWindow)]
 }
 
 // RenewLease moves the lease workerID holds on a run to leaseUntil.

@@ -106,11 +106,15 @@
 // # Queue, node outputs and the thread API
 //
 // The workflow store is also a workflow.Queue and a workflow.NodeOutputStore:
-// Claim, serialised across instances by a transaction-scoped advisory lock,
-// picks a run fairly among owners under a cap per owner (one search per
-// owner in the partial index workflow_runs_claimable_owner, the leased runs
-// in workflow_runs_leased), locks it with FOR UPDATE SKIP LOCKED and writes
-// its lease in the same statement;
+// Claim, serialised across the instances on the schema by a
+// transaction-scoped advisory lock whose key names the schema, picks a run
+// fairly among owners under a cap per owner (up to workflow.ClaimWindow
+// owners visited round robin from the store's cursor, kept in memory per
+// store, with two searches per owner in the partial index
+// workflow_runs_claimable_owner; the leased runs in workflow_runs_leased),
+// so that its cost does not grow with the number of owners nor their
+// backlogs, locks it with FOR UPDATE SKIP LOCKED and writes its lease in
+// the same statement;
 // RenewLease and ReleaseLease are compare-and-set UPDATEs on lease_owner; node
 // outputs live in workflow_node_outputs, written in the Append or Resume
 // transaction. Runs and Idempotency return the runevents.RunStore (thread_runs,

@@ -43,6 +43,9 @@ type WorkflowStore struct {
 	mu         sync.RWMutex // guards closed against the sends to committers
 	closed     bool
 	committers []*appendCommitter
+
+	// claims is the round-robin cursor of Claim (workflow.Queue).
+	claims workflow.ClaimCursor
 }
 
 var _ workflow.Store = (*WorkflowStore)(nil)

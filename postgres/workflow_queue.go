@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -20,18 +21,22 @@ var (
 	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
 )
 
-// claimSQL leases to $1 until $3 the claimable run Claim takes at $2
-// under the cap $4 (see workflow.Queue), in one statement, reading only
-// indexes whose size is the number of owners with runs to execute and the
-// number of leased runs, never an owner's backlog:
+// claimSQL leases to $1 until $3 the run Claim takes at $2 under the cap
+// $4, visiting at most $6 (workflow.ClaimWindow) owners after the cursor
+// $5 (see workflow.Queue), in one statement. It reads a bounded number of
+// index entries, whatever the number of owners and their backlogs:
 //
 //   - executing counts each owner's runs whose lease holds, from the
 //     partial index workflow_runs_leased (the few leased runs);
-//   - owners lists each owner with a queued, running or cancelling run, by
-//     one search of workflow_runs_claimable_owner per owner (a skip scan);
-//   - candidates holds, for each owner below the cap ($4 = 0: no cap), the
-//     oldest of its queued and running runs without a lease, of rank its
-//     count (ordered by owner_id first, which only
+//   - after lists the owners after the cursor, and before, when after
+//     found fewer than $6, the owners from the first up to the cursor
+//     (the ring wraps around), each by one search of
+//     workflow_runs_claimable_owner, which holds the owners of queued,
+//     running and cancelling runs; visited is both, numbered in the order
+//     visited;
+//   - candidates holds, for each visited owner below the cap ($4 = 0: no
+//     cap), the oldest of its queued and running runs without a lease, of
+//     rank its count (ordered by owner_id first, which only
 //     workflow_runs_claimable_owner gives without a sort, so that the
 //     planner does not walk workflow_runs_claimable past other owners'
 //     runs); then the oldest run whose lease expired (workflow_runs_leased)
@@ -40,14 +45,16 @@ var (
 //   - next locks the candidate first by (rank, created_at, id) whose row
 //     is free (FOR UPDATE OF r SKIP LOCKED), rechecking on the newest
 //     version of a row that changed since the statement began that it is
-//     still claimable.
+//     still claimable;
+//   - claimed writes the lease fields of the row next locked, so that even
+//     claims that did not wait for each other (claimLockSQL) never take
+//     the same run.
 //
-// Within each group the oldest run is the one the full order would take,
-// so the choice is the one workflow.Queue describes. The UPDATE writes the
-// lease fields of the row next locked, so that even claims that did not
-// wait for each other (claimLockSQL) never take the same run. A candidate
-// locked by another transaction (an append to the run) is passed over for
-// the next candidate, or none, and a later claim finds it.
+// It returns one row: the last owner visited, the next cursor (NULL when
+// no owner has a run in the queue), then the columns of the run claimed,
+// NULL when none is. A candidate locked by another transaction (an append
+// to the run) is passed over for the next candidate, or none, and a later
+// claim finds it.
 //
 // A run whose lease holds no expiry is claimable, as in the reference
 // store (a zero expiry has passed).
@@ -55,22 +62,34 @@ const claimSQL = `WITH RECURSIVE executing AS (
 	SELECT owner_id, count(*) AS n FROM workflow_runs
 	WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > $2
 	GROUP BY owner_id
-), owners AS (
-	SELECT min(owner_id) AS owner_id FROM workflow_runs
-	WHERE status IN ('queued', 'running', 'cancelling')
+), after AS (
+	SELECT (SELECT min(owner_id) FROM workflow_runs
+		WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > $5) AS owner_id, 1 AS n
 	UNION ALL
 	SELECT (SELECT min(w.owner_id) FROM workflow_runs w
-		WHERE w.status IN ('queued', 'running', 'cancelling') AND w.owner_id > o.owner_id)
-	FROM owners o WHERE o.owner_id IS NOT NULL
+		WHERE w.status IN ('queued', 'running', 'cancelling') AND w.owner_id > a.owner_id), a.n + 1
+	FROM after a WHERE a.owner_id IS NOT NULL AND a.n < $6::int
+), before AS (
+	SELECT (SELECT min(owner_id) FROM workflow_runs
+		WHERE status IN ('queued', 'running', 'cancelling') AND owner_id <= $5) AS owner_id,
+		(SELECT count(owner_id) FROM after)::int + 1 AS n
+	UNION ALL
+	SELECT (SELECT min(w.owner_id) FROM workflow_runs w
+		WHERE w.status IN ('queued', 'running', 'cancelling') AND w.owner_id > b.owner_id AND w.owner_id <= $5), b.n + 1
+	FROM before b WHERE b.owner_id IS NOT NULL AND b.n < $6::int
+), visited AS (
+	SELECT owner_id, n FROM after WHERE owner_id IS NOT NULL
+	UNION ALL
+	SELECT owner_id, n FROM before WHERE owner_id IS NOT NULL AND n <= $6::int
 ), candidates AS (
 	SELECT f.id, coalesce(e.n, 0) AS rank
-	FROM owners o
+	FROM visited o
 		LEFT JOIN executing e ON e.owner_id = o.owner_id
 		CROSS JOIN LATERAL (SELECT w.id FROM workflow_runs w
 			WHERE w.owner_id = o.owner_id AND w.status IN ('queued', 'running', 'cancelling')
 				AND w.status <> 'cancelling' AND w.lease_owner = ''
 			ORDER BY w.owner_id, w.created_at, w.id LIMIT 1) f
-	WHERE o.owner_id IS NOT NULL AND ($4::bigint = 0 OR coalesce(e.n, 0) < $4::bigint)
+	WHERE $4::bigint = 0 OR coalesce(e.n, 0) < $4::bigint
 	UNION ALL
 	(SELECT id, 0 FROM workflow_runs
 	WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling')
@@ -87,32 +106,44 @@ const claimSQL = `WITH RECURSIVE executing AS (
 	ORDER BY c.rank, r.created_at, r.id
 	LIMIT 1
 	FOR UPDATE OF r SKIP LOCKED
+), claimed AS (
+	UPDATE workflow_runs r SET lease_owner = $1, lease_expires_at = $3
+	FROM next WHERE r.id = next.id
+	RETURNING ` + qualifiedRunColumns + `
 )
-UPDATE workflow_runs r SET lease_owner = $1, lease_expires_at = $3
-FROM next WHERE r.id = next.id
-RETURNING ` + qualifiedRunColumns
+SELECT (SELECT owner_id FROM visited ORDER BY n DESC LIMIT 1), claimed.*
+FROM (SELECT) AS one LEFT JOIN claimed ON true`
 
 // claimLockSQL serialises the claims of every instance sharing the
-// database: sent with claimSQL in one batch, it holds the lock until the
+// schema: sent with claimSQL in one batch, it holds the lock until the
 // claim commits (the batch is one implicit transaction, as in queryPage),
 // and claimSQL, whose snapshot is taken after the lock, sees the leases of
 // every claim before it. So two claims never both count an owner below the
 // cap and both take one of its runs, nor both pick the same candidate
-// (where the second would pass over it and find none). Each claim holds
-// the lock for one claimSQL, a fraction of a millisecond.
-const claimLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('runstream_claims', 0))`
+// (where the second would pass over it and find none). The lock's key
+// names the schema (current_schema(), where claimSQL finds workflow_runs),
+// so that deployments in other schemas of the database do not wait for
+// it. Each claim holds the lock for one claimSQL, a fraction of a
+// millisecond.
+const claimLockSQL = `SELECT pg_advisory_xact_lock(` + claimLockKey + `)`
+
+// claimLockKey is the key of claimLockSQL's lock in the current schema.
+const claimLockKey = `hashtextextended('runstream_claims ' || coalesce(current_schema(), ''), 0)`
 
 // qualifiedRunColumns are runColumns of the table aliased r.
 const qualifiedRunColumns = `r.id, r.workflow_id, r.version_id, r.owner_id, r.status, r.input, r.output, r.error, r.last_seq,
 	r.created_at, r.updated_at, r.started_at, r.finished_at, r.lease_owner, r.lease_expires_at`
 
-// Claim leases the first claimable run by (rank, CreatedAt, ID) under
-// the cap maxPerOwner to workerID until leaseUntil (see workflow.Queue),
-// with claimLockSQL and claimSQL in one round trip. A candidate whose row
-// another transaction holds at that moment (an append to the run) is
-// passed over for the next candidate (another owner's run, or a run taken
-// over) or none, and a later claim finds it. Claiming does not change the
-// run's UpdatedAt.
+// Claim leases to workerID until leaseUntil the first candidate by
+// (rank, CreatedAt, ID) among the owners it visits, under the cap
+// maxPerOwner (see workflow.Queue), with claimLockSQL and claimSQL in one
+// round trip. A candidate whose row another transaction holds at that
+// moment (an append to the run) is passed over for the next candidate
+// (another owner's run, or a run taken over) or none, and a later claim
+// finds it. Claiming does not change the run's UpdatedAt. The cursor is
+// this store's: another instance keeps its own, and claims of this store
+// that overlap in time may start from the same cursor (the engine claims
+// one after another).
 func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
 	if err := checkLease("claim", workerID, leaseUntil); err != nil {
 		return workflow.Run{}, false, err
@@ -125,33 +156,64 @@ func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUn
 	}
 	b := &pgx.Batch{}
 	b.Queue(claimLockSQL)
-	b.Queue(claimSQL, workerID, now.UTC(), leaseTime(leaseUntil), int64(maxPerOwner))
-	runs, err := claimBatch(s.pool.SendBatch(ctx, b))
-	switch {
-	case err != nil:
+	b.Queue(claimSQL, workerID, now.UTC(), leaseTime(leaseUntil), int64(maxPerOwner), s.claims.Owner(), workflow.ClaimWindow)
+	cursor, run, ok, err := claimBatch(s.pool.SendBatch(ctx, b))
+	if err != nil {
 		return workflow.Run{}, false, dbError(err, "claim")
-	case len(runs) == 0:
-		return workflow.Run{}, false, nil
 	}
-	return runs[0], true, nil
+	if cursor != nil {
+		s.claims.Move(*cursor)
+	}
+	return run, ok, nil
 }
 
-// claimBatch reads the results of claimLockSQL and claimSQL: the run
-// leased, if any.
-func claimBatch(br pgx.BatchResults) ([]workflow.Run, error) {
+// claimBatch reads the results of claimLockSQL and claimSQL: the next
+// cursor (nil when no owner has a run in the queue), and the run leased,
+// if any.
+func claimBatch(br pgx.BatchResults) (cursor *string, run workflow.Run, ok bool, err error) {
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, err
+		return nil, workflow.Run{}, false, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, err
+		return nil, workflow.Run{}, false, err
 	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (workflow.Run, error) { return scanRun(row) })
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, workflow.Run{}, false, err
+		}
+		return nil, workflow.Run{}, false, errors.New("claim: the statement returned no row")
+	}
+	if rows.RawValues()[1] == nil {
+		// No run claimed: read the cursor, skip the run's NULL columns.
+		dest := make([]any, len(rows.FieldDescriptions()))
+		dest[0] = &cursor
+		err = rows.Scan(dest...)
+	} else {
+		run, err = scanRun(cursorRow{rows, &cursor})
+		ok = true
+	}
 	if err != nil {
-		return nil, err
+		return nil, workflow.Run{}, false, err
 	}
-	return runs, br.Close()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, workflow.Run{}, false, err
+	}
+	return cursor, run, ok, br.Close()
+}
+
+// cursorRow is the row of claimSQL as scanRun reads it: Scan reads the
+// first column, the cursor, into cursor, then the run's columns into dest.
+type cursorRow struct {
+	pgx.Rows
+	cursor **string
+}
+
+func (r cursorRow) Scan(dest ...any) error {
+	return r.Rows.Scan(append([]any{r.cursor}, dest...)...)
 }
 
 // renewSQL and releaseSQL are the compare-and-set UPDATEs of the run $1

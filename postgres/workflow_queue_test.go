@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -150,7 +151,7 @@ func TestClaimUsesIndex(t *testing.T) {
 	if _, err := db.pool.Exec(ctx, "ANALYZE workflow_runs"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.pool.Query(ctx, "EXPLAIN "+claimSQL, "w", now, now.Add(time.Minute), int64(3))
+	rows, err := db.pool.Query(ctx, "EXPLAIN "+claimSQL, "w", now, now.Add(time.Minute), int64(3), "", workflow.ClaimWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +198,7 @@ func TestClaimCapSnapshotAfterLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gate.Close(ctx)
-	var key int64
-	if err := gate.QueryRow(ctx, "SELECT hashtextextended('runstream_claims', 0)").Scan(&key); err != nil {
-		t.Fatal(err)
-	}
+	key := claimLockKeyOf(t, gate, schema)
 	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +226,151 @@ func TestClaimCapSnapshotAfterLock(t *testing.T) {
 	}
 	if r, err := s.GetRun(ctx, older.ID, runstream.AnyOwner); err != nil || r.LeaseOwner != "" {
 		t.Errorf("alice's older run: lease %q, %v; want none", r.LeaseOwner, err)
+	}
+}
+
+// insertQueuedRuns inserts n queued runs of workflow w (version v)
+// without a lease, of owners user-00000 … (n spread over owners owners),
+// created a day before now, in order.
+func insertQueuedRuns(tb testing.TB, db *DB, w workflow.Run, n, owners int, now time.Time) {
+	tb.Helper()
+	if _, err := db.pool.Exec(tb.Context(), `INSERT INTO workflow_runs
+		(id, workflow_id, version_id, owner_id, status, input, last_seq, created_at, updated_at, lease_owner)
+		SELECT 'many-' || i, $1, $2, 'user-' || lpad((i % $4)::text, 5, '0'), 'queued',
+			'{}', 2, $3::timestamptz - interval '1 day' + i * interval '1 ms', $3, ''
+		FROM generate_series(0, $5 - 1) i`, w.WorkflowID, w.VersionID, now, owners, n); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := db.pool.Exec(tb.Context(), "ANALYZE workflow_runs"); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestClaimVisitsBoundedOwners: with 1,000 owners waiting, a claim
+// searches workflow_runs_claimable_owner for at most
+// workflow.ClaimWindow owners (each: the owner after the last one, then
+// its oldest waiting run), as EXPLAIN ANALYZE counts the searches, not
+// once per owner.
+func TestClaimVisitsBoundedOwners(t *testing.T) {
+	db := openDB(t, newSchema(t))
+	s, ctx := db.Workflows(), t.Context()
+	now := time.Now()
+	const owners = 1000
+	insertQueuedRuns(t, db, newTestRun(t, s, "alice"), 2*owners, owners, now)
+	var plan []map[string]any
+	if err := db.pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+claimSQL,
+		"w", now, now.Add(time.Minute), int64(0), "", workflow.ClaimWindow).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var searches func(node map[string]any) int
+	searches = func(node map[string]any) int {
+		n := 0
+		if node["Index Name"] == "workflow_runs_claimable_owner" {
+			n = int(node["Actual Loops"].(float64))
+		}
+		children, _ := node["Plans"].([]any)
+		for _, c := range children {
+			n += searches(c.(map[string]any))
+		}
+		return n
+	}
+	// ClaimWindow+1 searches for the next owner (the last finds none past
+	// the window), one for the first owner, ClaimWindow for the oldest runs.
+	got, most := searches(plan[0]["Plan"].(map[string]any)), 2*workflow.ClaimWindow+2
+	t.Logf("%d searches of workflow_runs_claimable_owner", got)
+	if got > most {
+		t.Errorf("a claim searched workflow_runs_claimable_owner %d times, want at most %d", got, most)
+	}
+}
+
+// BenchmarkClaimManyOwners claims, and releases, with 20,000 queued runs
+// of 1 owner ("backlog") or of 10,000 owners ("owners"), none executing:
+// a claim visits workflow.ClaimWindow owners after the store's cursor,
+// whatever their number.
+func BenchmarkClaimManyOwners(b *testing.B) {
+	for _, owners := range []int{1, 10000} {
+		db := openDB(b, newSchema(b))
+		s, ctx := db.Workflows(), b.Context()
+		now := time.Now()
+		insertQueuedRuns(b, db, newTestRun(b, s, "alice"), 20000, owners, now)
+		b.Run(fmt.Sprintf("owners=%d", owners), func(b *testing.B) {
+			for b.Loop() {
+				r, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), 0)
+				if !ok || err != nil {
+					b.Fatalf("Claim = %s, %t, %v; want a run", r.ID, ok, err)
+				}
+				if err := s.ReleaseLease(ctx, r.ID, "w"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// claimLockKeyOf returns the key of the claim lock of schema, computed by
+// conn with schema as its search path (conn's is reset after).
+func claimLockKeyOf(t *testing.T, conn *pgx.Conn, schema string) int64 {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := conn.Exec(ctx, "SET search_path = "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	var key int64
+	if err := conn.QueryRow(ctx, "SELECT "+claimLockKey).Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "RESET search_path"); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// TestClaimLockPerSchema: the claim lock is the schema's. While another
+// session holds the claim lock of schema one, a claim in schema two (of
+// the same database) does not wait, and a claim in schema one waits until
+// the lock is released.
+func TestClaimLockPerSchema(t *testing.T) {
+	one, two := newSchema(t), newSchema(t)
+	s1, s2 := openDB(t, one).Workflows(), openDB(t, two).Workflows()
+	r1, r2 := newTestRun(t, s1, "alice"), newTestRun(t, s2, "alice")
+	ctx := t.Context()
+	gate, err := pgx.Connect(ctx, testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close(ctx)
+	key := claimLockKeyOf(t, gate, one)
+	if key == claimLockKeyOf(t, gate, two) {
+		t.Fatalf("schemas %s and %s share the claim lock key %d", one, two, key)
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		r, ok, err := s1.Claim(ctx, "w1", now, now.Add(time.Minute), 0)
+		if err == nil && (!ok || r.ID != r1.ID) {
+			err = fmt.Errorf("got %q, %t; want %q", r.ID, ok, r1.ID)
+		}
+		done <- err
+	}()
+	waitForGate(t, gate, key, 1)
+	short, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if r, ok, err := s2.Claim(short, "w2", now, now.Add(time.Minute), 0); err != nil || !ok || r.ID != r2.ID {
+		t.Errorf("Claim in schema two while schema one's lock is held = %q, %t, %v; want %q", r.ID, ok, err, r2.ID)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Claim in schema one returned while its lock is held: %v", err)
+	default:
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock($1)", key); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Claim in schema one after the lock: %v", err)
 	}
 }
 

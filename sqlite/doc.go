@@ -48,9 +48,12 @@
 // binary. run_events keeps, besides the record, the metadata values that
 // reads filter on (task_id, a middleware caller flag), so that every
 // filter runs in SQL before LIMIT through an index. The engine's queue
-// claims a run fairly among owners, under a cap per owner, with one
-// search per owner in the partial index workflow_runs_claimable_owner and
-// the leased runs in workflow_runs_leased; node outputs live in
+// claims a run fairly among owners, under a cap per owner: a claim visits
+// up to workflow.ClaimWindow owners round robin from the store's cursor
+// (kept in memory, per store; each process has its own), with two
+// searches per owner in the partial index workflow_runs_claimable_owner,
+// and reads the leased runs in workflow_runs_leased, so its cost does not
+// grow with the number of owners nor their backlogs; node outputs live in
 // workflow_node_outputs.
 //
 // # Limits

@@ -37,6 +37,8 @@ type WorkflowStore struct {
 	db     *DB
 	closed atomic.Bool
 	stmts  []*sql.Stmt // every statement below, for closeStatements
+	// claims is the round-robin cursor of Claim (workflow.Queue).
+	claims workflow.ClaimCursor
 
 	// Prepared on the writer connection.
 	savepoint, release, rollbackTo                            *sql.Stmt

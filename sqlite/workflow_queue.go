@@ -26,42 +26,61 @@ var (
 	_ workflow.NodeOutputStore = (*WorkflowStore)(nil)
 )
 
-// claimableSQL selects the claimable run Claim takes at ?3
-// (microseconds) under the cap ?4 (see workflow.Queue), reading only
-// indexes whose size is the number of owners with runs to execute and the
-// number of leased runs, never an owner's backlog:
+// claimableSQL picks the run Claim takes at ?1 (microseconds) under the
+// cap ?2, visiting at most ?4 (workflow.ClaimWindow) owners after the
+// cursor ?3 (see workflow.Queue). It reads a bounded number of index
+// entries, whatever the number of owners and their backlogs:
 //
 //   - executing counts each owner's runs whose lease holds, from the
 //     partial index workflow_runs_leased (the few leased runs);
-//   - owners lists each owner with a queued, running or cancelling run, by
-//     one search of workflow_runs_claimable_owner per owner (a skip scan);
-//   - candidates holds, for each owner below the cap (?4 = 0: no cap), the
-//     oldest of its queued and running runs without a lease, of rank its
-//     count; then the oldest run whose lease expired (workflow_runs_leased)
-//     and the oldest cancelling run without a lease (workflow_runs_status,
-//     which cancelling runs are few of), both of rank 0 whatever the cap;
+//   - after lists the owners after the cursor, and before, when after
+//     found fewer than ?4, the owners from the first up to the cursor
+//     (the ring wraps around), each by one search of
+//     workflow_runs_claimable_owner, which holds the owners of queued,
+//     running and cancelling runs; visited is both, numbered in the order
+//     visited;
+//   - candidates holds, for each visited owner below the cap (?2 = 0: no
+//     cap), the oldest of its queued and running runs without a lease, of
+//     rank its count; then the oldest run whose lease expired
+//     (workflow_runs_leased) and the oldest cancelling run without a lease
+//     (workflow_runs_status, which cancelling runs are few of), both of
+//     rank 0 whatever the cap.
 //
-// and the candidate first by (rank, created_at, id) wins (CROSS JOIN
-// keeps the candidates the outer loop: each is one search by id). Within
-// each group the oldest run is the one the full order would take, so the
-// choice is the one workflow.Queue describes. The status lists are the
-// partial indexes' WHERE, word for word, as SQLite requires to use a
-// partial index, and INDEXED BY makes the statement fail to prepare should
-// an index be lost. A lease with an owner and no expiry counts as expired,
-// as in the memory store.
+// It returns the candidate first by (rank, created_at, id) (CROSS JOIN
+// keeps the candidates the outer loop: each is one search by id), or
+// NULL, and the last owner visited, the next cursor (NULL when no owner
+// has a run in the queue). The status lists are the partial indexes'
+// WHERE, word for word, as SQLite requires to use a partial index, and
+// INDEXED BY makes the statement fail to prepare should an index be lost.
+// A lease with an owner and no expiry counts as expired, as in the memory
+// store.
 const claimableSQL = `WITH RECURSIVE
 	executing (owner_id, n) AS (
 		SELECT owner_id, count(*) FROM workflow_runs INDEXED BY workflow_runs_leased
-		WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > ?3
+		WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > ?1
 		GROUP BY owner_id
 	),
-	owners (owner_id) AS (
-		SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-		WHERE status IN ('queued', 'running', 'cancelling')
+	after (owner_id, n) AS MATERIALIZED (
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
+			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > ?3), 1
 		UNION ALL
 		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > owners.owner_id)
-		FROM owners WHERE owner_id IS NOT NULL
+			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > after.owner_id), n + 1
+		FROM after WHERE owner_id IS NOT NULL AND n < ?4
+	),
+	before (owner_id, n) AS (
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
+			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id <= ?3),
+			(SELECT count(owner_id) FROM after) + 1
+		UNION ALL
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
+			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > before.owner_id AND owner_id <= ?3), n + 1
+		FROM before WHERE owner_id IS NOT NULL AND n < ?4
+	),
+	visited (owner_id, n) AS MATERIALIZED (
+		SELECT owner_id, n FROM after WHERE owner_id IS NOT NULL
+		UNION ALL
+		SELECT owner_id, n FROM before WHERE owner_id IS NOT NULL AND n <= ?4
 	),
 	candidates (id, rank) AS (
 		SELECT (SELECT id FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
@@ -69,28 +88,28 @@ const claimableSQL = `WITH RECURSIVE
 					AND status <> 'cancelling' AND lease_owner = ''
 				ORDER BY created_at, id LIMIT 1),
 			coalesce(e.n, 0)
-		FROM owners AS o LEFT JOIN executing AS e ON e.owner_id = o.owner_id
-		WHERE o.owner_id IS NOT NULL AND (?4 = 0 OR coalesce(e.n, 0) < ?4)
+		FROM visited AS o LEFT JOIN executing AS e ON e.owner_id = o.owner_id
+		WHERE ?2 = 0 OR coalesce(e.n, 0) < ?2
 		UNION ALL
 		SELECT * FROM (SELECT id, 0 FROM workflow_runs INDEXED BY workflow_runs_leased
 			WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling')
-				AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)
+				AND (lease_expires_at IS NULL OR lease_expires_at <= ?1)
 			ORDER BY created_at, id LIMIT 1)
 		UNION ALL
 		SELECT * FROM (SELECT id, 0 FROM workflow_runs INDEXED BY workflow_runs_status
 			WHERE status = 'cancelling' AND lease_owner = ''
 			ORDER BY created_at, id LIMIT 1)
 	)
-	SELECT r.id FROM candidates AS c CROSS JOIN workflow_runs AS r
-	WHERE r.id = c.id
-	ORDER BY c.rank, r.created_at, r.id LIMIT 1`
+	SELECT (SELECT r.id FROM candidates AS c CROSS JOIN workflow_runs AS r
+			WHERE r.id = c.id
+			ORDER BY c.rank, r.created_at, r.id LIMIT 1),
+		(SELECT owner_id FROM visited ORDER BY n DESC LIMIT 1)`
 
-// claimSQL is the compare-and-set of Claim: one statement picks the run
-// and leases it to ?1 until ?2, and returns the run as it leaves it. It
-// runs in the write loop's transaction, so nothing changes between the
-// counts and the lease.
+// claimSQL leases the run claimableSQL picked, ?3, to ?1 until ?2, and
+// returns the run as it leaves it. Both run in the write loop's
+// transaction, so nothing changes between the pick and the lease.
 const claimSQL = `UPDATE workflow_runs SET lease_owner = ?1, lease_expires_at = ?2
-	WHERE id = (` + claimableSQL + `)
+	WHERE id = ?3
 	RETURNING ` + runColumns
 
 // The compare-and-sets of RenewLease (?1 the new expiry) and ReleaseLease:
@@ -111,29 +130,46 @@ const (
 		LEFT JOIN workflow_node_outputs o ON o.run_id = r.id WHERE r.id = ?`
 )
 
-// Claim leases the first claimable run by (rank, CreatedAt, ID) under
-// the cap maxPerOwner to workerID until leaseUntil (see workflow.Queue).
-// The write loop runs one claim at a time against every process, so the
-// cap holds exactly. If ctx ends while the request is in the write loop,
-// Claim fails and the run may still have been leased: it is claimable
-// again once the lease expires.
+// Claim leases to workerID until leaseUntil the first candidate by
+// (rank, CreatedAt, ID) among the owners it visits, under the cap
+// maxPerOwner (see workflow.Queue): claimableSQL then claimSQL, in the
+// write loop, which runs one claim at a time against every process, so
+// the cap holds exactly. The cursor is the store's, in this process: the
+// write loop serialises its claims, and another process (or another DB
+// on the same file) keeps its own. If ctx ends while the request is in the
+// write loop, Claim fails and the run may still have been leased: it is
+// claimable again once the lease expires.
 func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
 	if err := firstError(s.checkOpen(), checkLease("claim", workerID, leaseUntil), checkCap(maxPerOwner)); err != nil {
 		return workflow.Run{}, false, err
 	}
 	until, at := micros(truncated(leaseUntil)), micros(now)
 	var (
-		run workflow.Run
-		ok  bool
+		run     workflow.Run
+		ok      bool
+		cursor  string
+		started bool
 	)
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		run, err = scanRun(tx.QueryRowContext(ctx, claimSQL, workerID, until, at, maxPerOwner))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			run, ok = workflow.Run{}, false
+		// The op runs again when its write group is retried: it starts
+		// from the cursor of its first run, so that it visits the same
+		// owners and does not skip a window.
+		if !started {
+			cursor, started = s.claims.Owner(), true
+		}
+		run, ok = workflow.Run{}, false
+		var id, next sql.NullString
+		if err := tx.QueryRowContext(ctx, claimableSQL, at, maxPerOwner, cursor, workflow.ClaimWindow).Scan(&id, &next); err != nil {
+			return sqlError("sqlite: claim", err)
+		}
+		if next.Valid {
+			s.claims.Move(next.String)
+		}
+		if !id.Valid {
 			return nil
-		case err != nil:
+		}
+		var err error
+		if run, err = scanRun(tx.QueryRowContext(ctx, claimSQL, workerID, until, id.String)); err != nil {
 			return sqlError("sqlite: claim", err)
 		}
 		ok = true

@@ -12,8 +12,10 @@ import (
 
 // The conformance tests of the fair claim and of the cap per owner (see
 // workflow.Queue): a run of an owner that executes fewer runs comes first,
-// a run past its owner's cap waits until one of the owner's runs ends, and
-// a run taken over (expired lease, cancelling) is never held back.
+// a run past its owner's cap waits until one of the owner's runs ends, a
+// run taken over (expired lease, cancelling) is never held back, and with
+// more than workflow.ClaimWindow owners the claims go round them, a
+// window at a time.
 
 const carol = "carol"
 
@@ -148,6 +150,80 @@ var fairQueueTests = []queueTest{
 		mustClaimCapped(t, s, worker1, now, 0, lost)
 		mustClaimCapped(t, s, worker1, now, 0, b1)
 		mustClaimCapped(t, s, worker1, now, 0, a1)
+	}},
+	{"ClaimFloodFair", func(t *testing.T, s QueueStore) {
+		// alice queued a backlog and executes two of its runs; bob queues
+		// a run after the backlog: the next claim takes it, then alice's
+		// backlog goes on.
+		const backlog = 200
+		w, v := newWorkflow(t, s, alice)
+		var a []workflow.Run
+		for i := range backlog {
+			a = append(a, newRunOf(t, s, w, v, func(r *workflow.Run) { unleased(r); r.CreatedAt = base.Add(time.Duration(i) * time.Second) }))
+		}
+		mustClaimCapped(t, s, worker1, base, 0, a[0])
+		mustClaimCapped(t, s, worker1, base, 0, a[1])
+		b1 := ownRun(t, s, bob, time.Hour)
+		mustClaimCapped(t, s, worker2, base, 0, b1)
+		mustClaimCapped(t, s, worker2, base, 0, a[2])
+	}},
+	{"ClaimRoundRobinPastTheWindow", func(t *testing.T, s QueueStore) {
+		// Two windows of owners with one queued run each: the runs of the
+		// first window (a000…) are all older than those of the second
+		// (b000…). A claim visits one window and moves on, so the claims
+		// alternate between the windows: b000, past the first window, is
+		// claimed at the second claim (ceil(owners/ClaimWindow) = 2), not
+		// after every older run.
+		const k = workflow.ClaimWindow
+		var a, b []workflow.Run
+		for i := range k {
+			a = append(a, ownRun(t, s, fmt.Sprintf("a%03d", i), time.Duration(i)*time.Second))
+			b = append(b, ownRun(t, s, fmt.Sprintf("b%03d", i), time.Hour+time.Duration(i)*time.Second))
+		}
+		for i := range k {
+			mustClaimCapped(t, s, worker1, base, 0, a[i])
+			mustClaimCapped(t, s, worker1, base, 0, b[i])
+		}
+		noClaimCapped(t, s, worker1, base, 0, "every run leased")
+	}},
+	{"ClaimFloodPastTheWindow", func(t *testing.T, s QueueStore) {
+		// More owners than a claim visits: ClaimWindow owners aa000… each
+		// execute a run and have one queued; alice has a backlog and
+		// executes two of its runs; bob, whose id sorts after all of them,
+		// queues one run last. bob's run is claimed within
+		// ceil(owners/ClaimWindow) claims, before alice's backlog.
+		const k = workflow.ClaimWindow
+		for i := range k {
+			owner := fmt.Sprintf("aa%03d", i)
+			w, v := newWorkflow(t, s, owner)
+			newRunOf(t, s, w, v, func(r *workflow.Run) { r.CreatedAt = base.Add(-time.Hour) }) // leased until base+1h
+			newRunOf(t, s, w, v, func(r *workflow.Run) { unleased(r); r.CreatedAt = base.Add(time.Duration(i) * time.Second) })
+		}
+		w, v := newWorkflow(t, s, alice)
+		for i := range 50 {
+			newRunOf(t, s, w, v, func(r *workflow.Run) {
+				if i >= 2 { // alice executes her two oldest runs
+					unleased(r)
+				}
+				r.CreatedAt = base.Add(-time.Hour + time.Duration(i)*time.Second)
+			})
+		}
+		b1 := ownRun(t, s, bob, time.Hour)
+		const owners = k + 2
+		bound := (owners + k - 1) / k
+		for i := range bound {
+			r, ok := claimCapped(t, s, worker1, base, 0)
+			if !ok {
+				t.Fatalf("claim %d: none", i+1)
+			}
+			if r.OwnerID == alice {
+				t.Fatalf("claim %d took alice's run %s before bob's", i+1, r.ID)
+			}
+			if r.ID == b1.ID {
+				return
+			}
+		}
+		t.Errorf("bob's run not claimed within %d claims", bound)
 	}},
 	{"ClaimNegativeCap", func(t *testing.T, s QueueStore) {
 		queuedRun(t, s)

@@ -30,8 +30,10 @@ type QueueStore interface {
 // Claim a zero expiry with CodeInvalidArgument; node outputs read back
 // byte for byte, a refused Append or Resume stores none, and an output
 // given again replaces the older one. Claim's choice among owners and its
-// cap are checked with several workers, owners and claim times, and with
-// concurrent claims under a cap.
+// cap are checked with several workers, owners and claim times, with
+// concurrent claims under a cap, and its round robin with more than
+// workflow.ClaimWindow owners, from a store's first claim (a new store's
+// cursor is before every owner id).
 func RunQueue(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Open == nil {

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/runstream/runstream/engine"
@@ -113,12 +112,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
 	fs.DurationVar(&cfg.streamWriteTimeout, "stream-write-timeout", 10*time.Second, "time an SSE follower has to take each write; a slower follower is cut (it resumes with Last-Event-ID)")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
-	maxRunsPerUserSet := false
-	fs.Func("max-runs-per-user", "most workflow runs of one user that the workers of the deployment (every instance sharing the store) execute at once; the user's next runs stay queued until one ends, and the runs of users executing fewer are claimed first (0: no cap) (default: --workers minus 1, at least 1)", func(v string) (err error) {
-		maxRunsPerUserSet = true
-		cfg.maxRunsPerUser, err = strconv.Atoi(v)
-		return err
-	})
+	fs.IntVar(&cfg.maxRunsPerUser, "max-runs-per-user", 0, "most workflow runs of one user executing at once in the whole deployment: the cap counts the user's runs on every instance sharing the store, not per instance; the user's next runs stay queued until one ends, even with workers idle. 0: no cap (one user may use every worker; the runs of users executing fewer are claimed first all the same)")
 	fs.IntVar(&cfg.maxEventBytes, "max-event-bytes", workflow.DefaultMaxEventBytes, "largest data of one workflow event in bytes; a node whose event would exceed it fails with WORKFLOW_NODE_LIMIT_EXCEEDED")
 	fs.IntVar(&cfg.maxOutputBytes, "max-node-output-bytes", engine.DefaultMaxOutputBytes, "largest output (JSON) of one workflow node in bytes")
 	fs.IntVar(&cfg.maxArtifactBytes, "max-artifact-bytes", engine.DefaultMaxArtifactBytes, "largest content of one workflow artifact in bytes")
@@ -186,9 +180,6 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.maxRunsPerUser < 0 {
 		return fmt.Errorf("%w: --max-runs-per-user must not be negative (0: no cap)", errUsage)
-	}
-	if !maxRunsPerUserSet {
-		cfg.maxRunsPerUser = engine.DefaultMaxRunsPerOwner(cfg.workers)
 	}
 	if cfg.maxStreamsPerUser < 1 && cfg.maxStreamsPerUser != -1 {
 		return fmt.Errorf("%w: --max-streams-per-user must be at least 1, or -1 for no limit", errUsage)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -66,9 +65,9 @@ func TestServeFailsWhenTheEngineCannotStart(t *testing.T) {
 }
 
 // TestServeMaxRunsPerUser: --max-runs-per-user, or its variable, sets the
-// cap per user of the engine; without either it is --workers minus 1, at
-// least 1; 0 means no cap; a negative or non-numeric value is a usage
-// error.
+// cap per user of the engine; without either there is no cap (0), whatever
+// --workers, so that one user (every caller with --auth none) may use
+// every worker; a negative or non-numeric value is a usage error.
 func TestServeMaxRunsPerUser(t *testing.T) {
 	t.Parallel()
 	errOpened := errors.New("opened")
@@ -90,11 +89,11 @@ func TestServeMaxRunsPerUser(t *testing.T) {
 		args []string
 		want int
 	}{
-		{nil, nil, engine.DefaultWorkers - 1},
-		{nil, []string{"--workers", "8"}, 7},
-		{nil, []string{"--workers", "2"}, 1},
-		{nil, []string{"--workers", "1"}, 1},
+		{nil, nil, 0},
+		{nil, []string{"--workers", "8"}, 0},
+		{nil, []string{"--workers", "1"}, 0},
 		{nil, []string{"--max-runs-per-user", "0"}, 0},
+		{nil, []string{"--max-runs-per-user", "3"}, 3},
 		{nil, []string{"--workers", "2", "--max-runs-per-user", "10"}, 10},
 		{map[string]string{env: "2"}, nil, 2},
 		{map[string]string{env: "2"}, []string{"--max-runs-per-user", "5"}, 5},

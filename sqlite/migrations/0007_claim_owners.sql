@@ -1,6 +1,7 @@
--- Claim shares the workers among owners (workflow.Queue). It visits each
--- owner that has a queued, running or cancelling run, one index search per
--- owner, and takes the oldest of that owner's runs without a lease: this
+-- Claim shares the workers among owners (workflow.Queue). It visits, round
+-- robin, up to workflow.ClaimWindow of the owners that have a queued,
+-- running or cancelling run, one index search per owner to find the next
+-- owner, and one to take the oldest of its runs without a lease: this
 -- index holds those runs only, in that order per owner, so an owner's
 -- backlog costs a claim one search, not a scan. Its status list is
 -- repeated word for word by Claim, as SQLite requires to use a partial
