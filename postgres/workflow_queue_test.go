@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,32 +35,16 @@ func TestClaimAcrossInstances(t *testing.T) {
 		created[newTestRun(t, stores[0], "alice").ID] = true
 	}
 	now := time.Now()
-	var (
-		mu     sync.Mutex
-		claims = map[string][]string{}
-		wg     sync.WaitGroup
-	)
+	claimers := map[string]workflow.Queue{}
 	for i, s := range stores {
 		for j := range workersPerDB {
-			worker := fmt.Sprintf("db%d-worker%d", i, j)
-			wg.Go(func() {
-				for {
-					r, ok, err := s.Claim(t.Context(), worker, now, now.Add(time.Minute), 0)
-					if err != nil {
-						t.Errorf("Claim(%s): %v", worker, err)
-						return
-					}
-					if !ok {
-						return
-					}
-					mu.Lock()
-					claims[r.ID] = append(claims[r.ID], worker)
-					mu.Unlock()
-				}
-			})
+			claimers[fmt.Sprintf("db%d-worker%d", i, j)] = s
 		}
 	}
-	wg.Wait()
+	claims := map[string][]string{} // run id → workers
+	for _, c := range workflowtest.ClaimUntilEmpty(t, claimers, now, now.Add(time.Minute), 0) {
+		claims[c.Run.ID] = append(claims[c.Run.ID], c.Worker)
+	}
 	if len(claims) != runs {
 		t.Errorf("%d runs claimed, want %d", len(claims), runs)
 	}
@@ -290,18 +273,12 @@ func TestClaimVisitsBoundedOwners(t *testing.T) {
 func BenchmarkClaimManyOwners(b *testing.B) {
 	for _, owners := range []int{1, 10000} {
 		db := openDB(b, newSchema(b))
-		s, ctx := db.Workflows(), b.Context()
+		s := db.Workflows()
 		now := time.Now()
 		insertQueuedRuns(b, db, newTestRun(b, s, "alice"), 20000, owners, now)
 		b.Run(fmt.Sprintf("owners=%d", owners), func(b *testing.B) {
 			for b.Loop() {
-				r, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), 0)
-				if !ok || err != nil {
-					b.Fatalf("Claim = %s, %t, %v; want a run", r.ID, ok, err)
-				}
-				if err := s.ReleaseLease(ctx, r.ID, "w"); err != nil {
-					b.Fatal(err)
-				}
+				workflowtest.ClaimRelease(b, s, now, 0)
 			}
 		})
 	}

@@ -113,12 +113,8 @@ func BenchmarkClaimBacklog(b *testing.B) {
 		})
 		claimRelease := func(b *testing.B, maxPerOwner int, want string) {
 			for b.Loop() {
-				r, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), maxPerOwner)
-				if !ok || err != nil || !strings.HasPrefix(r.ID, want) {
-					b.Fatalf("Claim = %s, %t, %v; want a run of %s", r.ID, ok, err, want)
-				}
-				if err := s.ReleaseLease(ctx, r.ID, "w"); err != nil {
-					b.Fatal(err)
+				if r := workflowtest.ClaimRelease(b, s, now, maxPerOwner); !strings.HasPrefix(r.ID, want) {
+					b.Fatalf("claimed %s, want a run of %s", r.ID, want)
 				}
 			}
 		}
@@ -153,13 +149,7 @@ func BenchmarkClaimManyOwners(b *testing.B) {
 	}
 	now := time.UnixMicro(owners*runsPerOwner + 1)
 	for b.Loop() {
-		r, ok, err := s.Claim(ctx, "w", now, now.Add(time.Minute), 0)
-		if !ok || err != nil {
-			b.Fatalf("Claim = %s, %t, %v; want a run", r.ID, ok, err)
-		}
-		if err := s.ReleaseLease(ctx, r.ID, "w"); err != nil {
-			b.Fatal(err)
-		}
+		workflowtest.ClaimRelease(b, s, now, 0)
 	}
 }
 

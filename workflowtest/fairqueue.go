@@ -2,7 +2,6 @@ package workflowtest
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -239,32 +238,16 @@ var fairQueueTests = []queueTest{
 				newRunOf(t, s, w, v, unleased)
 			}
 		}
-		var (
-			mu     sync.Mutex
-			claims = map[string][]string{} // run id → workers
-			count  = map[string]int{}      // owner → runs claimed
-			wg     sync.WaitGroup
-		)
+		claimers := map[string]workflow.Queue{}
 		for i := range workers {
-			worker := fmt.Sprintf("worker-%d", i)
-			wg.Go(func() {
-				for {
-					r, ok, err := s.Claim(t.Context(), worker, base, base.Add(lease), maxPerOwner)
-					if err != nil {
-						t.Errorf("Claim(%s): %v", worker, err)
-						return
-					}
-					if !ok {
-						return
-					}
-					mu.Lock()
-					claims[r.ID] = append(claims[r.ID], worker)
-					count[r.OwnerID]++
-					mu.Unlock()
-				}
-			})
+			claimers[fmt.Sprintf("worker-%d", i)] = s
 		}
-		wg.Wait()
+		claims := map[string][]string{} // run id → workers
+		count := map[string]int{}       // owner → runs claimed
+		for _, c := range ClaimUntilEmpty(t, claimers, base, base.Add(lease), maxPerOwner) {
+			claims[c.Run.ID] = append(claims[c.Run.ID], c.Worker)
+			count[c.Run.OwnerID]++
+		}
 		for _, owner := range owners {
 			if count[owner] != maxPerOwner {
 				t.Errorf("%s: %d runs claimed, want %d (the cap)", owner, count[owner], maxPerOwner)

@@ -252,28 +252,14 @@ var queueTests = []queueTest{
 		for range runs {
 			newRunOf(t, s, w, v, unleased)
 		}
-		var mu sync.Mutex
-		claims := map[string][]string{}
-		var wg sync.WaitGroup
+		claimers := map[string]workflow.Queue{}
 		for i := range workers {
-			worker := fmt.Sprintf("worker-%d", i)
-			wg.Go(func() {
-				for {
-					r, ok, err := s.Claim(t.Context(), worker, base, base.Add(lease), 0)
-					if err != nil {
-						t.Errorf("Claim(%s): %v", worker, err)
-						return
-					}
-					if !ok {
-						return
-					}
-					mu.Lock()
-					claims[r.ID] = append(claims[r.ID], worker)
-					mu.Unlock()
-				}
-			})
+			claimers[fmt.Sprintf("worker-%d", i)] = s
 		}
-		wg.Wait()
+		claims := map[string][]string{} // run id → workers
+		for _, c := range ClaimUntilEmpty(t, claimers, base, base.Add(lease), 0) {
+			claims[c.Run.ID] = append(claims[c.Run.ID], c.Worker)
+		}
 		if len(claims) != runs {
 			t.Errorf("%d runs claimed, want %d", len(claims), runs)
 		}
@@ -348,4 +334,60 @@ var queueTests = []queueTest{
 		resume(t, s, ok)
 		sameOutputs(t, "after resume", nodeOutputs(t, s, run.ID), map[string]string{"ask": `{"action":"approve","values":{"note":"ok"}}`})
 	}},
+}
+
+// Claimed is one claim made by ClaimUntilEmpty: the run and the worker
+// that got it.
+type Claimed struct {
+	Worker string
+	Run    workflow.Run
+}
+
+// ClaimUntilEmpty has each worker of claimers (worker id → the queue it
+// claims from) claim runs on a goroutine of its own, at now, leased until
+// until, under the cap maxPerOwner, until one of its claims finds none,
+// and returns every claim made. A claim that fails is reported with
+// t.Errorf and ends its worker.
+func ClaimUntilEmpty(t testing.TB, claimers map[string]workflow.Queue, now, until time.Time, maxPerOwner int) []Claimed {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		claims []Claimed
+		wg     sync.WaitGroup
+	)
+	for worker, q := range claimers {
+		wg.Go(func() {
+			for {
+				r, ok, err := q.Claim(t.Context(), worker, now, until, maxPerOwner)
+				if err != nil {
+					t.Errorf("Claim(%s): %v", worker, err)
+					return
+				}
+				if !ok {
+					return
+				}
+				mu.Lock()
+				claims = append(claims, Claimed{Worker: worker, Run: r})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return claims
+}
+
+// ClaimRelease claims a run of q as worker "w" at now, under the cap
+// maxPerOwner, releases its lease and returns it: one step of a claim
+// benchmark, which leaves the queue as it found it. It fails t when no
+// run is claimable.
+func ClaimRelease(t testing.TB, q workflow.Queue, now time.Time, maxPerOwner int) workflow.Run {
+	t.Helper()
+	r, ok, err := q.Claim(t.Context(), "w", now, now.Add(time.Minute), maxPerOwner)
+	if !ok || err != nil {
+		t.Fatalf("Claim = %s, %t, %v; want a run", r.ID, ok, err)
+	}
+	if err := q.ReleaseLease(t.Context(), r.ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

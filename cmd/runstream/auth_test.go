@@ -18,6 +18,7 @@ import (
 
 	"github.com/runstream/runstream/auth"
 	"github.com/runstream/runstream/auth/authtest"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/sse"
 )
 
@@ -412,10 +413,10 @@ func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if err := readToEnd(t, joins["old"].r); !errors.Is(err, io.ErrUnexpectedEOF) {
+	if err := apitest.ReadToEnd(t, joins["old"].r, 30*time.Second); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("the old key's join ended with %v once the key was removed; want an aborted connection", err)
 	}
-	if err := readToEnd(t, thread); !errors.Is(err, io.EOF) {
+	if err := apitest.ReadToEnd(t, thread, 30*time.Second); !errors.Is(err, io.EOF) {
 		t.Errorf("the old key's thread stream ended with %v once the key was removed; want a clean end", err)
 	}
 	push(1)
@@ -426,27 +427,5 @@ func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
 		if code, _ := open(path, old); code != http.StatusUnauthorized {
 			t.Errorf("reconnection to %s with the removed key: %d, want 401", path, code)
 		}
-	}
-}
-
-// readToEnd reads r until its stream ends and returns how (io.EOF: a
-// clean end); it fails the test if the stream is still open after 30 s.
-func readToEnd(t *testing.T, r *sse.Reader) error {
-	t.Helper()
-	ended := make(chan error, 1)
-	go func() {
-		for {
-			if _, err := r.Next(); err != nil {
-				ended <- err
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-ended:
-		return err
-	case <-time.After(30 * time.Second):
-		t.Fatal("the stream is still open 30 s after its key was removed")
-		return nil
 	}
 }

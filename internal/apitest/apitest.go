@@ -9,6 +9,9 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/runstream/runstream/sse"
 )
 
 // Streams ends the SSE streams that a handler took over from net/http,
@@ -68,4 +71,28 @@ func (s *Server) CloseClientConnections() {
 	}
 	s.mu.Unlock()
 	s.Server.CloseClientConnections()
+}
+
+// ReadToEnd reads r until its stream ends and returns the error that
+// ended it (io.EOF: a clean end, io.ErrUnexpectedEOF: an aborted
+// connection). It fails the test if the stream is still open after
+// within.
+func ReadToEnd(t testing.TB, r *sse.Reader, within time.Duration) error {
+	t.Helper()
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := r.Next(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		return err
+	case <-time.After(within):
+		t.Fatalf("the stream is still open after %s", within)
+		return nil
+	}
 }
