@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"time"
 
@@ -73,9 +74,8 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 	var (
 		first   *runRow
 		key     claimKey
-		ring    []string           // owners with a queued, running or cancelling run
-		running = map[string]int{} // executing runs by owner
-		waiting = map[string]*runRow{}
+		running = map[string]int{}     // executing runs by owner
+		waiting = map[string]*runRow{} // each owner's oldest waiting run
 	)
 	consider := func(row *runRow, rank int) {
 		k := claimKey{rank, row.r.CreatedAt, row.r.ID}
@@ -88,10 +88,6 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 		if !inQueue(r.Status) {
 			continue
 		}
-		if _, ok := running[r.OwnerID]; !ok {
-			running[r.OwnerID] = 0
-			ring = append(ring, r.OwnerID)
-		}
 		switch {
 		case executing(r, now):
 			running[r.OwnerID]++
@@ -103,7 +99,7 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 			}
 		}
 	}
-	slices.Sort(ring)
+	ring := slices.Sorted(maps.Keys(waiting)) // the owners with a waiting run
 	visited := claimWindow(ring, s.claims.Owner())
 	for _, owner := range visited {
 		row, rank := waiting[owner], running[owner]

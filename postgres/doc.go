@@ -111,7 +111,7 @@
 // fairly among owners under a cap per owner (up to workflow.ClaimWindow
 // owners visited round robin from the store's cursor, kept in memory per
 // store, with two searches per owner in the partial index
-// workflow_runs_claimable_owner; the leased runs in workflow_runs_leased),
+// workflow_runs_waiting_owner; the leased runs in workflow_runs_leased),
 // so that its cost does not grow with the number of owners nor their
 // backlogs, locks it with FOR UPDATE SKIP LOCKED and writes its lease in
 // the same statement;

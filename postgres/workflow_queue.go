@@ -26,22 +26,19 @@ var (
 // $5 (see workflow.Queue), in one statement. It reads a bounded number of
 // index entries, whatever the number of owners and their backlogs:
 //
-//   - executing counts each owner's runs whose lease holds, from the
-//     partial index workflow_runs_leased (the few leased runs);
 //   - after lists the owners after the cursor, and before, when after
 //     found fewer than $6, the owners from the first up to the cursor
 //     (the ring wraps around), each by one search of
-//     workflow_runs_claimable_owner, which holds the owners of queued,
-//     running and cancelling runs; visited is both, numbered in the order
+//     workflow_runs_waiting_owner, which holds the waiting runs (queued or
+//     running, with no lease); visited is both, numbered in the order
 //     visited;
 //   - candidates holds, for each visited owner below the cap ($4 = 0: no
-//     cap), the oldest of its queued and running runs without a lease, of
-//     rank its count (ordered by owner_id first, which only
-//     workflow_runs_claimable_owner gives without a sort, so that the
-//     planner does not walk workflow_runs_claimable past other owners'
-//     runs); then the oldest run whose lease expired (workflow_runs_leased)
-//     and the oldest cancelling run without a lease, both of rank 0
-//     whatever the cap;
+//     cap), its oldest waiting run, the first entry of its owner in
+//     workflow_runs_waiting_owner, of rank the owner's runs whose lease
+//     holds (one search of workflow_runs_leased); then the oldest run whose
+//     lease expired (workflow_runs_leased, the few leased runs) and the
+//     oldest cancelling run without a lease, both of rank 0 whatever the
+//     cap;
 //   - next locks the candidate first by (rank, created_at, id) whose row
 //     is free (FOR UPDATE OF r SKIP LOCKED), rechecking on the newest
 //     version of a row that changed since the statement began that it is
@@ -51,45 +48,44 @@ var (
 //     the same run.
 //
 // It returns one row: the last owner visited, the next cursor (NULL when
-// no owner has a run in the queue), then the columns of the run claimed,
+// no owner has a waiting run), then the columns of the run claimed,
 // NULL when none is. A candidate locked by another transaction (an append
 // to the run) is passed over for the next candidate, or none, and a later
 // claim finds it.
 //
 // A run whose lease holds no expiry is claimable, as in the reference
 // store (a zero expiry has passed).
-const claimSQL = `WITH RECURSIVE executing AS (
-	SELECT owner_id, count(*) AS n FROM workflow_runs
-	WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > $2
-	GROUP BY owner_id
-), after AS (
+const claimSQL = `WITH RECURSIVE after AS (
 	SELECT (SELECT min(owner_id) FROM workflow_runs
-		WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > $5) AS owner_id, 1 AS n
+		WHERE lease_owner = '' AND status IN ('queued', 'running') AND owner_id > $5) AS owner_id, 1 AS n
 	UNION ALL
 	SELECT (SELECT min(w.owner_id) FROM workflow_runs w
-		WHERE w.status IN ('queued', 'running', 'cancelling') AND w.owner_id > a.owner_id), a.n + 1
+		WHERE w.lease_owner = '' AND w.status IN ('queued', 'running') AND w.owner_id > a.owner_id), a.n + 1
 	FROM after a WHERE a.owner_id IS NOT NULL AND a.n < $6::int
 ), before AS (
 	SELECT (SELECT min(owner_id) FROM workflow_runs
-		WHERE status IN ('queued', 'running', 'cancelling') AND owner_id <= $5) AS owner_id,
+		WHERE lease_owner = '' AND status IN ('queued', 'running') AND owner_id <= $5) AS owner_id,
 		(SELECT count(owner_id) FROM after)::int + 1 AS n
 	UNION ALL
 	SELECT (SELECT min(w.owner_id) FROM workflow_runs w
-		WHERE w.status IN ('queued', 'running', 'cancelling') AND w.owner_id > b.owner_id AND w.owner_id <= $5), b.n + 1
+		WHERE w.lease_owner = '' AND w.status IN ('queued', 'running') AND w.owner_id > b.owner_id AND w.owner_id <= $5), b.n + 1
 	FROM before b WHERE b.owner_id IS NOT NULL AND b.n < $6::int
 ), visited AS (
 	SELECT owner_id, n FROM after WHERE owner_id IS NOT NULL
 	UNION ALL
 	SELECT owner_id, n FROM before WHERE owner_id IS NOT NULL AND n <= $6::int
-), candidates AS (
-	SELECT f.id, coalesce(e.n, 0) AS rank
+), executing AS (
+	SELECT o.owner_id, (SELECT count(*) FROM workflow_runs w
+		WHERE w.owner_id = o.owner_id AND w.lease_owner <> ''
+			AND w.status IN ('queued', 'running', 'cancelling') AND w.lease_expires_at > $2) AS n
 	FROM visited o
-		LEFT JOIN executing e ON e.owner_id = o.owner_id
+), candidates AS (
+	SELECT f.id, e.n AS rank
+	FROM executing e
 		CROSS JOIN LATERAL (SELECT w.id FROM workflow_runs w
-			WHERE w.owner_id = o.owner_id AND w.status IN ('queued', 'running', 'cancelling')
-				AND w.status <> 'cancelling' AND w.lease_owner = ''
+			WHERE w.owner_id = e.owner_id AND w.lease_owner = '' AND w.status IN ('queued', 'running')
 			ORDER BY w.owner_id, w.created_at, w.id LIMIT 1) f
-	WHERE $4::bigint = 0 OR coalesce(e.n, 0) < $4::bigint
+	WHERE $4::bigint = 0 OR e.n < $4::bigint
 	UNION ALL
 	(SELECT id, 0 FROM workflow_runs
 	WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling')

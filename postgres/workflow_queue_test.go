@@ -104,7 +104,7 @@ func TestClaimSkipsLockedRun(t *testing.T) {
 // TestClaimUsesIndex checks, on a table of many runs (alice's backlog of
 // queued runs, her finished runs, a few runs of other owners) with fresh
 // statistics, that the claim reads the indexes it is written for: one
-// search per owner in workflow_runs_claimable_owner and the leased runs in
+// search per owner in workflow_runs_waiting_owner and the leased runs in
 // workflow_runs_leased, never the table nor workflow_runs_claimable, which
 // would walk alice's backlog to find another owner's run.
 func TestClaimUsesIndex(t *testing.T) {
@@ -143,7 +143,7 @@ func TestClaimUsesIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := strings.Join(lines, "\n")
-	for _, want := range []string{"using workflow_runs_claimable_owner on", "using workflow_runs_leased on"} {
+	for _, want := range []string{"using workflow_runs_waiting_owner on", "using workflow_runs_leased on"} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("the claim plan lacks %q:\n%s", want, plan)
 		}
@@ -230,7 +230,7 @@ func insertQueuedRuns(tb testing.TB, db *DB, w workflow.Run, n, owners int, now 
 }
 
 // TestClaimVisitsBoundedOwners: with 1,000 owners waiting, a claim
-// searches workflow_runs_claimable_owner for at most
+// searches workflow_runs_waiting_owner for at most
 // workflow.ClaimWindow owners (each: the owner after the last one, then
 // its oldest waiting run), as EXPLAIN ANALYZE counts the searches, not
 // once per owner.
@@ -248,7 +248,7 @@ func TestClaimVisitsBoundedOwners(t *testing.T) {
 	var searches func(node map[string]any) int
 	searches = func(node map[string]any) int {
 		n := 0
-		if node["Index Name"] == "workflow_runs_claimable_owner" {
+		if node["Index Name"] == "workflow_runs_waiting_owner" {
 			n = int(node["Actual Loops"].(float64))
 		}
 		children, _ := node["Plans"].([]any)
@@ -260,9 +260,9 @@ func TestClaimVisitsBoundedOwners(t *testing.T) {
 	// ClaimWindow+1 searches for the next owner (the last finds none past
 	// the window), one for the first owner, ClaimWindow for the oldest runs.
 	got, most := searches(plan[0]["Plan"].(map[string]any)), 2*workflow.ClaimWindow+2
-	t.Logf("%d searches of workflow_runs_claimable_owner", got)
+	t.Logf("%d searches of workflow_runs_waiting_owner", got)
 	if got > most {
-		t.Errorf("a claim searched workflow_runs_claimable_owner %d times, want at most %d", got, most)
+		t.Errorf("a claim searched workflow_runs_waiting_owner %d times, want at most %d", got, most)
 	}
 }
 

@@ -50,10 +50,10 @@
 // filter runs in SQL before LIMIT through an index. The engine's queue
 // claims a run fairly among owners, under a cap per owner: a claim visits
 // up to workflow.ClaimWindow owners round robin from the store's cursor
-// (kept in memory, per store; each process has its own), with two
-// searches per owner in the partial index workflow_runs_claimable_owner,
-// and reads the leased runs in workflow_runs_leased, so its cost does not
-// grow with the number of owners nor their backlogs; node outputs live in
+// (kept in memory, per store; each process has its own) among the owners
+// with a waiting run, with two searches per owner in the partial index
+// workflow_runs_waiting_owner and one in workflow_runs_leased, so its cost
+// does not grow with the number of owners nor their backlogs; node outputs live in
 // workflow_node_outputs.
 //
 // # Limits

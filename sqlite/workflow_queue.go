@@ -31,50 +31,44 @@ var (
 // cursor ?3 (see workflow.Queue). It reads a bounded number of index
 // entries, whatever the number of owners and their backlogs:
 //
-//   - executing counts each owner's runs whose lease holds, from the
-//     partial index workflow_runs_leased (the few leased runs);
 //   - after lists the owners after the cursor, and before, when after
 //     found fewer than ?4, the owners from the first up to the cursor
 //     (the ring wraps around), each by one search of
-//     workflow_runs_claimable_owner, which holds the owners of queued,
-//     running and cancelling runs; visited is both, numbered in the order
+//     workflow_runs_waiting_owner, which holds the waiting runs (queued or
+//     running, with no lease); visited is both, numbered in the order
 //     visited;
+//   - executing counts the runs of each visited owner whose lease holds,
+//     one search each in the partial index workflow_runs_leased;
 //   - candidates holds, for each visited owner below the cap (?2 = 0: no
-//     cap), the oldest of its queued and running runs without a lease, of
-//     rank its count; then the oldest run whose lease expired
-//     (workflow_runs_leased) and the oldest cancelling run without a lease
-//     (workflow_runs_status, which cancelling runs are few of), both of
-//     rank 0 whatever the cap.
+//     cap), its oldest waiting run, the first entry of its owner in
+//     workflow_runs_waiting_owner, of rank its count; then the oldest run
+//     whose lease expired (workflow_runs_leased, the few leased runs) and
+//     the oldest cancelling run without a lease (workflow_runs_status,
+//     which cancelling runs are few of), both of rank 0 whatever the cap.
 //
 // It returns the candidate first by (rank, created_at, id) (CROSS JOIN
 // keeps the candidates the outer loop: each is one search by id), or
 // NULL, and the last owner visited, the next cursor (NULL when no owner
-// has a run in the queue). The status lists are the partial indexes'
-// WHERE, word for word, as SQLite requires to use a partial index, and
-// INDEXED BY makes the statement fail to prepare should an index be lost.
-// A lease with an owner and no expiry counts as expired, as in the memory
-// store.
+// has a waiting run). The partial indexes' WHERE are repeated word for
+// word, as SQLite requires to use a partial index, and INDEXED BY makes
+// the statement fail to prepare should an index be lost. A lease with an
+// owner and no expiry counts as expired, as in the memory store.
 const claimableSQL = `WITH RECURSIVE
-	executing (owner_id, n) AS (
-		SELECT owner_id, count(*) FROM workflow_runs INDEXED BY workflow_runs_leased
-		WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > ?1
-		GROUP BY owner_id
-	),
 	after (owner_id, n) AS MATERIALIZED (
-		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > ?3), 1
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_waiting_owner
+			WHERE lease_owner = '' AND status IN ('queued', 'running') AND owner_id > ?3), 1
 		UNION ALL
-		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > after.owner_id), n + 1
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_waiting_owner
+			WHERE lease_owner = '' AND status IN ('queued', 'running') AND owner_id > after.owner_id), n + 1
 		FROM after WHERE owner_id IS NOT NULL AND n < ?4
 	),
 	before (owner_id, n) AS (
-		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id <= ?3),
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_waiting_owner
+			WHERE lease_owner = '' AND status IN ('queued', 'running') AND owner_id <= ?3),
 			(SELECT count(owner_id) FROM after) + 1
 		UNION ALL
-		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-			WHERE status IN ('queued', 'running', 'cancelling') AND owner_id > before.owner_id AND owner_id <= ?3), n + 1
+		SELECT (SELECT min(owner_id) FROM workflow_runs INDEXED BY workflow_runs_waiting_owner
+			WHERE lease_owner = '' AND status IN ('queued', 'running') AND owner_id > before.owner_id AND owner_id <= ?3), n + 1
 		FROM before WHERE owner_id IS NOT NULL AND n < ?4
 	),
 	visited (owner_id, n) AS MATERIALIZED (
@@ -82,14 +76,19 @@ const claimableSQL = `WITH RECURSIVE
 		UNION ALL
 		SELECT owner_id, n FROM before WHERE owner_id IS NOT NULL AND n <= ?4
 	),
+	executing (owner_id, n) AS (
+		SELECT o.owner_id, (SELECT count(*) FROM workflow_runs INDEXED BY workflow_runs_leased
+			WHERE owner_id = o.owner_id AND lease_owner <> ''
+				AND status IN ('queued', 'running', 'cancelling') AND lease_expires_at > ?1)
+		FROM visited AS o
+	),
 	candidates (id, rank) AS (
-		SELECT (SELECT id FROM workflow_runs INDEXED BY workflow_runs_claimable_owner
-				WHERE owner_id = o.owner_id AND status IN ('queued', 'running', 'cancelling')
-					AND status <> 'cancelling' AND lease_owner = ''
+		SELECT (SELECT id FROM workflow_runs INDEXED BY workflow_runs_waiting_owner
+				WHERE owner_id = e.owner_id AND lease_owner = '' AND status IN ('queued', 'running')
 				ORDER BY created_at, id LIMIT 1),
-			coalesce(e.n, 0)
-		FROM visited AS o LEFT JOIN executing AS e ON e.owner_id = o.owner_id
-		WHERE ?2 = 0 OR coalesce(e.n, 0) < ?2
+			e.n
+		FROM executing AS e
+		WHERE ?2 = 0 OR e.n < ?2
 		UNION ALL
 		SELECT * FROM (SELECT id, 0 FROM workflow_runs INDEXED BY workflow_runs_leased
 			WHERE lease_owner <> '' AND status IN ('queued', 'running', 'cancelling')

@@ -29,9 +29,10 @@ func TestWorkflowQueueConformance(t *testing.T) {
 }
 
 // TestClaimQueryPlan checks that Claim reads the indexes it is written
-// for: one search per visited owner in workflow_runs_claimable_owner
+// for: one search per visited owner in workflow_runs_waiting_owner
 // (after the cursor, from the first up to it, and each owner's oldest
-// waiting run), the leased runs in workflow_runs_leased, the cancelling
+// waiting run), one per visited owner and the expired leases in
+// workflow_runs_leased, the cancelling
 // ones in workflow_runs_status, and no other scan of the runs (which
 // would read an owner's whole backlog, or every run); then the lease is
 // one search by id.
@@ -44,10 +45,11 @@ func TestClaimQueryPlan(t *testing.T) {
 		want []string
 	}{
 		{query{sql: claimableSQL, args: []any{1, 3, "alice", workflow.ClaimWindow}}, []string{
-			"SEARCH workflow_runs USING INDEX workflow_runs_claimable_owner (owner_id>?)",
-			"SEARCH workflow_runs USING INDEX workflow_runs_claimable_owner (owner_id<?)",
-			"SEARCH workflow_runs USING INDEX workflow_runs_claimable_owner (owner_id>? AND owner_id<?)",
-			"SEARCH workflow_runs USING INDEX workflow_runs_claimable_owner (owner_id=?)",
+			"SEARCH workflow_runs USING INDEX workflow_runs_waiting_owner (owner_id>?)",
+			"SEARCH workflow_runs USING INDEX workflow_runs_waiting_owner (owner_id<?)",
+			"SEARCH workflow_runs USING INDEX workflow_runs_waiting_owner (owner_id>? AND owner_id<?)",
+			"SEARCH workflow_runs USING INDEX workflow_runs_waiting_owner (owner_id=?)",
+			"SEARCH workflow_runs USING INDEX workflow_runs_leased (owner_id=?)",
 			"SCAN workflow_runs USING INDEX workflow_runs_leased",
 			"SEARCH workflow_runs USING INDEX workflow_runs_status (status=?)",
 			"SEARCH r USING INDEX sqlite_autoindex_workflow_runs_1 (id=?)",

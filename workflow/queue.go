@@ -56,8 +56,8 @@ func (c *ClaimCursor) Move(owner string) {
 //
 // So that a claim costs the same whatever the number of owners and their
 // backlogs, it looks at ClaimWindow owners at most, taken round robin.
-// The owners with a queued, running or cancelling run form a ring, in the
-// store's order of owner ids. Each store keeps its own cursor, the last
+// The owners with a waiting run form a ring, in the store's order of owner
+// ids (an owner whose runs all execute is not in it). Each store keeps its own cursor, the last
 // owner its previous claim visited (at first, before every owner id). A
 // claim visits the owners that follow the cursor in the ring, wrapping
 // around past the last id to the first, until it has visited ClaimWindow
@@ -81,8 +81,10 @@ func (c *ClaimCursor) Move(owner string) {
 //     its oldest waiting run unless a candidate ranks before it: a run
 //     taken over, or the waiting run of another visited owner that
 //     executes fewer runs, or as many with an older run.
-//   - A claim that finds no candidate among the owners it visits leases
-//     nothing (ok is false) even if owners it did not visit have waiting
+//   - Every owner visited gives a candidate, but for the cap: without a
+//     cap, Claim leases nothing (ok is false) only when no run is
+//     claimable. With a cap, a claim whose visited owners are all at the
+//     cap leases nothing even if owners it did not visit have waiting
 //     runs; the next claim visits the next owners.
 //
 // With a cap (maxPerOwner > 0), a waiting run is not claimed while its
@@ -103,9 +105,8 @@ type Queue interface {
 	// of concurrent claims of one run exactly one wins, and concurrent
 	// claims never take an owner past the cap (runs taken over aside, and
 	// a lease renewed by its worker after it expired, which counts again).
-	// ok is false when no run is claimable, or no visited owner gives a
-	// candidate (every claimable run is held back by the cap, or waits
-	// with an owner the claim did not visit); a store may also pass over a
+	// ok is false when no run is claimable, or, with a cap, when every
+	// owner visited is at the cap; a store may also pass over a
 	// run that a write in progress holds (taking another, or none), and a
 	// later claim takes it.
 	Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (r Run, ok bool, err error)

@@ -169,21 +169,42 @@ var fairQueueTests = []queueTest{
 	{"ClaimRoundRobinPastTheWindow", func(t *testing.T, s QueueStore) {
 		// Two windows of owners with one queued run each: the runs of the
 		// first window (a000…) are all older than those of the second
-		// (b000…). A claim visits one window and moves on, so the claims
-		// alternate between the windows: b000, past the first window, is
-		// claimed at the second claim (ceil(owners/ClaimWindow) = 2), not
-		// after every older run.
+		// (b000…). A claim visits one window and moves on: b000, past the
+		// first window, is claimed at the second claim
+		// (ceil(owners/ClaimWindow) = 2), not after every older run; then
+		// every other run is claimed once.
 		const k = workflow.ClaimWindow
 		var a, b []workflow.Run
 		for i := range k {
 			a = append(a, ownRun(t, s, fmt.Sprintf("a%03d", i), time.Duration(i)*time.Second))
 			b = append(b, ownRun(t, s, fmt.Sprintf("b%03d", i), time.Hour+time.Duration(i)*time.Second))
 		}
-		for i := range k {
-			mustClaimCapped(t, s, worker1, base, 0, a[i])
-			mustClaimCapped(t, s, worker1, base, 0, b[i])
+		mustClaimCapped(t, s, worker1, base, 0, a[0])
+		mustClaimCapped(t, s, worker1, base, 0, b[0])
+		claimed := map[string]bool{a[0].ID: true, b[0].ID: true}
+		for range 2*k - 2 {
+			r, ok, err := s.Claim(t.Context(), worker1, base, base.Add(lease), 0)
+			if err != nil || !ok || claimed[r.ID] {
+				t.Fatalf("Claim = %q, %t, %v; want a run not claimed before", r.ID, ok, err)
+			}
+			claimed[r.ID] = true
 		}
 		noClaimCapped(t, s, worker1, base, 0, "every run leased")
+	}},
+	{"ClaimBusyOwnersTakeNoWindowSlot", func(t *testing.T, s QueueStore) {
+		// ClaimWindow owners a000… each execute a run and have nothing
+		// waiting; zoe, whose id sorts after all of them, queues a run and
+		// alice a newer one. Only owners with a waiting run
+		// are in the ring: the first claim takes zoe's run, the older of
+		// the two, though a window of the busy owners would hold neither.
+		for i := range workflow.ClaimWindow {
+			w, v := newWorkflow(t, s, fmt.Sprintf("a%03d", i))
+			newRunOf(t, s, w, v, func(r *workflow.Run) { r.CreatedAt = base.Add(-time.Hour) }) // leased until base+1h
+		}
+		z := ownRun(t, s, "zoe", time.Minute)
+		a := ownRun(t, s, alice, 2*time.Minute)
+		mustClaimCapped(t, s, worker1, base, 0, z)
+		mustClaimCapped(t, s, worker1, base, 0, a)
 	}},
 	{"ClaimFloodPastTheWindow", func(t *testing.T, s QueueStore) {
 		// More owners than a claim visits: ClaimWindow owners aa000… each
