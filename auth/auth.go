@@ -50,6 +50,28 @@ type Revocable interface {
 	AfterRevoke(id Identity, f func()) (stop func())
 }
 
+// CheckHeld returns the error of any invalid credential when creds is a
+// Revocable that no longer holds id (a session made from an API key since
+// removed, or from no key), and nil otherwise: credentials that are not
+// revoked so (JWTs) are held until they expire.
+func CheckHeld(creds Authenticator, id Identity) error {
+	if rv, ok := creds.(Revocable); ok && !rv.Holds(id) {
+		return errInvalid()
+	}
+	return nil
+}
+
+// AfterRevoke is creds' Revocable.AfterRevoke for id; for credentials
+// that are not revoked so (JWTs), f is never called and stop does
+// nothing.
+func AfterRevoke(creds Authenticator, id Identity, f func()) (stop func()) {
+	rv, ok := creds.(Revocable)
+	if !ok {
+		return func() {}
+	}
+	return rv.AfterRevoke(id, f)
+}
+
 // maxCredentialBytes bounds a credential before any parsing.
 const maxCredentialBytes = 16 << 10
 

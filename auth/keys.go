@@ -88,8 +88,8 @@ func newKeySet(entries []keyEntry) *keySet {
 
 // holds reports whether id's KeyID is one of id.User's keys in the set.
 func (set *keySet) holds(id Identity) bool {
-	user, ok := set.users[id.KeyID]
-	return ok && id.KeyID != "" && user == id.User
+	user, ok := set.users[id.KeyID] // a KeyID is never empty
+	return ok && user == id.User
 }
 
 // Keys authenticates static API keys against a keys file: one

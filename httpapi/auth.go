@@ -185,13 +185,11 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 		case 0:
 		case 1:
 			id, err := s.cfg.Auth.Sessions.Authenticate(cookies[0].Value)
-			if rv, ok := s.cfg.Auth.Credentials.(auth.Revocable); ok && err == nil && !rv.Holds(id) {
-				// The API key the session was made from was removed from
-				// the keys file, or the session names none (issued before
-				// sessions were bound to their key): either way its user
-				// signs in again. The message is the one of any invalid
-				// credential: it does not tell which check failed.
-				err = runstream.Errorf(runstream.CodeUnauthenticated, "the credential is not valid")
+			if err == nil {
+				// A session made from an API key since removed from the
+				// keys file (or from no key) is refused: its user signs in
+				// again.
+				err = auth.CheckHeld(s.cfg.Auth.Credentials, id)
 			}
 			return caller{Identity: id, cookie: true}, outcomeOf(err), err
 		default:
@@ -254,11 +252,7 @@ func CredentialExpires(r *http.Request) time.Time { return callerOf(r).Expires }
 // re-authenticates: its reconnection with the revoked credential is
 // refused with 401.
 func (s *Server) AfterRevoke(r *http.Request, f func()) (stop func()) {
-	rv, ok := s.cfg.Auth.Credentials.(auth.Revocable)
-	if !ok {
-		return func() {}
-	}
-	return rv.AfterRevoke(callerOf(r).Identity, f)
+	return auth.AfterRevoke(s.cfg.Auth.Credentials, callerOf(r).Identity, f)
 }
 
 // userOf returns the authenticated caller's user id.

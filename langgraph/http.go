@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -31,8 +30,8 @@ type HTTP struct {
 	// (zero: never); a join stream is aborted then, as on lifetime
 	// expiry, so that the client re-authenticates and resumes.
 	Expires func(r *http.Request) time.Time
-	// AfterRevoke, when set, arranges for f to be called once the
-	// credential of r's caller is revoked (httpapi.Server.AfterRevoke: an
+	// AfterRevoke, when set, arranges for f to be called, at most once,
+	// when the credential of r's caller is revoked (httpapi.Server.AfterRevoke: an
 	// API key removed from the keys file) and returns the stop that
 	// unregisters it; a join stream is aborted then, as when the
 	// credential expires, and the client's reconnection is refused.
@@ -255,7 +254,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	var revoked chan struct{} // nil: never closed
 	if a.h.AfterRevoke != nil {
 		revoked = make(chan struct{})
-		stop := a.h.AfterRevoke(r, sync.OnceFunc(func() { close(revoked) }))
+		stop := a.h.AfterRevoke(r, func() { close(revoked) }) // called at most once
 		defer stop()
 	}
 	a.s.join(w, r, run, cursor, ParseModes(q["stream_mode"]), lifetime, revoked)
