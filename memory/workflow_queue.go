@@ -39,21 +39,18 @@ func inQueue(s workflow.RunStatus) bool {
 	return false
 }
 
-// claimKey orders claimable runs: the lowest rank, then the oldest.
+// claimKey orders claimable runs: the lowest rank, then the oldest (by
+// CreatedAt, then ID).
 type claimKey struct {
-	rank      int
-	createdAt time.Time
-	id        string
+	rank int
+	at   listKey
 }
 
 func (k claimKey) before(o claimKey) bool {
 	if k.rank != o.rank {
 		return k.rank < o.rank
 	}
-	if c := k.createdAt.Compare(o.createdAt); c != 0 {
-		return c < 0
-	}
-	return k.id < o.id
+	return k.at.newerFirst(o.at) > 0
 }
 
 // Claim leases to workerID the first candidate by (rank, CreatedAt, ID)
@@ -64,8 +61,8 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 	if err := checkLease(workerID, leaseUntil); err != nil {
 		return workflow.Run{}, false, err
 	}
-	if maxPerOwner < 0 {
-		return workflow.Run{}, false, runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
+	if err := workflow.CheckClaimCap(maxPerOwner); err != nil {
+		return workflow.Run{}, false, err
 	}
 	if err := s.lock(); err != nil {
 		return workflow.Run{}, false, err
@@ -78,7 +75,7 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 		waiting = map[string]*runRow{} // each owner's oldest waiting run
 	)
 	consider := func(row *runRow, rank int) {
-		k := claimKey{rank, row.r.CreatedAt, row.r.ID}
+		k := claimKey{rank, listKey{row.r.CreatedAt, row.r.ID}}
 		if first == nil || k.before(key) {
 			first, key = row, k
 		}
@@ -94,7 +91,7 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 		case takenOver(r):
 			consider(row, 0)
 		default: // waiting: keep the owner's oldest
-			if w := waiting[r.OwnerID]; w == nil || (claimKey{0, r.CreatedAt, r.ID}).before(claimKey{0, w.r.CreatedAt, w.r.ID}) {
+			if w := waiting[r.OwnerID]; w == nil || (listKey{r.CreatedAt, r.ID}).newerFirst(listKey{w.r.CreatedAt, w.r.ID}) > 0 {
 				waiting[r.OwnerID] = row
 			}
 		}
@@ -102,9 +99,8 @@ func (s *WorkflowStore) Claim(_ context.Context, workerID string, now, leaseUnti
 	ring := slices.Sorted(maps.Keys(waiting)) // the owners with a waiting run
 	visited := claimWindow(ring, s.claims.Owner())
 	for _, owner := range visited {
-		row, rank := waiting[owner], running[owner]
-		if row != nil && (maxPerOwner == 0 || rank < maxPerOwner) {
-			consider(row, rank)
+		if rank := running[owner]; maxPerOwner == 0 || rank < maxPerOwner {
+			consider(waiting[owner], rank)
 		}
 	}
 	if len(visited) > 0 {

@@ -285,9 +285,18 @@ func (s *RunEventStore) list(ctx context.Context, op, sql string, args []any, de
 // The setting is local to the transaction, and a pipeline (one Sync) is one
 // implicit transaction, so it costs no round trip and ends with the query.
 func queryPage[T any](ctx context.Context, pool *pgxpool.Pool, sql string, args []any, scan func(pgx.Rows) (T, error)) (T, error) {
+	return queryAfter(ctx, pool, "SELECT set_config('enable_sort', 'off', true)", sql, args, scan)
+}
+
+// queryAfter sends first, a statement without arguments, and then sql in
+// one pipeline (one Sync: one implicit transaction, one round trip), and
+// returns what scan reads of sql's rows. What first sets up (a local
+// setting, a transaction-scoped lock) holds while sql runs and ends with
+// it.
+func queryAfter[T any](ctx context.Context, pool *pgxpool.Pool, first, sql string, args []any, scan func(pgx.Rows) (T, error)) (T, error) {
 	var zero T
 	b := &pgx.Batch{}
-	b.Queue("SELECT set_config('enable_sort', 'off', true)")
+	b.Queue(first)
 	b.Queue(sql, args...)
 	br := pool.SendBatch(ctx, b)
 	defer br.Close()

@@ -144,61 +144,56 @@ func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUn
 	if err := checkLease("claim", workerID, leaseUntil); err != nil {
 		return workflow.Run{}, false, err
 	}
-	if maxPerOwner < 0 {
-		return workflow.Run{}, false, runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
+	if err := workflow.CheckClaimCap(maxPerOwner); err != nil {
+		return workflow.Run{}, false, err
 	}
 	if err := s.checkOpen(); err != nil {
 		return workflow.Run{}, false, err
 	}
-	b := &pgx.Batch{}
-	b.Queue(claimLockSQL)
-	b.Queue(claimSQL, workerID, now.UTC(), leaseTime(leaseUntil), int64(maxPerOwner), s.claims.Owner(), workflow.ClaimWindow)
-	cursor, run, ok, err := claimBatch(s.pool.SendBatch(ctx, b))
+	args := []any{workerID, now.UTC(), leaseTime(leaseUntil), int64(maxPerOwner), s.claims.Owner(), workflow.ClaimWindow}
+	res, err := queryAfter(ctx, s.pool, claimLockSQL, claimSQL, args, scanClaim)
 	if err != nil {
 		return workflow.Run{}, false, dbError(err, "claim")
 	}
-	if cursor != nil {
-		s.claims.Move(*cursor)
+	if res.cursor != nil {
+		s.claims.Move(*res.cursor)
 	}
-	return run, ok, nil
+	return res.run, res.ok, nil
 }
 
-// claimBatch reads the results of claimLockSQL and claimSQL: the next
-// cursor (nil when no owner has a run in the queue), and the run leased,
-// if any.
-func claimBatch(br pgx.BatchResults) (cursor *string, run workflow.Run, ok bool, err error) {
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, workflow.Run{}, false, err
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, workflow.Run{}, false, err
-	}
+// claimResult is the row of claimSQL: the next cursor (nil when no owner
+// has a waiting run), and the run leased, if any.
+type claimResult struct {
+	cursor *string
+	run    workflow.Run
+	ok     bool
+}
+
+// scanClaim reads the one row of claimSQL and closes rows.
+func scanClaim(rows pgx.Rows) (claimResult, error) {
 	defer rows.Close()
+	var res claimResult
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return nil, workflow.Run{}, false, err
+			return res, err
 		}
-		return nil, workflow.Run{}, false, errors.New("claim: the statement returned no row")
+		return res, errors.New("claim: the statement returned no row")
 	}
+	var err error
 	if rows.RawValues()[1] == nil {
 		// No run claimed: read the cursor, skip the run's NULL columns.
 		dest := make([]any, len(rows.FieldDescriptions()))
-		dest[0] = &cursor
+		dest[0] = &res.cursor
 		err = rows.Scan(dest...)
 	} else {
-		run, err = scanRun(cursorRow{rows, &cursor})
-		ok = true
+		res.run, err = scanRun(cursorRow{rows, &res.cursor})
+		res.ok = true
 	}
 	if err != nil {
-		return nil, workflow.Run{}, false, err
+		return claimResult{}, err
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, workflow.Run{}, false, err
-	}
-	return cursor, run, ok, br.Close()
+	return res, rows.Err()
 }
 
 // cursorRow is the row of claimSQL as scanRun reads it: Scan reads the

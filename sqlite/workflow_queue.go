@@ -139,7 +139,7 @@ const (
 // write loop, Claim fails and the run may still have been leased: it is
 // claimable again once the lease expires.
 func (s *WorkflowStore) Claim(ctx context.Context, workerID string, now, leaseUntil time.Time, maxPerOwner int) (workflow.Run, bool, error) {
-	if err := firstError(s.checkOpen(), checkLease("claim", workerID, leaseUntil), checkCap(maxPerOwner)); err != nil {
+	if err := firstError(s.checkOpen(), checkLease("claim", workerID, leaseUntil), workflow.CheckClaimCap(maxPerOwner)); err != nil {
 		return workflow.Run{}, false, err
 	}
 	until, at := micros(truncated(leaseUntil)), micros(now)
@@ -240,14 +240,6 @@ func checkLease(op, workerID string, leaseUntil time.Time) error {
 		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: worker id is required", op)
 	case leaseUntil.IsZero():
 		return runstream.Errorf(runstream.CodeInvalidArgument, "%s: lease expiry is required", op)
-	}
-	return nil
-}
-
-// checkCap rejects a negative cap per owner with CodeInvalidArgument.
-func checkCap(maxPerOwner int) error {
-	if maxPerOwner < 0 {
-		return runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
 	}
 	return nil
 }

@@ -36,6 +36,15 @@ func (c *ClaimCursor) Move(owner string) {
 	c.owner = owner
 }
 
+// CheckClaimCap refuses a negative cap per owner (Queue.Claim's
+// maxPerOwner) with CodeInvalidArgument.
+func CheckClaimCap(maxPerOwner int) error {
+	if maxPerOwner < 0 {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "claim: the cap per owner must not be negative")
+	}
+	return nil
+}
+
 // Queue is the optional capability of a Store that lets workflow engines
 // share runs: a run is claimed with a lease that its worker renews while it
 // executes the run. Several engine instances may call it concurrently.
