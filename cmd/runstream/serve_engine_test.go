@@ -3,12 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/runstream/runstream/auth"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -114,5 +120,72 @@ func TestServeMaxRunsPerUser(t *testing.T) {
 		if _, err := serve(tc.env, tc.args...); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "max-runs-per-user") {
 			t.Errorf("serve %v with %v = %v, want a usage error naming the flag", tc.args, tc.env, err)
 		}
+	}
+}
+
+// TestServeSharesWorkersAmongUsers, as users reach it over HTTP: serve
+// with three workers and --max-runs-per-user 1; alice starts three long
+// runs, then bob one. Alice executes one run at a time, her two others
+// queued though a worker is idle, and bob's run takes a worker. Without
+// the cap, alice's runs take every worker as she starts them, and bob's
+// waits (the order among waiting runs is the conformance tests' and
+// TestMaxRunsPerOwner's).
+func TestServeSharesWorkersAmongUsers(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{"alice": auth.NewKey(), "bob": auth.NewKey()}
+	var file strings.Builder
+	for user, key := range keys {
+		hash, _ := auth.HashKey(key)
+		file.WriteString(user + " " + hash + "\n")
+	}
+	keysFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keysFile, []byte(file.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, stderr := startServe(t, nil, "--store", "memory:", "--auth", "token", "--api-keys-file", keysFile,
+		"--workers", "3", "--max-runs-per-user", "1")
+	startRuns := func(user string, n int) []string {
+		code, body, _ := call(t, "POST", base+"/api/workflows", keys[user], `{"name":"wait","nodes":[{"id":"w","type":"delay","config":{"ms":3000}}]}`)
+		var wf struct{ WorkflowID string }
+		if err := json.Unmarshal(body, &wf); code != http.StatusCreated || err != nil {
+			t.Fatalf("publish as %s: %d %s", user, code, body)
+		}
+		var ids []string
+		for range n {
+			code, body, _ := call(t, "POST", base+"/api/workflows/"+wf.WorkflowID+"/runs", keys[user], `{"input":{}}`)
+			var run struct{ RunID string }
+			if err := json.Unmarshal(body, &run); code != http.StatusCreated || err != nil {
+				t.Fatalf("start a run as %s: %d %s", user, code, body)
+			}
+			ids = append(ids, run.RunID)
+		}
+		return ids
+	}
+	statuses := func(user string, ids []string) map[workflow.RunStatus]int {
+		out := map[workflow.RunStatus]int{}
+		for _, id := range ids {
+			code, body, _ := call(t, "GET", base+"/api/workflows/runs/"+id, keys[user], "")
+			var run struct{ Status workflow.RunStatus }
+			if err := json.Unmarshal(body, &run); code != http.StatusOK || err != nil {
+				t.Fatalf("get run %s as %s: %d %s", id, user, code, body)
+			}
+			out[run.Status]++
+		}
+		return out
+	}
+	alice := startRuns("alice", 3)
+	bob := startRuns("bob", 1)
+	var a, b map[workflow.RunStatus]int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		a, b = statuses("alice", alice), statuses("bob", bob)
+		if a[workflow.StatusRunning] > 1 {
+			t.Fatalf("alice executes %d runs at once, over --max-runs-per-user 1", a[workflow.StatusRunning])
+		}
+		if b[workflow.StatusRunning] == 1 {
+			break
+		}
+	}
+	if b[workflow.StatusRunning] != 1 || a[workflow.StatusRunning] != 1 || a[workflow.StatusQueued] != 2 {
+		t.Fatalf("alice's runs %v and bob's %v; want bob's running while alice executes one and two wait\nstderr:\n%s", a, b, stderr)
 	}
 }
