@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -95,6 +96,33 @@ func TestServeRefusesPublicAddrWithoutAuth(t *testing.T) {
 	m := &Main{Getenv: func(k string) string { return map[string]string{"RUNSTREAM_AUTH": "none"}[k] }}
 	if err := m.Run(context.Background(), []string{"serve", "--addr", "0.0.0.0:8780", "--store", "memory:"}, io.Discard, io.Discard); err == nil {
 		t.Error("RUNSTREAM_AUTH=none on 0.0.0.0 started")
+	}
+}
+
+// A loopback-looking --addr is checked again once listened on: a name the
+// listen resolves (foo.localhost, or localhost in an unusual hosts file)
+// may bind another interface, which --auth none refuses.
+func TestServeChecksTheBoundAddressWithoutAuth(t *testing.T) {
+	t.Parallel()
+	none := &authFlags{mode: authNone}
+	for _, ip := range []string{"10.1.2.3", "0.0.0.0", "::"} {
+		if err := none.checkListener(&net.TCPAddr{IP: net.ParseIP(ip), Port: 8780}); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "--insecure-no-auth") {
+			t.Errorf("bound to %s with --auth none: %v, want a usage error naming --insecure-no-auth", ip, err)
+		}
+	}
+	for _, ip := range []string{"127.0.0.1", "127.1.2.3", "::1"} {
+		if err := none.checkListener(&net.TCPAddr{IP: net.ParseIP(ip), Port: 8780}); err != nil {
+			t.Errorf("bound to %s with --auth none: %v", ip, err)
+		}
+	}
+	public := &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8780}
+	for name, a := range map[string]*authFlags{
+		"--insecure-no-auth": {mode: authNone, insecureNoAuth: true},
+		"--auth token":       {mode: authToken},
+	} {
+		if err := a.checkListener(public); err != nil {
+			t.Errorf("bound to %s with %s: %v", public, name, err)
+		}
 	}
 }
 

@@ -233,6 +233,10 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
+	if err := cfg.auth.checkListener(ln.Addr()); err != nil {
+		ln.Close()
+		return err
+	}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "runstream %s listening on %s\n", version, url)
 	fmt.Fprintf(stdout, "store: %s (%s)\n", a.backend.location, a.backend.durability)

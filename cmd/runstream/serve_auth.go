@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -154,6 +155,23 @@ func (a *authFlags) printWarning(stdout io.Writer) {
 	if a.mode == authNone {
 		fmt.Fprintf(stdout, "WARNING: --auth none: every request acts as the one local user %q, with no authentication (see docs/SECURITY.md)\n", httpapi.LocalUser)
 	}
+}
+
+// checkListener refuses, with --auth none and without
+// --insecure-no-auth, a listener bound to an address that is not
+// loopback. The --addr check before it reads the host name; a name such
+// as foo.localhost, or localhost in an unusual hosts file, is resolved by
+// the listen, and only the address it bound tells where the server is
+// reachable.
+func (a *authFlags) checkListener(addr net.Addr) error {
+	if a.mode != authNone || a.insecureNoAuth {
+		return nil
+	}
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: serve listens on %s, which is not a loopback address, and --auth is none: "+
+		"set --auth token or --auth jwt, or pass --insecure-no-auth to serve without authentication anyway", errUsage, addr)
 }
 
 // reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends.
