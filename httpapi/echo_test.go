@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -12,34 +11,6 @@ const (
 	echoDSN = "postgres://admin:hunter2@db.internal:5432/prod"
 	echoKey = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
 )
-
-func TestEchoSafe(t *testing.T) {
-	t.Parallel()
-	long := strings.Repeat("x", 60000)
-	for _, c := range []struct{ in, keep, drop string }{
-		{"run r1 not found", "run r1 not found", ""},
-		{`workflow "` + echoDSN + `" not found`, "not found", "hunter2"},
-		{"unknown cursor " + echoKey, "unknown cursor", echoKey},
-		{`workflow "` + long + `" not found`, "… not found", strings.Repeat("x", 65)},
-	} {
-		got := echoSafe(c.in)
-		if !strings.Contains(got, c.keep) || (c.drop != "" && strings.Contains(got, c.drop)) {
-			t.Errorf("echoSafe(%.80q) = %.200q: want %q kept and %q gone", c.in, got, c.keep, c.drop)
-		}
-		if len(got) > 200 {
-			t.Errorf("echoSafe of a %d-byte message is %d bytes", len(c.in), len(got))
-		}
-	}
-	details := echoSafeDetails(map[string]any{"problems": []struct{ Path, Message string }{{"/" + echoDSN, "'" + echoKey + "' does not match"}}, "expected_index": int64(1) << 60})
-	encoded, err := json.Marshal(details)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := string(encoded)
-	if strings.Contains(raw, "hunter2") || strings.Contains(raw, echoKey) || !strings.Contains(raw, "1152921504606846976") {
-		t.Errorf("echoSafeDetails = %s: want the secrets gone and the number whole", raw)
-	}
-}
 
 // Through the thread API: a schema problem naming the caller's value and
 // an event type that does not fit its category answer without the

@@ -1,13 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/fastapi"
@@ -44,14 +41,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &maxBytes) || errors.Is(err, os.ErrDeadlineExceeded) {
 		e = runstream.AsError(bodyReadError(err))
 	}
-	// What goes out of e passes through echoSafe: a message, node id or
+	// What goes out of e passes through redact.Echo: a message, node id or
 	// detail that quotes the caller is cut to a short redacted excerpt.
 	details := e.Details
 	body := errorBody{
 		Code:      e.Code,
-		Message:   echoSafe(e.Message),
+		Message:   redact.Echo(e.Message),
 		Retryable: e.Code.Retryable(),
-		NodeID:    echoSafe(e.NodeID),
+		NodeID:    redact.Echo(e.NodeID),
 		RequestID: requestID(r.Context()),
 	}
 	status := ErrorStatus(e.Code)
@@ -70,93 +67,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			details = nil
 		}
 	}
-	body.Details = echoSafeDetails(details)
+	body.Details = redact.EchoDetails(details)
 	if threadAPI(r.URL.Path) {
-		body.Detail = echoSafeJSON(fastapi.Detail(body.Code, body.Message, details))
+		body.Detail = redact.EchoJSON(fastapi.Detail(body.Code, body.Message, details))
 	}
 	writeJSON(w, status, body)
-}
-
-// maxEchoRun is the longest run of non-space bytes an error answer keeps
-// whole; a longer one (a caller's id, cursor or value quoted by the
-// message) is cut to a redact.ExcerptRunes excerpt.
-const maxEchoRun = 64
-
-// echoSafe returns the text of an error as its answer may hold it: the
-// secrets the default rules find replaced by their markers (redact.Text),
-// and every run of more than maxEchoRun non-space bytes cut to an excerpt
-// ending in "…". Messages that quote a caller's value (an id, a cursor, a
-// schema problem naming the value) thus give back at most a short
-// redacted excerpt of it, whichever code wrote them.
-func echoSafe(s string) string {
-	s = redact.Text(s)
-	if len(s) <= maxEchoRun {
-		return s
-	}
-	var b strings.Builder
-	for len(s) > 0 {
-		space := strings.IndexAny(s, " \t\r\n")
-		run := s
-		if space >= 0 {
-			run = s[:space]
-		}
-		if len(run) > maxEchoRun {
-			b.WriteString(redact.Excerpt(run))
-		} else {
-			b.WriteString(run)
-		}
-		s = s[len(run):]
-		if space >= 0 {
-			b.WriteByte(s[0])
-			s = s[1:]
-		}
-	}
-	return b.String()
-}
-
-// echoSafeDetails returns details with every string in it, member names
-// included, passed through echoSafe. Details may hold typed values (a
-// schema's problems, say): they are read as their JSON, so nothing in
-// them escapes.
-func echoSafeDetails(details map[string]any) map[string]any {
-	if len(details) == 0 {
-		return details
-	}
-	safe, _ := echoSafeJSON(details).(map[string]any)
-	return safe
-}
-
-// echoSafeJSON returns v read as its JSON with every string in it, member
-// names included, passed through echoSafe (nil when v does not encode).
-func echoSafeJSON(v any) any {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	var generic any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber() // numbers as they were, seqs above 2^53 included
-	if err := dec.Decode(&generic); err != nil {
-		return nil
-	}
-	return echoSafeValue(generic)
-}
-
-func echoSafeValue(v any) any {
-	switch v := v.(type) {
-	case string:
-		return echoSafe(v)
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, item := range v {
-			out[echoSafe(k)] = echoSafeValue(item)
-		}
-		return out
-	case []any:
-		for i, item := range v {
-			v[i] = echoSafeValue(item)
-		}
-		return v
-	}
-	return v
 }

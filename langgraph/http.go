@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runchunks"
 	"github.com/runstream/runstream/threadruns"
 )
@@ -83,19 +84,21 @@ type api struct {
 // writeError answers err with the unified error body; a CONFLICT also
 // carries its details (expected_index, current_epoch, status) and a
 // FastAPI-style "detail" at the top level, where DeerFlow's clients read
-// them.
+// them. Its message and details pass through redact.Echo, as every other
+// error answer's do (a conflict's message names the run).
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := runstream.AsError(err)
 	if e.Code != runstream.CodeConflict {
 		a.h.WriteError(w, r, err)
 		return
 	}
-	body := map[string]any{"code": e.Code, "message": e.Message, "retryable": false, "detail": e.Message,
+	message, details := redact.Echo(e.Message), redact.EchoDetails(e.Details)
+	body := map[string]any{"code": e.Code, "message": message, "retryable": false, "detail": message,
 		"requestId": w.Header().Get("X-Request-Id")}
-	if len(e.Details) > 0 {
-		body["details"] = e.Details
+	if len(details) > 0 {
+		body["details"] = details
 	}
-	for k, v := range e.Details {
+	for k, v := range details {
 		body[k] = v
 	}
 	a.writeJSON(w, http.StatusConflict, body)

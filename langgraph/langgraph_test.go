@@ -906,3 +906,22 @@ func TestPushRefusesAnotherUsersThread(t *testing.T) {
 		t.Fatalf("Writable asked for %v, released %d times; want mallory's refusal and local's claim, released once", asked, released)
 	}
 }
+
+// A conflict's answer, written by this package for DeerFlow's clients,
+// passes its message and details through the same guard as every other
+// error answer: a secret-shaped run id does not come back whole.
+func TestConflictDoesNotEchoSecrets(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	const runID = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+	path := "/api/runs/" + runID + "/stream-chunks"
+	if status, body := f.call(t, "POST", path, `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]}`); status != http.StatusOK {
+		t.Fatalf("first push: %d %v", status, body)
+	}
+	status, body := f.call(t, "POST", path, `{"thread_id":"t2","epoch":1,"first_index":0,"chunks":[]}`)
+	if status != http.StatusConflict || body["code"] != "CONFLICT" {
+		t.Fatalf("push from another thread: %d %v, want 409", status, body)
+	}
+	if raw := fmt.Sprint(body); strings.Contains(raw, runID) {
+		t.Errorf("the conflict's answer gives the run id back: %s", raw)
+	}
+}
