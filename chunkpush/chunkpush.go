@@ -498,44 +498,42 @@ type pushBody struct {
 // index. open marks Open's first push, which sets the starting index. A
 // final error fails the Stream and is returned.
 func (s *Stream) sendBatch(ctx context.Context, first int64, batch []chunk, end *endRequest, open bool) (Answer, error) {
-	for {
-		chunks := make([]json.RawMessage, len(batch))
-		for i, c := range batch {
-			chunks[i] = c.body
-		}
-		body, err := json.Marshal(pushBody{ThreadID: s.cfg.ThreadID, Epoch: s.cfg.Epoch, FirstIndex: first, Chunks: chunks, End: end})
-		if err != nil {
-			return Answer{}, s.fail(fmt.Errorf("chunkpush: encode push: %w", err))
-		}
-		var ans Answer
-		err = s.send(ctx, http.MethodPost, s.pushURL, body, s.cfg.RequestTimeout, &ans)
-		var apiErr *APIError
-		if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex >= 0 && !open {
-			// A gap: the server lost chunks it had acknowledged. They are
-			// pending again, and the sender batches them anew, within the
-			// batch limits and with the end only after the last of them.
-			if err := s.rewind(apiErr.ExpectedIndex); err != nil {
-				return Answer{}, s.fail(err)
-			}
-			return Answer{}, errRewound
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return Answer{}, err
-			}
+	chunks := make([]json.RawMessage, len(batch))
+	for i, c := range batch {
+		chunks[i] = c.body
+	}
+	body, err := json.Marshal(pushBody{ThreadID: s.cfg.ThreadID, Epoch: s.cfg.Epoch, FirstIndex: first, Chunks: chunks, End: end})
+	if err != nil {
+		return Answer{}, s.fail(fmt.Errorf("chunkpush: encode push: %w", err))
+	}
+	var ans Answer
+	err = s.send(ctx, http.MethodPost, s.pushURL, body, s.cfg.RequestTimeout, &ans)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && apiErr.ExpectedIndex >= 0 && !open {
+		// A gap: the server lost chunks it had acknowledged. They are
+		// pending again, and the sender batches them anew, within the
+		// batch limits and with the end only after the last of them.
+		if err := s.rewind(apiErr.ExpectedIndex); err != nil {
 			return Answer{}, s.fail(err)
 		}
-		if ans.Epoch > s.cfg.Epoch {
-			return ans, s.fail(ErrFenced)
-		}
-		// An end with an error object makes the server write one chunk
-		// of its own, the error event, after the batch.
-		var serverChunks int64
-		if end != nil && end.Error != nil && terminal(ans.Status) {
-			serverChunks = 1
-		}
-		return ans, s.acknowledge(ans, open, serverChunks)
+		return Answer{}, errRewound
 	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Answer{}, err
+		}
+		return Answer{}, s.fail(err)
+	}
+	if ans.Epoch > s.cfg.Epoch {
+		return ans, s.fail(ErrFenced)
+	}
+	// An end with an error object makes the server write one chunk
+	// of its own, the error event, after the batch.
+	var serverChunks int64
+	if end != nil && end.Error != nil && terminal(ans.Status) {
+		serverChunks = 1
+	}
+	return ans, s.acknowledge(ans, open, serverChunks)
 }
 
 // acknowledge moves the chunks below the answer's next_index from pending

@@ -276,3 +276,15 @@ func TestTooLargeChunkIsRefusedByPush(t *testing.T) {
 		t.Fatalf("end after the refused chunk: %+v", ans)
 	}
 }
+
+// The client's defaults are the server's limits: a chunk chunkpush lets
+// through by default is one every server accepts, and a server's safe
+// lease is twice the silence after which chunkpush renews its lease.
+func TestDefaultsMatchTheServer(t *testing.T) {
+	if chunkpush.DefaultMaxChunkBytes != langgraph.MinMaxChunkBytes {
+		t.Errorf("chunkpush.DefaultMaxChunkBytes %d, the server's least limit langgraph.MinMaxChunkBytes %d", chunkpush.DefaultMaxChunkBytes, langgraph.MinMaxChunkBytes)
+	}
+	if langgraph.SafeLease != 2*chunkpush.DefaultHeartbeat {
+		t.Errorf("langgraph.SafeLease %v, want twice chunkpush.DefaultHeartbeat %v", langgraph.SafeLease, chunkpush.DefaultHeartbeat)
+	}
+}
