@@ -82,7 +82,7 @@ func (s *realServer) restart() *instance {
 	go hub.Run(ctx)
 	svc := langgraph.New(s.store, hub, s.cfg)
 	api := httpapi.New(httpapi.Config{Authenticate: func(*http.Request) (string, error) { return "local", nil }}, nil, nil)
-	svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, Kit: httpapi.ThreadKit()})
+	svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, Kit: httpapi.ThreadKit(), AcquireStream: api.AcquireStream})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := len(s.stops); n > 0 {

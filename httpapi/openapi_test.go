@@ -308,7 +308,7 @@ func mountLangGraph(t *testing.T, s *Server, runs runevents.RunStore, threads *t
 	go hub.Run(t.Context())
 	svc := langgraph.New(store, hub, langgraph.Config{})
 	t.Cleanup(svc.Shutdown)
-	h := langgraph.HTTP{Mount: s.Mount, User: User, WriteError: s.WriteError, Kit: ThreadKit()}
+	h := langgraph.HTTP{Mount: s.Mount, User: User, WriteError: s.WriteError, Kit: ThreadKit(), AcquireStream: s.AcquireStream}
 	if threads != nil {
 		h.StoreOnly = threads.StoreOnlyRun
 	}

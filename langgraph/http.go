@@ -43,9 +43,9 @@ type HTTP struct {
 	// Decode and WriteJSON are required; its User is not used (User
 	// above is).
 	Kit threadruns.Kit
-	// AcquireStream, when set, counts a join against the limit of the
-	// user's other streams (httpapi.Server.AcquireStream), instead of the
-	// Service's own limit of joins (Config.MaxPerUser).
+	// AcquireStream counts a join against the limit of the user's
+	// streams (httpapi.Server.AcquireStream), or answers RATE_LIMITED;
+	// required.
 	AcquireStream func(user string) (release func(), err error)
 }
 
@@ -63,6 +63,9 @@ var Routes = []string{
 func (s *Service) Mount(h HTTP) {
 	if h.Kit.ReadJSON == nil || h.Kit.Decode == nil || h.Kit.WriteJSON == nil {
 		panic("langgraph: Mount needs HTTP.Kit's ReadJSON, Decode and WriteJSON (httpapi.ThreadKit)")
+	}
+	if h.AcquireStream == nil {
+		panic("langgraph: Mount needs HTTP.AcquireStream (httpapi.Server.AcquireStream)")
 	}
 	a := &api{s: s, h: h}
 	handlers := []func(http.ResponseWriter, *http.Request) error{a.push, a.control, a.join, a.join, a.cancel, a.join}
@@ -238,11 +241,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Retry-After", "1")
 		return shuttingDown()
 	}
-	acquire := a.s.acquire
-	if a.h.AcquireStream != nil {
-		acquire = a.h.AcquireStream
-	}
-	release, err := acquire(user)
+	release, err := a.h.AcquireStream(user)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		return err

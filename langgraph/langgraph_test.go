@@ -64,11 +64,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg langgraph.Config) *fixture {
 	t.Helper()
-	return newKitFixture(t, cfg, httpapi.ThreadKit())
+	return newKitFixture(t, cfg, httpapi.ThreadKit(), httpapi.StreamConfig{})
 }
 
-// newKitFixture is newFixture with the service mounted with kit.
-func newKitFixture(t *testing.T, cfg langgraph.Config, kit threadruns.Kit) *fixture {
+// newKitFixture is newFixture with the service mounted with kit, on an
+// API whose streams streams bounds.
+func newKitFixture(t *testing.T, cfg langgraph.Config, kit threadruns.Kit, streams httpapi.StreamConfig) *fixture {
 	t.Helper()
 	f := &fixture{runs: memory.NewRunStore(), clock: &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}}
 	f.store = memory.NewChunkStore(f.runs)
@@ -85,13 +86,13 @@ func newKitFixture(t *testing.T, cfg langgraph.Config, kit threadruns.Kit) *fixt
 	}
 	events := memory.NewRunEventStore()
 	threads := threadsvc.New(events, events, f.runs, eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{}), hub, threadsvc.Config{})
-	api := httpapi.New(httpapi.Config{Authenticate: func(r *http.Request) (string, error) {
+	api := httpapi.New(httpapi.Config{Stream: streams, Authenticate: func(r *http.Request) (string, error) {
 		if u := r.Header.Get("X-Test-User"); u != "" {
 			return u, nil
 		}
 		return "local", nil
 	}}, nil, threads)
-	f.svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, StoreOnly: threads.StoreOnlyRun, Kit: kit,
+	f.svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, StoreOnly: threads.StoreOnlyRun, Kit: kit, AcquireStream: api.AcquireStream,
 		Expires: func(*http.Request) time.Time {
 			if at := f.credentialExpires.Load(); at != 0 {
 				return time.Unix(0, at)
@@ -354,7 +355,7 @@ func TestPushUsesKit(t *testing.T) {
 			json.NewEncoder(w).Encode(v)
 		},
 	}
-	f := newKitFixture(t, langgraph.Config{}, kit)
+	f := newKitFixture(t, langgraph.Config{}, kit, httpapi.StreamConfig{})
 	push := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[]}`
 	status, body := f.call(t, "POST", "/api/runs/r1/stream-chunks", push, "Content-Type", "text/plain")
 	if status != http.StatusUnsupportedMediaType || body["code"] != "UNSUPPORTED_MEDIA_TYPE" {
@@ -794,7 +795,7 @@ func TestHeartbeatIsOneLineComment(t *testing.T) {
 }
 
 func TestJoinPerUserLimit(t *testing.T) {
-	f := newFixture(t, langgraph.Config{MaxPerUser: 1})
+	f := newKitFixture(t, langgraph.Config{}, httpapi.ThreadKit(), httpapi.StreamConfig{MaxPerUser: 1})
 	f.mustPush(t, "r1", 0, 1, "")
 	s := f.join(t, "r1", "-1", "")
 	s.next(t)

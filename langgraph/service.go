@@ -77,10 +77,6 @@ type Config struct {
 	SweepInterval time.Duration
 	// ControlMax bounds the wait of a control long-poll.
 	ControlMax time.Duration
-	// MaxPerUser is the most join streams one user may have open on this
-	// instance; the next answers RATE_LIMITED. Defaults to 16; negative:
-	// no limit.
-	MaxPerUser int
 	// Writable, when set, refuses a push creating a run in a thread the
 	// user may not write; when the user may, it holds the thread until
 	// release is called, after the push that creates the run
@@ -117,9 +113,6 @@ func (c *Config) setDefaults() {
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = min(max(c.Lease/4, time.Second), 15*time.Second)
 	}
-	if c.MaxPerUser == 0 {
-		c.MaxPerUser = 16
-	}
 	if c.ControlMax <= 0 {
 		c.ControlMax = DefaultControlMax
 	}
@@ -147,15 +140,13 @@ type Service struct {
 	// waiters are this instance's control long-polls, by run: woken when
 	// a cancel request or the end is stored here.
 	waiters map[string]map[chan struct{}]struct{}
-	// open counts each user's open join streams.
-	open map[string]int
 }
 
 // New returns the service over store, publishing to hub.
 func New(store runchunks.Store, hub *live.Hub, cfg Config) *Service {
 	cfg.setDefaults()
 	s := &Service{store: store, hub: hub, cfg: cfg, redactor: redact.New(redact.Options{KeepReasoning: true}),
-		waiters: map[string]map[chan struct{}]struct{}{}, open: map[string]int{}}
+		waiters: map[string]map[chan struct{}]struct{}{}}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -170,24 +161,6 @@ func (s *Service) Shutdown() { s.cancel() }
 // shuttingDown is the error of a request refused or ended by Shutdown.
 func shuttingDown() error {
 	return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
-}
-
-// acquire counts one more open join stream of user, or answers
-// RATE_LIMITED when user has MaxPerUser open; release uncounts it.
-func (s *Service) acquire(user string) (release func(), err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg.MaxPerUser > 0 && s.open[user] >= s.cfg.MaxPerUser {
-		return nil, runstream.Errorf(runstream.CodeRateLimited, "too many streams open: at most %d per user", s.cfg.MaxPerUser).WithDetail("limit", s.cfg.MaxPerUser)
-	}
-	s.open[user]++
-	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.open[user]--; s.open[user] <= 0 {
-			delete(s.open, user)
-		}
-	}, nil
 }
 
 // StreamKey is the hub key of a run's chunk stream. Its seqs are chunk

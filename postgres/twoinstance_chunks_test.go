@@ -35,7 +35,7 @@ func newChunkInstance(t *testing.T, db *DB) *chunkInstance {
 	svc := langgraph.New(store, hub, langgraph.Config{})
 	startListener(t, db.NewListener(func(string, int64) {}).OnChunkAppends(svc.Wake))
 	api := httpapi.New(httpapi.Config{}, nil, nil)
-	svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, Kit: httpapi.ThreadKit()})
+	svc.Mount(langgraph.HTTP{Mount: api.Mount, User: httpapi.User, WriteError: api.WriteError, Kit: httpapi.ThreadKit(), AcquireStream: api.AcquireStream})
 	srv := httptest.NewServer(api)
 	t.Cleanup(func() {
 		svc.Shutdown()

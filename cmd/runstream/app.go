@@ -157,7 +157,7 @@ func (a *app) startLangGraph(loopCtx context.Context, cfg serveConfig, threads *
 		return
 	}
 	lgCfg := langgraph.Config{Lease: cfg.chunkLease, ChunkTTL: cfg.chunkTTL, MaxChunks: cfg.maxChunksPerRun,
-		MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, MaxPerUser: cfg.maxStreamsPerUser, Logger: a.logger}
+		MaxChunkBytes: cfg.maxChunkBytes, MaxLifetime: cfg.auth.streamLifetime, Logger: a.logger}
 	if threads != nil {
 		lgCfg.Writable = threads.ClaimWritable
 	}
