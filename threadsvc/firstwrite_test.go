@@ -2,6 +2,8 @@ package threadsvc_test
 
 import (
 	"context"
+	"fmt"
+	"hash/fnv"
 	"testing"
 	"time"
 
@@ -63,5 +65,53 @@ func TestFirstWritesToANewThreadHaveOneOwner(t *testing.T) {
 	}
 	if runstream.ErrorCodeOf(bobErr) != runstream.CodeNotFound {
 		t.Fatalf("bob's write to the thread alice was creating: %v, want NOT_FOUND (one owner)", bobErr)
+	}
+}
+
+// A write to a thread whose first row is the writer's holds no lock while
+// it writes: another user's first write to a thread that shares its lock
+// goes on while it is still writing.
+func TestOwnThreadWriteHoldsNoLock(t *testing.T) {
+	t.Parallel()
+	g := &gatedStore{user: "alice", in: make(chan struct{}, 1), release: make(chan struct{})}
+	svc := threadtest.ServiceOver(t, func(s runevents.Store) runevents.Store { g.Store = s; return g },
+		func(r runevents.ThreadReader) runevents.ThreadReader { return r })
+	ctx := t.Context()
+	first := startEvent()
+	first.UserID, first.Category = "alice", runevents.CategoryTrace
+	if _, err := g.Store.PutBatch(ctx, []runevents.NewEvent{first}); err != nil { // alice's thread, written past the gate
+		t.Fatal(err)
+	}
+	stripe := func(id string) uint32 { h := fnv.New32a(); h.Write([]byte(id)); return h.Sum32() % 64 }
+	other := ""
+	for i := 0; other == ""; i++ {
+		if id := fmt.Sprintf("u%d", i); stripe(id) == stripe("t1") {
+			other = id
+		}
+	}
+	alice := make(chan error, 1)
+	go func() {
+		_, err := svc.Append(ctx, "alice", "t1", []runevents.NewEvent{startEvent()})
+		alice <- err
+	}()
+	<-g.in // alice passed the check and is writing
+	bob := make(chan error, 1)
+	go func() {
+		ev := startEvent()
+		ev.ThreadID = other
+		_, err := svc.Append(ctx, "bob", other, []runevents.NewEvent{ev})
+		bob <- err
+	}()
+	select {
+	case err := <-bob:
+		if err != nil {
+			t.Errorf("bob's first write to %s: %v", other, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("bob's first write to %s, which shares t1's lock, waited for alice's write to her own thread", other)
+	}
+	close(g.release)
+	if err := <-alice; err != nil {
+		t.Fatalf("alice's write: %v", err)
 	}
 }

@@ -69,9 +69,22 @@ func (l *threadLocks) lock(threadID string) (unlock func()) {
 // the thread its writer's). The lock is this process's: instances
 // sharing a PostgreSQL store can still race on a thread's very first
 // write.
+//
+// The common case, a thread whose first row is the user's, holds the lock
+// only for its read: rows only appear, so no other write can make that
+// thread another user's, and the write need not wait for, nor hold up,
+// the writes of threads that share its lock.
 func (s *Service) claim(ctx context.Context, user, threadID string) (release func(), err error) {
 	unlock := s.writes.lock(threadID)
-	if err := s.requireWritable(ctx, user, threadID); err != nil {
+	owner, found, err := s.firstOwner(ctx, threadID)
+	if err == nil && user != "" && found && owner == user {
+		unlock()
+		return func() {}, nil
+	}
+	if err == nil {
+		err = s.writable(ctx, user, threadID, found)
+	}
+	if err != nil {
 		unlock()
 		return nil, err
 	}
@@ -137,6 +150,12 @@ func (s *Service) requireWritable(ctx context.Context, user, threadID string) er
 	if user != "" && found && owner == user {
 		return nil
 	}
+	return s.writable(ctx, user, threadID, found)
+}
+
+// writable is requireWritable once the thread's first row is known not to
+// be user's: found tells whether the thread has rows at all.
+func (s *Service) writable(ctx context.Context, user, threadID string, found bool) error {
 	if !found { // anyone's rows, or else anyone's run rows
 		runs, err := s.runs.ListRuns(ctx, threadID, runstream.AnyOwner)
 		if err != nil || len(runs) == 0 {
