@@ -304,23 +304,34 @@ func (s *Service) MessagePage(ctx context.Context, user, threadID string, c Curs
 	return out, nil
 }
 
-// lastShownAI returns the seq of each run's last shown AI row (shownAI)
-// among runIDs that have one; known holds rows already read, by seq. The
-// store names each run's last AI row that is not a middleware's; when
+// lastShownAI returns, for each run of runIDs whose last shown AI row
+// (shownAI) is among known (the rows of a page, by seq), that row's seq.
+// The store names each run's last AI row that is not a middleware's; when
 // that row is a subagent's or hidden, the run's rows before it are read,
-// a page at a time, for the last shown one.
+// a page at a time, down to the run's first row in known, for the last
+// shown one: a row below it is not on the page, so its run gets no row.
 func (s *Service) lastShownAI(ctx context.Context, threadID string, runIDs []string, owner runevents.Owner, known map[int64]*runevents.Record) (map[string]int64, error) {
 	candidates, err := s.events.LastVisibleAISeqByRun(ctx, runevents.LastVisibleAIParams{ThreadID: threadID, RunIDs: runIDs, Owner: owner})
 	if err != nil {
 		return nil, err
 	}
+	floor := map[string]int64{} // each run's lowest seq in known
+	for seq, rec := range known {
+		if f, ok := floor[rec.RunID]; !ok || seq < f {
+			floor[rec.RunID] = seq
+		}
+	}
 	out := make(map[string]int64, len(candidates))
 	for run, seq := range candidates {
+		f, ok := floor[run]
+		if !ok || seq < f {
+			continue // the run's last AI row is below the page
+		}
 		if rec, ok := known[seq]; ok && shownAI(rec) {
 			out[run] = seq
 			continue
 		}
-		seq, found, err := s.lastShownAIBefore(ctx, threadID, run, owner, seq+1)
+		seq, found, err := s.lastShownAIBetween(ctx, threadID, run, owner, f, seq+1)
 		if err != nil {
 			return nil, err
 		}
@@ -331,21 +342,22 @@ func (s *Service) lastShownAI(ctx context.Context, threadID string, runIDs []str
 	return out, nil
 }
 
-// lastShownAIBefore reads a run's message rows before seq, newest first,
-// a page at a time, until it meets a shown AI row.
-func (s *Service) lastShownAIBefore(ctx context.Context, threadID, runID string, owner runevents.Owner, before int64) (int64, bool, error) {
+// lastShownAIBetween reads a run's message rows from before down to
+// floor (seq >= floor, < before), newest first, a page at a time, until
+// it meets a shown AI row.
+func (s *Service) lastShownAIBetween(ctx context.Context, threadID, runID string, owner runevents.Owner, floor, before int64) (int64, bool, error) {
 	const page = 100
 	for {
 		recs, err := s.events.ListMessagesByRun(ctx, runevents.ListMessagesByRunParams{ThreadID: threadID, RunID: runID, Owner: owner, Limit: page, BeforeSeq: &before})
 		if err != nil {
 			return 0, false, err
 		}
-		for i := len(recs) - 1; i >= 0; i-- {
+		for i := len(recs) - 1; i >= 0 && recs[i].Seq >= floor; i-- {
 			if shownAI(&recs[i]) {
 				return recs[i].Seq, true, nil
 			}
 		}
-		if len(recs) < page {
+		if len(recs) < page || recs[0].Seq <= floor {
 			return 0, false, nil
 		}
 		before = recs[0].Seq
