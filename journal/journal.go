@@ -23,8 +23,8 @@ const (
 // Callers of model calls (reference §3.2).
 const (
 	CallerLeadAgent        = "lead_agent"
-	callerSubagentPrefix   = "subagent:"
-	callerMiddlewarePrefix = "middleware:"
+	callerSubagentPrefix   = runevents.SubagentCallerPrefix
+	callerMiddlewarePrefix = runevents.MiddlewareCallerPrefix
 )
 
 // maxSummaryText bounds FirstHumanMessage, LastAIMessage and

@@ -36,7 +36,7 @@ func FiltersOf(metadata []byte) Filters {
 	if task != nil {
 		f.TaskID, f.HasTaskID = *task, true
 	}
-	f.Middleware = caller != nil && strings.HasPrefix(*caller, MiddlewarePrefix)
+	f.Middleware = caller != nil && strings.HasPrefix(*caller, MiddlewareCallerPrefix)
 	return f
 }
 

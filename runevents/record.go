@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/runstream/runstream/internal/jsonenc"
@@ -36,6 +37,23 @@ func (r Record) Clone() Record {
 	r.Content = bytes.Clone(r.Content)
 	r.Metadata = bytes.Clone(r.Metadata)
 	return r
+}
+
+// Prefixes of metadata.caller (reference §3.2): a subagent's rows
+// ("subagent:general-purpose") and a middleware's ("middleware:title").
+const (
+	SubagentCallerPrefix   = "subagent:"
+	MiddlewareCallerPrefix = "middleware:"
+)
+
+// LeadAI reports whether r is an AI response of the lead agent: not a
+// middleware's nor a subagent's (by metadata.caller).
+func (r Record) LeadAI() bool {
+	if !r.EventType.IsAIResponse() {
+		return false
+	}
+	caller, _ := r.MetadataString("caller")
+	return !strings.HasPrefix(caller, MiddlewareCallerPrefix) && !strings.HasPrefix(caller, SubagentCallerPrefix)
 }
 
 // MetadataString returns metadata[key] when it is a JSON string.

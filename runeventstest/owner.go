@@ -40,7 +40,7 @@ func expectView(rows []runevents.Record, owner runevents.Owner) threadView {
 			continue
 		}
 		v.messages = append(v.messages, r)
-		if caller, _ := r.MetadataString("caller"); r.EventType.IsAIResponse() && !strings.HasPrefix(caller, runevents.MiddlewarePrefix) {
+		if caller, _ := r.MetadataString("caller"); r.EventType.IsAIResponse() && !strings.HasPrefix(caller, runevents.MiddlewareCallerPrefix) {
 			v.lastAI[r.RunID] = r.Seq
 		}
 	}

@@ -51,11 +51,7 @@ func (s *Service) contextUsage(ctx context.Context, user, threadID string, runs 
 	}
 	for i := len(rows) - 1; i >= 0; i-- {
 		rec := rows[i]
-		if !rec.EventType.IsAIResponse() {
-			continue
-		}
-		caller, _ := rec.MetadataString("caller")
-		if strings.HasPrefix(caller, runevents.MiddlewarePrefix) || strings.HasPrefix(caller, "subagent:") {
+		if !rec.LeadAI() {
 			continue
 		}
 		count, ok := usageTokens(rec.Metadata)

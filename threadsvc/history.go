@@ -41,10 +41,10 @@ func (p visibleScan) skips(rec *runevents.Record) bool {
 		return false
 	}
 	caller, _ := rec.MetadataString("caller")
-	if strings.HasPrefix(caller, runevents.MiddlewarePrefix) {
+	if strings.HasPrefix(caller, runevents.MiddlewareCallerPrefix) {
 		return true
 	}
-	return strings.HasPrefix(caller, "subagent:") && messageType(rec.Content) == "ai"
+	return strings.HasPrefix(caller, runevents.SubagentCallerPrefix) && messageType(rec.Content) == "ai"
 }
 
 // shownAI reports whether rec is an AI response the user is shown: not a
@@ -53,11 +53,7 @@ func (p visibleScan) skips(rec *runevents.Record) bool {
 // last such row (DeerFlow puts it on the last AI row that is not a
 // middleware's, which may be one nobody sees: reference §8.1 #9, #10).
 func shownAI(rec *runevents.Record) bool {
-	if !rec.EventType.IsAIResponse() {
-		return false
-	}
-	caller, _ := rec.MetadataString("caller")
-	if strings.HasPrefix(caller, runevents.MiddlewarePrefix) || strings.HasPrefix(caller, "subagent:") {
+	if !rec.LeadAI() {
 		return false
 	}
 	obj, ok := jsonObject(rec.Content)

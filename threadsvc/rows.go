@@ -124,7 +124,7 @@ func stampTurnDurations(rows []Row, durations map[string]int64) {
 		if !ok || stamped[rec.RunID] {
 			continue
 		}
-		if caller, _ := rec.MetadataString("caller"); strings.HasPrefix(caller, runevents.MiddlewarePrefix) {
+		if caller, _ := rec.MetadataString("caller"); strings.HasPrefix(caller, runevents.MiddlewareCallerPrefix) {
 			continue
 		}
 		if content, ok := withTurnDuration(rec.Content, d); ok {
