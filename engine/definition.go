@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/runstream/runstream/internal/jsontype"
-	"github.com/runstream/runstream/redact"
 	"io"
 	"regexp"
 	"time"
@@ -116,13 +115,8 @@ func ParseDefinition(raw []byte) (*Definition, error) {
 // decodeMessage is the caller-safe text of a JSON decoding error: it names
 // fields and offsets, never values.
 func decodeMessage(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		pointer, want, got := jsontype.Mismatch(typeErr)
-		if pointer == "" {
-			return fmt.Sprintf("it must be a JSON %s, not %s", want, got)
-		}
-		return fmt.Sprintf("%s must be a JSON %s, not %s", redact.Quote(pointer), want, got)
+	if msg, ok := jsontype.Describe(err, "it"); ok {
+		return msg
 	}
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) {

@@ -268,13 +268,8 @@ func jsonErrorText(err error) string {
 	if errors.As(err, &syntax) {
 		return fmt.Sprintf("%s (at byte %d)", syntax.Error(), syntax.Offset)
 	}
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		pointer, want, got := jsontype.Mismatch(typeErr)
-		if pointer != "" {
-			return fmt.Sprintf("json: %s must be a JSON %s, not %s", redact.Quote(pointer), want, got)
-		}
-		return fmt.Sprintf("json: the body must be a JSON %s, not %s", want, got)
+	if msg, ok := jsontype.Describe(err, "the body"); ok {
+		return "json: " + msg
 	}
 	const unknownField = "json: unknown field "
 	if msg := err.Error(); strings.HasPrefix(msg, unknownField) {

@@ -5,11 +5,32 @@ package jsontype
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/runstream/runstream/redact"
 )
+
+// Describe says, when err holds a *json.UnmarshalTypeError, which member
+// is of the wrong kind and what it must be (`"/a/b" must be a JSON
+// string, not number`), the pointer quoted by redact.Quote, or whole (the
+// name of the entire document, "the body") in its place when the document
+// itself is at fault; ok is false for other errors.
+func Describe(err error, whole string) (msg string, ok bool) {
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) {
+		return "", false
+	}
+	pointer, want, got := Mismatch(typeErr)
+	if pointer != "" {
+		whole = redact.Quote(pointer)
+	}
+	return fmt.Sprintf("%s must be a JSON %s, not %s", whole, want, got), true
+}
 
 // Mismatch describes e: the JSON pointer of the member at fault ("" for
 // the whole document), the kind of JSON value it must be, and the kind it

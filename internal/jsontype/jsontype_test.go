@@ -38,3 +38,22 @@ func TestMismatch(t *testing.T) {
 		}
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	var v struct {
+		A struct {
+			B string `json:"b"`
+		} `json:"a"`
+	}
+	err := json.Unmarshal([]byte(`{"a":{"b":12}}`), &v)
+	if msg, ok := Describe(err, "the body"); !ok || msg != `"/a/b" must be a JSON string, not number` {
+		t.Errorf("Describe of a member = %q, %t", msg, ok)
+	}
+	err = json.Unmarshal([]byte(`[1]`), &v)
+	if msg, ok := Describe(err, "the body"); !ok || msg != "the body must be a JSON object, not array" {
+		t.Errorf("Describe of the document = %q, %t", msg, ok)
+	}
+	if _, ok := Describe(json.Unmarshal([]byte(`{`), &v), "the body"); ok {
+		t.Error("Describe of a syntax error reports a type error")
+	}
+}
