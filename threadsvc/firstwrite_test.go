@@ -10,6 +10,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/threadtest"
 	"github.com/runstream/runstream/runevents"
+	"github.com/runstream/runstream/threadsvc"
 )
 
 // gatedStore holds the appends of one user until release is closed,
@@ -29,6 +30,19 @@ func (g *gatedStore) PutBatch(ctx context.Context, events []runevents.NewEvent) 
 	return g.Store.PutBatch(ctx, events)
 }
 
+// appendAsync appends startEvent to threadID for user on a goroutine of
+// its own and returns the channel of its error.
+func appendAsync(ctx context.Context, svc *threadsvc.Service, user, threadID string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ev := startEvent()
+		ev.ThreadID = threadID
+		_, err := svc.Append(ctx, user, threadID, []runevents.NewEvent{ev})
+		done <- err
+	}()
+	return done
+}
+
 // Two users' first writes to a new thread: the second one's check waits
 // for the first one's write, and finds the thread another user's. Before,
 // both passed the check while the thread was empty, and both owned it.
@@ -38,17 +52,9 @@ func TestFirstWritesToANewThreadHaveOneOwner(t *testing.T) {
 	svc := threadtest.ServiceOver(t, func(s runevents.Store) runevents.Store { g.Store = s; return g },
 		func(r runevents.ThreadReader) runevents.ThreadReader { return r })
 	ctx := t.Context()
-	alice := make(chan error, 1)
-	go func() {
-		_, err := svc.Append(ctx, "alice", "t1", []runevents.NewEvent{startEvent()})
-		alice <- err
-	}()
+	alice := appendAsync(ctx, svc, "alice", "t1")
 	<-g.in // alice passed the check and is writing
-	bob := make(chan error, 1)
-	go func() {
-		_, err := svc.Append(ctx, "bob", "t1", []runevents.NewEvent{startEvent()})
-		bob <- err
-	}()
+	bob := appendAsync(ctx, svc, "bob", "t1")
 	var bobErr error
 	bobDone := false
 	select {
@@ -89,19 +95,9 @@ func TestOwnThreadWriteHoldsNoLock(t *testing.T) {
 			other = id
 		}
 	}
-	alice := make(chan error, 1)
-	go func() {
-		_, err := svc.Append(ctx, "alice", "t1", []runevents.NewEvent{startEvent()})
-		alice <- err
-	}()
+	alice := appendAsync(ctx, svc, "alice", "t1")
 	<-g.in // alice passed the check and is writing
-	bob := make(chan error, 1)
-	go func() {
-		ev := startEvent()
-		ev.ThreadID = other
-		_, err := svc.Append(ctx, "bob", other, []runevents.NewEvent{ev})
-		bob <- err
-	}()
+	bob := appendAsync(ctx, svc, "bob", other)
 	select {
 	case err := <-bob:
 		if err != nil {

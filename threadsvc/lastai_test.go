@@ -6,9 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/runstream/runstream/contracts"
-	"github.com/runstream/runstream/eventlog"
-	"github.com/runstream/runstream/live"
+	"github.com/runstream/runstream/internal/threadtest"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
@@ -31,13 +29,8 @@ func (m *messageReads) ListMessagesByRun(ctx context.Context, p runevents.ListMe
 // not down to that AI row, which is on no page with these.
 func TestFeedbackRowSearchStopsAtThePage(t *testing.T) {
 	t.Parallel()
-	validator, err := contracts.NewValidator()
-	if err != nil {
-		t.Fatal(err)
-	}
 	events := &messageReads{RunEventStore: memory.NewRunEventStore()}
-	hub := live.New(live.Config{})
-	svc := threadsvc.New(events, events, memory.NewRunStore(), eventlog.NewThreadLog(events, validator, hub, eventlog.ThreadLimits{}), hub, threadsvc.Config{})
+	svc := threadtest.ServiceOn(t, events)
 	ctx := t.Context()
 	human := runevents.NewEvent{ThreadID: "t1", RunID: "r1", EventType: runevents.EventLLMHumanInput,
 		Content: json.RawMessage(`{"type":"human","content":"more"}`), Metadata: json.RawMessage(`{"caller":"lead_agent"}`)}

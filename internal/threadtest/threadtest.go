@@ -32,12 +32,32 @@ func ServiceReading(t testing.TB, reader func(runevents.ThreadReader) runevents.
 // store(the memory store).
 func ServiceOver(t testing.TB, store func(runevents.Store) runevents.Store, reader func(runevents.ThreadReader) runevents.ThreadReader) *threadsvc.Service {
 	t.Helper()
+	events := memory.NewRunEventStore()
+	return newService(t, events, reader(events), store(events))
+}
+
+// EventStore is what a thread service reads, and appends through, in one
+// store: a memory store, or a wrapper of one that counts or holds calls.
+type EventStore interface {
+	threadsvc.EventStore
+	runevents.Store
+	runevents.ThreadReader
+}
+
+// ServiceOn is Service with every read and append of its events made
+// through events.
+func ServiceOn(t testing.TB, events EventStore) *threadsvc.Service {
+	t.Helper()
+	return newService(t, events, events, events)
+}
+
+func newService(t testing.TB, events threadsvc.EventStore, reader runevents.ThreadReader, appends runevents.Store) *threadsvc.Service {
+	t.Helper()
 	validator, err := contracts.NewValidator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := memory.NewRunEventStore()
 	hub := live.New(live.Config{})
-	log := eventlog.NewThreadLog(store(events), validator, hub, eventlog.ThreadLimits{})
-	return threadsvc.New(events, reader(events), memory.NewRunStore(), log, hub, threadsvc.Config{})
+	log := eventlog.NewThreadLog(appends, validator, hub, eventlog.ThreadLimits{})
+	return threadsvc.New(events, reader, memory.NewRunStore(), log, hub, threadsvc.Config{})
 }
