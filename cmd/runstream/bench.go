@@ -55,6 +55,9 @@ type benchConfig struct {
 	stalled       int
 	stalledRcvbuf int
 	stalledWait   time.Duration
+	// cuts is how many times each follower of thread-latency or
+	// thread-saturation drops its connection and resumes.
+	cuts int
 }
 
 // bench runs one load scenario against a server it starts as a child
@@ -94,6 +97,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.stalled, "stalled-followers", 0, "thread-latency, thread-saturation: run twice, the second time with this many more followers that never read their stream; report the POST latency of both and the cuts")
 	fs.IntVar(&cfg.stalledRcvbuf, "stalled-rcvbuf", 4096, "socket receive buffer of each stalled follower, in bytes")
 	fs.DurationVar(&cfg.stalledWait, "stalled-wait", 15*time.Second, "how long after they connected the stalled followers are checked for a cut (the server's write deadline, 10s, and a margin)")
+	fs.IntVar(&cfg.cuts, "cuts", 0, "thread-latency, thread-saturation: each follower drops its connection this many times, evenly through its events, and resumes after the last it read (all at about the same moment); a gap or a duplicate fails the run")
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "how long the idle followers stay connected before the server's memory is read (idle)")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the result as JSON")
 	if err := m.parseFlags(fs, args, stderr, "runstream bench [flags]  |  runstream bench serve [flags]"); err != nil {
@@ -104,6 +108,9 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if cfg.stalled < 0 || (cfg.stalled > 0 && cfg.scenario != "thread-latency" && cfg.scenario != "thread-saturation") {
 		return fmt.Errorf("%w: --stalled-followers is a positive number, with --scenario thread-latency or thread-saturation", errUsage)
+	}
+	if cfg.cuts < 0 || (cfg.cuts > 0 && cfg.scenario != "thread-latency" && cfg.scenario != "thread-saturation") {
+		return fmt.Errorf("%w: --cuts is a positive number, with --scenario thread-latency or thread-saturation", errUsage)
 	}
 	batchSet := false
 	fs.Visit(func(f *flag.Flag) { batchSet = batchSet || f.Name == "batch" })
@@ -237,6 +244,12 @@ type benchResult struct {
 	StalledCut              int          `json:"stalled_cut,omitempty"`
 	Without                 *benchResult `json:"without_stalled,omitempty"`
 	PostP99Ratio            float64      `json:"post_p99_ratio,omitempty"`
+	// With --cuts: the cuts per follower, the resumes made (followers ×
+	// cuts), and the time from a cut to the resumed stream's headers.
+	Cuts            int     `json:"cuts_per_follower,omitempty"`
+	Resumes         int     `json:"resumes,omitempty"`
+	ResumeP50Millis float64 `json:"resume_p50_ms,omitempty"`
+	ResumeP99Millis float64 `json:"resume_p99_ms,omitempty"`
 }
 
 func (r benchResult) String() string {
@@ -271,6 +284,10 @@ func (r benchResult) String() string {
 		if r.Goroutines > 0 {
 			fmt.Fprintf(&b, "; Go heap in use %.1f MiB, stacks %.1f MiB, %d goroutines", r.HeapMiB, r.StackMiB, r.Goroutines)
 		}
+	}
+	if r.Cuts > 0 {
+		fmt.Fprintf(&b, "\n  cuts: each follower cut %d times, %d resumes, every event delivered once in order; cut→resumed headers p50 %.2f ms  p99 %.2f ms",
+			r.Cuts, r.Resumes, r.ResumeP50Millis, r.ResumeP99Millis)
 	}
 	if r.Without != nil {
 		fmt.Fprintf(&b, "\n  stalled followers: %d (connected %.1fs before the first POST), cut by the server: %d", r.Stalled, -r.StalledConnectedSeconds, r.StalledCut)
@@ -367,12 +384,16 @@ func (s *benchServer) produce(ctx context.Context, runID string, count int, rate
 	return err
 }
 
-// openBenchStream opens an SSE stream of the server and checks that it
-// answered 200; the caller closes the body.
-func openBenchStream(ctx context.Context, url string) (*http.Response, error) {
+// openBenchStream opens an SSE stream of the server, with header's
+// fields (header may be nil), and checks that it answered 200; the caller
+// closes the body.
+func openBenchStream(ctx context.Context, url string, header http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := benchClient.Do(req)
 	if err != nil {
@@ -431,7 +452,7 @@ func (s *benchServer) memoryMiB(field string) (float64, error) {
 // frame's data line until the terminal event. ready is closed once the
 // response headers arrived.
 func (s *benchServer) follow(ctx context.Context, runID string, after int64, ready func(), onFrame func(data []byte)) (int64, error) {
-	resp, err := openBenchStream(ctx, fmt.Sprintf("%s/api/workflows/runs/%s/stream?after=%d", s.url, runID, after))
+	resp, err := openBenchStream(ctx, fmt.Sprintf("%s/api/workflows/runs/%s/stream?after=%d", s.url, runID, after), nil)
 	if err != nil {
 		return 0, err
 	}

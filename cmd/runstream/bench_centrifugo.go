@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -101,7 +102,7 @@ func startCentrifugo(ctx context.Context, exe string, stderr io.Writer) (*benchS
 		stop()
 		return nil, fmt.Errorf("Centrifugo did not start: %w", err)
 	}
-	return &benchServer{url: base, cmd: cmd, stop: stop, threads: centrifugoThreads{url: base, keys: keys}, peer: "Centrifugo"}, nil
+	return &benchServer{url: base, cmd: cmd, stop: stop, threads: centrifugoThreads{url: base, keys: keys, epochs: new(sync.Map)}, peer: "Centrifugo"}, nil
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
@@ -144,8 +145,9 @@ func waitHealthy(ctx context.Context, url string, within time.Duration) error {
 // centrifugoThreads is the thread API of a Centrifugo server at url: a
 // thread is a channel.
 type centrifugoThreads struct {
-	url  string
-	keys centrifugoKeys
+	url    string
+	keys   centrifugoKeys
+	epochs *sync.Map // thread → its channel's epoch
 }
 
 var errCentrifugoRuns = errors.New("Centrifugo has no runs: one run per thread, no run filter")
@@ -218,61 +220,100 @@ func (c centrifugoThreads) api(ctx context.Context, path string, body []byte, v 
 // recovers the channel from its first publication; any other cursor
 // takes what is published from now on (the scenarios' cursors skip
 // their seeds, which a new subscription does not see).
-func (c centrifugoThreads) follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error) {
+func (c centrifugoThreads) follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (frames, last int64, err error) {
 	if run != "" {
-		return 0, errCentrifugoRuns
+		return 0, after, errCentrifugoRuns
 	}
-	connect := map[string]any{"token": c.token(thread)}
-	if after == 0 {
-		var history struct {
-			Result struct {
-				Epoch string `json:"epoch"`
-			} `json:"result"`
-		}
-		body := fmt.Appendf(nil, `{"channel":%q,"limit":0}`, thread)
-		if err := c.api(ctx, "/api/history", body, &history); err != nil {
-			return 0, err
-		}
-		connect["subs"] = map[string]any{thread: map[string]any{"recover": true, "epoch": history.Result.Epoch, "offset": 0}}
+	// The subscription recovers the channel after the cursor's offset,
+	// as a resumed runstream stream continues after Last-Event-ID.
+	epoch, err := c.epoch(ctx, thread)
+	if err != nil {
+		return 0, after, err
+	}
+	connect := map[string]any{
+		"token": c.token(thread),
+		"subs":  map[string]any{thread: map[string]any{"recover": true, "epoch": epoch, "offset": after}},
 	}
 	request, err := json.Marshal(connect)
 	if err != nil {
-		return 0, err
+		return 0, after, err
 	}
-	resp, err := openBenchStream(ctx, c.url+"/connection/uni_sse?cf_connect="+url.QueryEscape(string(request)))
+	resp, err := openBenchStream(ctx, c.url+"/connection/uni_sse?cf_connect="+url.QueryEscape(string(request)), nil)
 	if err != nil {
-		return 0, err
+		return 0, after, err
 	}
 	defer resp.Body.Close()
 	ready()
 	// A message is one line; a connect reply that recovered a channel
-	// holds all its publications. Each event's data holds one "chain".
+	// holds all its publications. Each event's data holds one "chain",
+	// and the publication's offset follows its data.
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	var frames int64
+	last = after
 	for frames < int64(want) {
 		line, err := readLongLine(br)
 		if err != nil {
-			return frames, fmt.Errorf("Centrifugo stream ended after %d of %d events: %w", frames, want, err)
+			return frames, last, fmt.Errorf("Centrifugo stream ended after %d of %d events: %w", frames, want, err)
 		}
 		if !bytes.HasPrefix(line, []byte("data: ")) {
 			continue
 		}
 		if bytes.Contains(line, []byte(`"disconnect"`)) {
-			return frames, fmt.Errorf("Centrifugo disconnected the follower: %s", bytes.TrimSpace(line))
+			return frames, last, fmt.Errorf("Centrifugo disconnected the follower: %s", bytes.TrimSpace(line))
 		}
 		for rest := line; ; {
 			i := bytes.Index(rest, []byte(`"chain":"`))
 			if i < 0 {
 				break
 			}
+			rest = rest[i:]
+			offset, ok := nextOffset(rest)
+			if !ok || offset <= last {
+				return frames, last, fmt.Errorf("publication offset %d after %d: out of order, repeated or missing", offset, last)
+			}
+			last = offset
 			frames++
 			if onFrame != nil {
-				onFrame(rest[i:])
+				onFrame(rest)
 			}
-			rest = rest[i+1:]
+			rest = rest[1:]
 		}
 	}
-	return frames, nil
+	return frames, last, nil
+}
+
+// nextOffset reads the first publication offset in data.
+func nextOffset(data []byte) (int64, bool) {
+	const key = `"offset":`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	digits := data[i+len(key):]
+	n := 0
+	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+		n++
+	}
+	offset, err := strconv.ParseInt(string(digits[:n]), 10, 64)
+	return offset, err == nil
+}
+
+// epoch returns the epoch of a thread's channel, which a recovery
+// names; the memory engine keeps one per channel for the server's life.
+func (c centrifugoThreads) epoch(ctx context.Context, thread string) (string, error) {
+	if e, ok := c.epochs.Load(thread); ok {
+		return e.(string), nil
+	}
+	var history struct {
+		Result struct {
+			Epoch string `json:"epoch"`
+		} `json:"result"`
+	}
+	body := fmt.Appendf(nil, `{"channel":%q,"limit":0}`, thread)
+	if err := c.api(ctx, "/api/history", body, &history); err != nil {
+		return "", err
+	}
+	c.epochs.Store(thread, history.Result.Epoch)
+	return history.Result.Epoch, nil
 }
 
 // readLongLine reads one line of any length: ReadSlice's when it fits

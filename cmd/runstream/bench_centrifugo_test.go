@@ -162,7 +162,7 @@ func TestCentrifugoThreads(t *testing.T) {
 	fake := &fakeCentrifugo{t: t, keys: keys, pubs: map[string][]json.RawMessage{}}
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
-	api := centrifugoThreads{url: srv.URL, keys: keys}
+	api := centrifugoThreads{url: srv.URL, keys: keys, epochs: new(sync.Map)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -186,13 +186,13 @@ func TestCentrifugoThreads(t *testing.T) {
 	// Cursor 0 recovers the channel from its start: four events, each
 	// with the time it was stamped with.
 	var stamps []time.Time
-	n, err := api.follow(ctx, "th", "", 0, 4, func() {}, func(data []byte) {
+	n, last, err := api.follow(ctx, "th", "", 0, 4, func() {}, func(data []byte) {
 		if ts, ok := chainTime(data); ok {
 			stamps = append(stamps, ts)
 		}
 	})
-	if err != nil || n != 4 {
-		t.Fatalf("follow from 0: %d events, %v; want 4", n, err)
+	if err != nil || n != 4 || last != 4 {
+		t.Fatalf("follow from 0: %d events up to offset %d, %v; want 4 up to 4", n, last, err)
 	}
 	for _, ts := range stamps {
 		if !ts.Equal(at) {
@@ -203,11 +203,15 @@ func TestCentrifugoThreads(t *testing.T) {
 		t.Errorf("%d stamps, want 4", len(stamps))
 	}
 
-	// Any other cursor takes only what comes next: the fake sends nothing
-	// more, so the follower waits until its context ends.
+	// A resumed follower recovers what follows its offset, and no more:
+	// from 2, the events at 3 and 4; from 4, nothing, so it waits until
+	// its context ends.
+	if n, last, err := api.follow(ctx, "th", "", 2, 2, func() {}, nil); err != nil || n != 2 || last != 4 {
+		t.Errorf("follow from 2: %d events up to offset %d, %v; want 2 up to 4", n, last, err)
+	}
 	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer stop()
-	if n, err := api.follow(short, "th", "", 4, 1, func() {}, nil); err == nil || n != 0 {
+	if n, _, err := api.follow(short, "th", "", 4, 1, func() {}, nil); err == nil || n != 0 {
 		t.Errorf("follow from 4: %d events, %v; want none and the context's end", n, err)
 	}
 	// Lines longer than the reader's buffer are read whole.
@@ -216,7 +220,7 @@ func TestCentrifugoThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := api.follow(ctx, "th", "", 0, 504, func() {}, nil); err != nil || n != 504 {
+	if n, _, err := api.follow(ctx, "th", "", 0, 504, func() {}, nil); err != nil || n != 504 {
 		t.Errorf("follow a recovery of 504 events (one line over 64 KiB): %d, %v", n, err)
 	}
 }

@@ -31,7 +31,11 @@ import (
 // --runs runs; followers are spread over the threads, and with
 // --run-filter each follows one run (?run_id=). With --instances 2 the
 // followers read from a second server on the same store (PostgreSQL).
-// With --stalled-followers N, thread-latency and thread-saturation run
+// With --cuts N, thread-latency and thread-saturation followers each drop
+// their connection N times and resume from the last event they read, all
+// at about the same moment (a reconnection storm); the ids they read must
+// still increase and their count match, so a gap or a duplicate fails
+// the run. With --stalled-followers N, thread-latency and thread-saturation run
 // twice, the second time with N followers that never read
 // (bench_stalled.go): the POST latency of both runs, their p99 ratio and
 // the stalled followers the server cut.
@@ -125,8 +129,12 @@ type threadAPI interface {
 	// follow reads the stream of a thread (of one run when run is not
 	// empty) after cursor until it has want events, calling onFrame with
 	// each event's data; ready is called once the stream is open. Cursor
-	// 0 is the thread's first event.
-	follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error)
+	// 0 is the thread's first event. It returns the events read and the
+	// cursor of the last (after, when none), from which a follower whose
+	// connection ended resumes; each event's cursor must be greater than
+	// the one before, so a resumed follower that reads every event once
+	// reads exactly the events after its cursor.
+	follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (frames, last int64, err error)
 }
 
 // runstreamThreads is the thread API of the runstream server at url.
@@ -136,7 +144,7 @@ func (r runstreamThreads) post(ctx context.Context, thread, run string, n, size 
 	return postThreadEvents(ctx, r.url, thread, run, threadEventsBody(n, size, at))
 }
 
-func (r runstreamThreads) follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error) {
+func (r runstreamThreads) follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (frames, last int64, err error) {
 	return followThread(ctx, r.url, thread, run, after, want, ready, onFrame)
 }
 
@@ -202,33 +210,39 @@ func produceThreadEvents(ctx context.Context, api threadAPI, p threadPlan, event
 
 // followThread reads the stream of a thread (of one run when run is not
 // empty) after cursor until it has want frames, calling onFrame with each
-// frame's data line; ready is called once the headers arrived. Frame ids
-// must increase.
-func followThread(ctx context.Context, url, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (int64, error) {
-	target := fmt.Sprintf("%s/api/threads/%s/stream?after=%d", url, thread, after)
+// frame's data line; ready is called once the headers arrived. A cursor
+// other than 0 is sent as Last-Event-ID, as a browser's EventSource
+// resumes. Frame ids must increase from the cursor on; it returns the
+// frames read and the id of the last.
+func followThread(ctx context.Context, url, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (frames, last int64, err error) {
+	target := fmt.Sprintf("%s/api/threads/%s/stream", url, thread)
 	if run != "" {
-		target += "&run_id=" + run
+		target += "?run_id=" + run
 	}
-	resp, err := openBenchStream(ctx, target)
+	header := http.Header{}
+	if after > 0 {
+		header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+	}
+	resp, err := openBenchStream(ctx, target, header)
 	if err != nil {
-		return 0, err
+		return 0, after, err
 	}
 	defer resp.Body.Close()
 	ready()
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	var frames, lastID int64
+	last = after
 	for frames < int64(want) {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
-			return frames, fmt.Errorf("thread stream ended after %d of %d frames: %w", frames, want, err)
+			return frames, last, fmt.Errorf("thread stream ended after %d of %d frames: %w", frames, want, err)
 		}
 		switch {
 		case bytes.HasPrefix(line, []byte("id: ")):
 			id, err := strconv.ParseInt(string(bytes.TrimSpace(line[4:])), 10, 64)
-			if err != nil || id <= lastID {
-				return frames, fmt.Errorf("frame id %q after %d: out of order or repeated", bytes.TrimSpace(line), lastID)
+			if err != nil || id <= last {
+				return frames, last, fmt.Errorf("frame id %q after %d: out of order or repeated", bytes.TrimSpace(line), last)
 			}
-			lastID = id
+			last = id
 		case bytes.HasPrefix(line, []byte("data: ")):
 			frames++
 			if onFrame != nil {
@@ -236,7 +250,7 @@ func followThread(ctx context.Context, url, thread, run string, after int64, wan
 			}
 		}
 	}
-	return frames, nil
+	return frames, last, nil
 }
 
 // chainTime extracts the producer's timestamp from a thread frame's data.
@@ -309,6 +323,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 	posts := (cfg.events + batch - 1) / batch
 
 	lat := make([][]time.Duration, followers)
+	resumes := make([][]time.Duration, followers) // from a cut to the new stream's headers
 	var (
 		wg, ready sync.WaitGroup
 		delivered atomic.Int64
@@ -326,14 +341,30 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		wg.Go(func() {
 			once := sync.OnceFunc(ready.Done)
 			defer once()
-			frames, err := reader.threads.follow(ctx, p.thread(thread), runID, int64(p.runs), want, once, func(data []byte) {
+			onFrame := func(data []byte) {
 				if at, ok := chainTime(data); ok {
 					lat[i] = append(lat[i], time.Since(at))
 				}
-			})
-			delivered.Add(frames)
-			if err != nil {
-				errs <- err
+			}
+			// With --cuts, the follower drops its connection after each
+			// (cuts+1)-th of its events and resumes after the last it read:
+			// every follower of a thread reads the same events at about
+			// the same time, so they all reconnect at once.
+			after := int64(p.runs)
+			for part := range cfg.cuts + 1 {
+				n := want*(part+1)/(cfg.cuts+1) - want*part/(cfg.cuts+1)
+				open := once
+				if part > 0 {
+					cut := time.Now()
+					open = func() { resumes[i] = append(resumes[i], time.Since(cut)) }
+				}
+				frames, last, err := reader.threads.follow(ctx, p.thread(thread), runID, after, n, open, onFrame)
+				delivered.Add(frames)
+				if err != nil {
+					errs <- err
+					return
+				}
+				after = last
 			}
 		})
 	}
@@ -431,6 +462,14 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 			return benchResult{}, fmt.Errorf("measured %d deliveries of %d frames", len(all), res.Delivered)
 		}
 		res.P50Millis, res.P99Millis, res.MaxMillis = latencyMillis(all)
+		if cfg.cuts > 0 {
+			var waits []time.Duration
+			for _, r := range resumes {
+				waits = append(waits, r...)
+			}
+			res.Cuts, res.Resumes = cfg.cuts, len(waits)
+			res.ResumeP50Millis, res.ResumeP99Millis, _ = latencyMillis(waits)
+		}
 	} else {
 		res.PerSecond = res.PublishPerSecond
 		res.CPUMillisPer1000 = (cpu1 - cpu0).Seconds() * 1000 / (float64(cfg.events) / 1000)
@@ -457,7 +496,7 @@ func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchCon
 		profiled <- nil
 	}
 	start := time.Now()
-	frames, err := reader.threads.follow(ctx, p.thread(0), "", 0, cfg.events, func() {}, nil)
+	frames, _, err := reader.threads.follow(ctx, p.thread(0), "", 0, cfg.events, func() {}, nil)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -496,7 +535,7 @@ func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfi
 			once := sync.OnceFunc(ready.Done)
 			defer once()
 			// One frame that never comes: the follower waits until cancelled.
-			if _, err := reader.threads.follow(ctx, p.thread(0), "", 1, 1, once, nil); err != nil && ctx.Err() == nil {
+			if _, _, err := reader.threads.follow(ctx, p.thread(0), "", 1, 1, once, nil); err != nil && ctx.Err() == nil {
 				errs <- err
 			}
 		})
