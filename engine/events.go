@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -98,18 +100,29 @@ type nodeStartedData struct {
 
 // nodeInputSummary is node.started's inputSummary: what the node reads,
 // the run's input and the outputs of the nodes it needs, bounded as
-// Summary bounds it.
+// Summary bounds it. It equals Summary of {"input":…,"nodes":{…}} encoded
+// whole, but encodes only the pieces that reach into the summary: a node
+// that needs many or large outputs does not pay for encoding them all at
+// every attempt.
 func nodeInputSummary(input json.RawMessage, outputs map[string]json.RawMessage) json.RawMessage {
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
-	if outputs == nil {
-		outputs = map[string]json.RawMessage{}
+	b := append(make([]byte, 0, 2*maxSummaryBytes), `{"input":`...)
+	b = append(b, mustJSON(input)...)
+	b = append(b, `,"nodes":{`...)
+	for i, id := range slices.Sorted(maps.Keys(outputs)) { // json.Marshal's order
+		if len(b) > maxSummaryBytes {
+			return Summary(b) // the first bytes of the whole, which is longer still
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, mustJSON(id)...)
+		b = append(b, ':')
+		b = append(b, mustJSON(outputs[id])...)
 	}
-	return Summary(mustJSON(struct {
-		Input json.RawMessage            `json:"input"`
-		Nodes map[string]json.RawMessage `json:"nodes"`
-	}{input, outputs}))
+	return Summary(append(b, "}}"...))
 }
 
 type nodeCompletedData struct {
