@@ -15,12 +15,12 @@ type Identity struct {
 	// Expires is when the credential stops being valid; zero: it does not
 	// expire (an API key). A stream opened with it ends then.
 	Expires time.Time
-	// KeyID names the API key the credential is (Keys.Authenticate) or
-	// was made from (a session issued from that Identity), for Revocable
-	// to tell whether that key is still in the keys file; empty for a JWT
-	// and the sessions made from one. It is a fingerprint of the key that
-	// reveals neither the key nor its stored hash, so a session value
-	// carries it.
+	// KeyID names the key of the credential: the API key it is
+	// (Keys.Authenticate), the key that verified it (JWT.Authenticate),
+	// or the key of the credential a session was made from, for Revocable
+	// to tell whether that key is still in its file. It is a fingerprint
+	// of the key that reveals neither the key nor its stored hash, so a
+	// session value carries it.
 	KeyID string
 }
 
@@ -33,7 +33,7 @@ type Authenticator interface {
 }
 
 // Revocable is an Authenticator whose credentials can be revoked while
-// serving (Keys: a key removed from the keys file, which is then
+// serving (Keys, JWT: a key removed from the keys file, which is then
 // reloaded). The Identities it returns carry their credential's KeyID, as
 // do the sessions issued from them, so that a session made from a revoked
 // key is refused (Holds) and a stream opened with one ends (AfterRevoke).
@@ -51,9 +51,9 @@ type Revocable interface {
 }
 
 // CheckHeld returns the error of any invalid credential when creds is a
-// Revocable that no longer holds id (a session made from an API key since
+// Revocable that no longer holds id (a session made from a key since
 // removed, or from no key), and nil otherwise: credentials that are not
-// revoked so (JWTs) are held until they expire.
+// revocable are held until they expire.
 func CheckHeld(creds Authenticator, id Identity) error {
 	if rv, ok := creds.(Revocable); ok && !rv.Holds(id) {
 		return errInvalid()
@@ -62,8 +62,7 @@ func CheckHeld(creds Authenticator, id Identity) error {
 }
 
 // AfterRevoke is creds' Revocable.AfterRevoke for id; for credentials
-// that are not revoked so (JWTs), f is never called and stop does
-// nothing.
+// that are not revocable, f is never called and stop does nothing.
 func AfterRevoke(creds Authenticator, id Identity, f func()) (stop func()) {
 	rv, ok := creds.(Revocable)
 	if !ok {

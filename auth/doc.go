@@ -6,9 +6,10 @@
 //
 // Everything here uses the standard library's crypto only. Keys and JWT
 // key sets are read from files and can be re-read (Reload) while serving;
-// a reload that fails keeps the keys in use. An API key removed at a
-// Reload is revoked with what was made from it: the Identities of keys,
-// and the sessions issued from them, name their key (Identity.KeyID), so
-// that a Revocable (Keys) refuses those sessions and ends the streams
-// they opened (AfterRevoke).
+// a reload that fails keeps the keys in use. A key removed at a Reload
+// (an API key, or a JWT verification key) is revoked with what was made
+// from it: Identities, and the sessions issued from them, name their key
+// (Identity.KeyID, a fingerprint), so that a Revocable (Keys, JWT)
+// refuses those sessions and tokens and ends the streams they opened
+// (AfterRevoke).
 package auth

@@ -40,11 +40,17 @@ type JWTConfig struct {
 // only, fixed by its type, so a token cannot choose how it is checked:
 // "alg: none", an HS256 token made with an RSA public key as the secret,
 // and any other algorithm are refused. A token must carry sub (the user)
-// and exp; nbf, iss and aud are checked when present or configured. JWT is
-// safe for concurrent use.
+// and exp; nbf, iss and aud are checked when present or configured.
+//
+// JWT is a Revocable: the Identity of a token names the key that verified
+// it (KeyID, a fingerprint of the key), so that once a Reload leaves that
+// key out of the file, the sessions made from the token are refused and
+// the streams opened with either end (AfterRevoke). JWT is safe for
+// concurrent use.
 type JWT struct {
-	cfg  JWTConfig
-	keys atomic.Pointer[[]verifyKey]
+	cfg     JWTConfig
+	keys    atomic.Pointer[[]verifyKey]
+	revoked revocations // the AfterRevoke callbacks
 }
 
 // NewJWT reads the keys of cfg.KeysFile.
@@ -65,18 +71,47 @@ func NewJWT(cfg JWTConfig) (*JWT, error) {
 	return j, nil
 }
 
-// Reload re-reads the keys file. On error the keys in use stay.
+// Reload re-reads the keys file. On error the keys in use stay. Before it
+// returns, Reload calls the AfterRevoke callbacks of the keys it removed.
 func (j *JWT) Reload() error {
 	keys, err := readVerifyKeys(j.cfg.KeysFile)
 	if err != nil {
 		return err
 	}
-	j.keys.Store(&keys)
+	for _, f := range j.revoked.swap(func() { j.keys.Store(&keys) }, j.Holds) {
+		f()
+	}
 	return nil
 }
 
 // Len returns the number of keys loaded.
 func (j *JWT) Len() int { return len(*j.keys.Load()) }
+
+// Holds implements Revocable: it reports whether the key that verified
+// id's token (id.KeyID) is still one of the file's keys.
+func (j *JWT) Holds(id Identity) bool {
+	keys := j.keys.Load()
+	if keys == nil || id.KeyID == "" {
+		return false
+	}
+	for _, k := range *keys {
+		if k.id == id.KeyID {
+			return true
+		}
+	}
+	return false
+}
+
+// AfterRevoke implements Revocable: f is called by the Reload after which
+// Holds(id) is false, or at once, before AfterRevoke returns, when it is
+// false already. f must not block.
+func (j *JWT) AfterRevoke(id Identity, f func()) (stop func()) {
+	return j.revoked.after(j.Holds, id, f)
+}
+
+// Watched returns the number of AfterRevoke callbacks registered and not
+// yet called nor stopped.
+func (j *JWT) Watched() int { return j.revoked.len() }
 
 // jwtHeader is the JOSE header of a token.
 type jwtHeader struct {
@@ -112,25 +147,30 @@ func (j *JWT) Authenticate(token string) (Identity, error) {
 		return Identity{}, errInvalid()
 	}
 	signed := token[:len(parts[0])+1+len(parts[1])]
-	verified := false
+	keyID := ""
 	for _, k := range *j.keys.Load() {
 		// The key decides the algorithm; the header only selects keys.
 		if k.alg != header.Alg || (header.Kid != "" && k.kid != "" && k.kid != header.Kid) {
 			continue
 		}
 		if k.verify(signed, sig) {
-			verified = true
+			keyID = k.id
 			break
 		}
 	}
-	if !verified {
+	if keyID == "" {
 		return Identity{}, errInvalid()
 	}
 	var claims jwtClaims
 	if !decodeSegment(parts[1], &claims) {
 		return Identity{}, errInvalid()
 	}
-	return j.check(claims)
+	id, err := j.check(claims)
+	if err != nil {
+		return Identity{}, err
+	}
+	id.KeyID = keyID
+	return id, nil
 }
 
 // check validates the claims of a token whose signature is verified.
@@ -209,6 +249,9 @@ func decodeSegment(seg string, v any) bool {
 
 // verifyKey is one verification key and the one algorithm it verifies.
 type verifyKey struct {
+	// id is the key's fingerprint, the KeyID of the tokens it verifies
+	// (verifyKeyID).
+	id   string
 	kid  string
 	alg  string // HS256, RS256 or ES256
 	hmac []byte

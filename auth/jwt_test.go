@@ -215,3 +215,61 @@ func TestJWTReload(t *testing.T) {
 func pemBlock(der []byte) []byte {
 	return []byte("-----BEGIN PUBLIC KEY-----\n" + base64.StdEncoding.EncodeToString(der) + "\n-----END PUBLIC KEY-----\n")
 }
+
+// TestJWTRevokesRemovedKeys: a token's Identity names the key that
+// verified it; the Reload that leaves that key out revokes it (Holds,
+// AfterRevoke), and leaves the other keys' tokens held. The same key
+// material under another JWKS name is the same key.
+func TestJWTRevokesRemovedKeys(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	gone, kept := []byte(strings.Repeat("g", 32)), []byte(strings.Repeat("k", 32))
+	authtest.WriteJWKS(t, path, authtest.OctJWK("gone", gone), authtest.OctJWK("kept", kept))
+	v, err := auth.NewJWT(auth.JWTConfig{KeysFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Now().Add(time.Minute)
+	identity := func(secret []byte, kid string) auth.Identity {
+		t.Helper()
+		id, err := v.Authenticate(authtest.Token(map[string]any{"alg": "HS256", "kid": kid}, claims("alice", exp), authtest.HS256(secret)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	goneID, keptID := identity(gone, "gone"), identity(kept, "kept")
+	if goneID.KeyID == "" || goneID.KeyID == keptID.KeyID || strings.Contains(goneID.KeyID, string(gone)) {
+		t.Fatalf("KeyIDs %q and %q: want two distinct fingerprints", goneID.KeyID, keptID.KeyID)
+	}
+	if !v.Holds(goneID) || !v.Holds(keptID) || v.Holds(auth.Identity{User: "alice"}) {
+		t.Fatal("Holds before the reload: want both keys held, and no Identity without a KeyID")
+	}
+	var revoked []string
+	stopGone := v.AfterRevoke(goneID, func() { revoked = append(revoked, "gone") })
+	stopKept := v.AfterRevoke(keptID, func() { revoked = append(revoked, "kept") })
+	defer stopKept()
+
+	// A failed reload keeps every key and calls nothing.
+	os.WriteFile(path, []byte("{broken"), 0o600)
+	if err := v.Reload(); err == nil || len(revoked) != 0 || !v.Holds(goneID) {
+		t.Fatalf("broken file: %v, revoked %v; want an error and nothing revoked", err, revoked)
+	}
+	authtest.WriteJWKS(t, path, authtest.OctJWK("renamed", kept))
+	if err := v.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(revoked, ",") != "gone" || v.Holds(goneID) || !v.Holds(keptID) {
+		t.Errorf("after removing one key: revoked %v, held %v/%v; want only gone revoked", revoked, v.Holds(goneID), v.Holds(keptID))
+	}
+	stopGone() // already called: a no-op
+	if v.Watched() != 1 {
+		t.Errorf("%d callbacks registered, want 1 (the kept key's)", v.Watched())
+	}
+	// Registered after the revocation: called at once.
+	called := false
+	v.AfterRevoke(goneID, func() { called = true })()
+	if !called {
+		t.Error("AfterRevoke of a removed key did not call f at once")
+	}
+}

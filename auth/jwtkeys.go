@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -42,7 +44,41 @@ func readVerifyKeys(path string) ([]verifyKey, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("JWT keys file %s: no keys", path)
 	}
+	for i := range keys {
+		if keys[i].id, err = verifyKeyID(keys[i]); err != nil {
+			return nil, fmt.Errorf("JWT keys file %s: key %d: %w", path, i+1, err)
+		}
+	}
 	return keys, nil
+}
+
+// jwtKeyIDContext separates a JWT key's fingerprint (KeyID) from any
+// other hash of its material.
+const jwtKeyIDContext = "runstream-jwt-key-id-v1."
+
+// verifyKeyID returns the fingerprint of k, the KeyID of the tokens it
+// verifies: the first 16 bytes, in hex, of the SHA-256 of
+// jwtKeyIDContext, the algorithm and the key's material (the HMAC secret,
+// or the public key in PKIX DER). Every instance with the same keys file
+// computes the same one; a session value that carries it reveals nothing
+// usable of an HMAC secret, which has at least 32 bytes.
+func verifyKeyID(k verifyKey) (string, error) {
+	material := k.hmac
+	if k.rsa != nil || k.ec != nil {
+		var pub any = k.rsa
+		if k.ec != nil {
+			pub = k.ec
+		}
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			return "", fmt.Errorf("fingerprint the key: %w", err)
+		}
+		material = der
+	}
+	h := sha256.New()
+	h.Write([]byte(jwtKeyIDContext + k.alg + "."))
+	h.Write(material)
+	return hex.EncodeToString(h.Sum(nil)[:16]), nil
 }
 
 // jwk is the part of a JSON Web Key (RFC 7517) that is read.

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 )
 
@@ -98,26 +97,15 @@ func (set *keySet) holds(id Identity) bool {
 // Keys is a Revocable: a key removed from the file at a Reload ends what
 // was opened with it (see AfterRevoke). Keys is safe for concurrent use.
 type Keys struct {
-	path string
-	keys atomic.Pointer[keySet]
-
-	// mu orders a Reload's swap of the keys with the registrations of
-	// AfterRevoke, so that none misses the reload that revokes its key.
-	mu sync.Mutex
-	// watchers are the callbacks of AfterRevoke, with their Identity.
-	watchers map[*keyWatcher]struct{}
-}
-
-// keyWatcher is a callback of AfterRevoke.
-type keyWatcher struct {
-	id Identity
-	f  func()
+	path    string
+	keys    atomic.Pointer[keySet]
+	revoked revocations // the AfterRevoke callbacks
 }
 
 // LoadKeys reads the keys file at path: a broken line, or a file with no
 // key, is an error.
 func LoadKeys(path string) (*Keys, error) {
-	k := &Keys{path: path, watchers: make(map[*keyWatcher]struct{})}
+	k := &Keys{path: path}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read the keys file: %w", err)
@@ -145,28 +133,14 @@ func (k *Keys) Reload() error {
 		return fmt.Errorf("read the keys file: %w", err)
 	}
 	entries, err := parseKeys(data)
-	for _, f := range k.swap(newKeySet(entries)) {
+	set := newKeySet(entries)
+	for _, f := range k.revoked.swap(func() { k.keys.Store(set) }, k.Holds) {
 		f()
 	}
 	if err != nil {
 		return fmt.Errorf("keys file %s: %w (the other lines' keys are in use)", k.path, err)
 	}
 	return nil
-}
-
-// swap puts set in use and unregisters the AfterRevoke callbacks of the
-// keys it does not hold, which it returns for the caller to call.
-func (k *Keys) swap(set *keySet) (revoked []func()) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.keys.Store(set)
-	for w := range k.watchers {
-		if !set.holds(w.id) {
-			delete(k.watchers, w)
-			revoked = append(revoked, w.f)
-		}
-	}
-	return revoked
 }
 
 // Holds implements Revocable: it reports whether id.KeyID is one of
@@ -180,30 +154,13 @@ func (k *Keys) Holds(id Identity) bool { return k.keys.Load().holds(id) }
 // it is false already. f must not block: Reload calls the callbacks of
 // the keys it removed one after the other.
 func (k *Keys) AfterRevoke(id Identity, f func()) (stop func()) {
-	k.mu.Lock()
-	if !k.Holds(id) {
-		k.mu.Unlock()
-		f()
-		return func() {}
-	}
-	w := &keyWatcher{id: id, f: f}
-	k.watchers[w] = struct{}{}
-	k.mu.Unlock()
-	return func() {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		delete(k.watchers, w)
-	}
+	return k.revoked.after(k.Holds, id, f)
 }
 
 // Watched returns the number of AfterRevoke callbacks registered and not
 // yet called nor stopped: each open stream authenticated by a key holds
 // one, so it shows whether streams that ended let theirs go.
-func (k *Keys) Watched() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.watchers)
-}
+func (k *Keys) Watched() int { return k.revoked.len() }
 
 // Len returns the number of keys loaded.
 func (k *Keys) Len() int { return len(k.keys.Load().entries) }

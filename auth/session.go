@@ -23,23 +23,23 @@ const DefaultSessionTTL = time.Hour
 const sessionContext = "runstream-session-v1."
 
 // Sessions issues and verifies stateless session values: the user id, the
-// expiry and, for a session made from an API key, the key's KeyID,
+// expiry and the KeyID of the key its credential was (an API key, or the
+// key that verified a JWT),
 // authenticated with HMAC-SHA256 under a server key. Every instance that
 // holds the same key accepts the sessions of the others, so no session
 // table is needed; the price is that a session itself cannot be revoked
 // before it expires (logging out deletes the browser's cookie), which is
 // why sessions are short-lived and never outlive the credential they were
-// exchanged for. What can be revoked is the API key a session names: the
+// exchanged for. What can be revoked is the key a session names: the
 // caller of Authenticate checks the KeyID it returns (Revocable).
 // Sessions is safe for concurrent use.
 //
 // A value is base64url(JSON payload) "." base64url(HMAC), the MAC taken
 // over sessionContext and the first part. The payload has "sub" and
-// "exp" and, since sessions were bound to their key, "key" (the KeyID)
-// when the session was made from an API key. A value issued before that
-// has no "key": it verifies, with an empty KeyID, which a Revocable
-// does not hold, so a server with API keys refuses it (its user signs in
-// again) and a server with JWTs accepts it as before.
+// "exp" and, since sessions were bound to their key, "key" (the KeyID).
+// A value issued before that has no "key": it verifies, with an empty
+// KeyID, which a Revocable (Keys, JWT) does not hold, so the server
+// refuses it and its user signs in again.
 type Sessions struct {
 	key []byte
 	ttl time.Duration
@@ -88,8 +88,8 @@ func ReadSessionKey(path string) ([]byte, error) {
 type sessionPayload struct {
 	Sub string `json:"sub"`
 	Exp int64  `json:"exp"` // Unix seconds
-	// Key is the KeyID of the API key the session was made from; absent
-	// for a JWT's session, and in the values issued before it existed.
+	// Key is the KeyID of the key the session's credential was, or was
+	// verified by; absent in the values issued before it existed.
 	Key string `json:"key,omitempty"`
 }
 
@@ -116,7 +116,7 @@ func (s *Sessions) mac(body string) []byte {
 
 // Authenticate implements Authenticator for session values: the
 // Identity has the session's user, expiry and KeyID (empty for a session
-// made from a JWT or issued before sessions carried it). It does not
+// issued before sessions carried it). It does not
 // check that the KeyID is still in use: see Revocable.
 func (s *Sessions) Authenticate(value string) (Identity, error) {
 	if len(value) > maxCredentialBytes {

@@ -186,7 +186,7 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 		case 1:
 			id, err := s.cfg.Auth.Sessions.Authenticate(cookies[0].Value)
 			if err == nil {
-				// A session made from an API key since removed from the
+				// A session made from a key since removed from the
 				// keys file (or from no key) is refused: its user signs in
 				// again.
 				err = auth.CheckHeld(s.cfg.Auth.Credentials, id)
@@ -243,11 +243,11 @@ func User(r *http.Request) string { return userOf(r) }
 func CredentialExpires(r *http.Request) time.Time { return callerOf(r).Expires }
 
 // AfterRevoke arranges for f to be called once the credential of a
-// request that a Mount route authenticated is revoked: its API key, or
-// the one its session was made from, removed from the keys file and the
-// file reloaded (auth.Revocable). stop, called when f is no longer
-// needed, unregisters it. With credentials that are not revoked so (JWTs,
-// or no authentication) f is never called. A stream of that request ends
+// request that a Mount route authenticated is revoked: its API key, the
+// key that verified its JWT, or the key of the credential its session was
+// made from, removed from its file and the file reloaded
+// (auth.Revocable). stop, called when f is no longer needed, unregisters
+// it. Without authentication f is never called. A stream of that request ends
 // then, as when its credential expires, so that its client
 // re-authenticates: its reconnection with the revoked credential is
 // refused with 401.

@@ -26,8 +26,9 @@ type sessionView struct {
 // createSession verifies the Authorization header's credential (never a
 // cookie: a session is renewed with a credential, so it cannot extend
 // itself) and sets the session cookie, which expires with the session.
-// A session made from an API key names it (auth.Identity.KeyID), so that
-// removing that key from the keys file refuses the session (identify).
+// A session names the key of the credential it was made from
+// (auth.Identity.KeyID), so that removing that key from its file refuses
+// the session (identify).
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Auth.Sessions == nil || s.cfg.Auth.Credentials == nil {
 		return runstream.Errorf(runstream.CodeNotFound, "sessions are not enabled on this server (--auth token or jwt)")

@@ -378,6 +378,87 @@ func TestServeAuthNoneRefusesOtherHosts(t *testing.T) {
 	}
 }
 
+// TestServeRemovedJWTKeyEndsItsStreams: with --auth jwt, a key removed
+// from --jwt-keys-file at a reload ends the thread streams opened with
+// the tokens it signed and with the sessions made from them, and refuses
+// both from then on; the streams of the key kept go on.
+func TestServeRemovedJWTKeyEndsItsStreams(t *testing.T) {
+	gone, kept := []byte(auth.NewKey()), []byte(auth.NewKey())
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	authtest.WriteJWKS(t, file, authtest.OctJWK("gone", gone), authtest.OctJWK("kept", kept))
+	token := func(secret []byte, kid string) string {
+		return authtest.Token(map[string]any{"alg": "HS256", "kid": kid},
+			map[string]any{"sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}, authtest.HS256(secret))
+	}
+	goneToken, keptToken := token(gone, "gone"), token(kept, "kept")
+	p := runServe(t, nil, "--store", "memory:", "--workers", "0", "--auth", "jwt", "--jwt-keys-file", file)
+	post := func(n int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"events":[{"event_type":"run.start","content":{"chain":"c%d"},"metadata":{"caller":"test"}}]}`, n)
+		if code, out, _ := call(t, "POST", p.base+"/api/threads/t1/runs/r1/events", keptToken, body); code != http.StatusCreated {
+			t.Fatalf("POST events: %d %s", code, out)
+		}
+	}
+	post(1)
+	code, out, h := call(t, "POST", p.base+"/api/auth/session", goneToken, "")
+	cookies := (&http.Response{Header: h}).Cookies()
+	if code != http.StatusOK || len(cookies) != 1 {
+		t.Fatalf("session from the gone key's token: %d %s, cookies %v", code, out, cookies)
+	}
+	cookie := cookies[0].Name + "=" + cookies[0].Value
+	open := func(header ...string) (int, *sse.Reader) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+"/api/threads/t1/stream", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp.StatusCode, sse.NewReader(resp.Body)
+	}
+	streams := map[string][]string{
+		"gone token":   {"Authorization", "Bearer " + goneToken},
+		"gone session": {"Cookie", cookie},
+		"kept token":   {"Authorization", "Bearer " + keptToken},
+	}
+	readers := map[string]*sse.Reader{}
+	for name, header := range streams {
+		code, r := open(header...)
+		if code != http.StatusOK {
+			t.Fatalf("stream with the %s: %d", name, code)
+		}
+		if ev, err := r.Next(); err != nil || ev.ID != "1" {
+			t.Fatalf("stream with the %s: first event %+v, %v; want seq 1", name, ev, err)
+		}
+		readers[name] = r
+	}
+
+	authtest.WriteJWKS(t, file, authtest.OctJWK("kept", kept))
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gone token", "gone session"} {
+		if err := apitest.ReadToEnd(t, readers[name], 30*time.Second); !errors.Is(err, io.EOF) {
+			t.Errorf("the stream with the %s ended with %v once its key was removed; want a clean end", name, err)
+		}
+	}
+	post(2)
+	if ev, err := readers["kept token"].Next(); err != nil || ev.ID != "2" {
+		t.Errorf("the kept key's stream after the rotation: %+v, %v; want seq 2", ev, err)
+	}
+	for _, name := range []string{"gone token", "gone session"} {
+		if code, _ := open(streams[name]...); code != http.StatusUnauthorized {
+			t.Errorf("reconnection with the %s: %d, want 401", name, code)
+		}
+	}
+}
+
 // serve --auth token: once an API key is removed from --api-keys-file and
 // the file reloaded (SIGHUP), the streams opened with it end as when a
 // credential expires (a LangGraph join is aborted, a thread stream ends

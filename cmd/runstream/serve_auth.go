@@ -175,9 +175,11 @@ func (a *authFlags) checkListener(addr net.Addr) error {
 }
 
 // reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends.
-// An API key removed from its file is revoked at the reload: requests
-// with it, and the sessions made from it, are refused, and the streams
-// opened with either end (auth.Keys.Reload, httpapi.Server.AfterRevoke).
+// A key removed from its file (an API key, or a JWT verification key) is
+// revoked at the reload: requests with it (with the tokens it signed),
+// and the sessions made from them, are refused, and the streams opened
+// with either end (auth.Keys.Reload, auth.JWT.Reload,
+// httpapi.Server.AfterRevoke).
 // What the reload could not apply is logged: for API keys, the broken
 // lines (the others apply, so a removed key is revoked whatever else the
 // file holds); for JWT keys, the whole file (the keys in use stay).
