@@ -378,6 +378,61 @@ func TestServeAuthNoneRefusesOtherHosts(t *testing.T) {
 	}
 }
 
+// TestServeReloadsChangedKeysFile: without a SIGHUP, a key removed from
+// --api-keys-file is revoked once the change is seen (every
+// --keys-reload-interval) and has stayed for one more interval: the
+// stream opened with it ends and its reconnection is refused, while the
+// kept key's requests go on. A negative interval is refused.
+func TestServeReloadsChangedKeysFile(t *testing.T) {
+	t.Parallel()
+	old, kept := auth.NewKey(), auth.NewKey()
+	oldHash, _ := auth.HashKey(old)
+	keptHash, _ := auth.HashKey(kept)
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte("alice "+oldHash+"\nalice "+keptHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := &Main{Getenv: func(string) string { return "" }}
+	if err := m.Run(t.Context(), []string{"serve", "--store", "memory:", "--auth", "token", "--api-keys-file", file, "--keys-reload-interval", "-1s"}, io.Discard, io.Discard); exitCode(err) != 2 {
+		t.Errorf("--keys-reload-interval -1s: %v, want a usage error", err)
+	}
+	p := runServe(t, nil, "--store", "memory:", "--workers", "0", "--auth", "token", "--api-keys-file", file, "--keys-reload-interval", "50ms")
+	body := `{"events":[{"event_type":"run.start","content":{"chain":"c"},"metadata":{"caller":"test"}}]}`
+	if code, out, _ := call(t, "POST", p.base+"/api/threads/t1/runs/r1/events", kept, body); code != http.StatusCreated {
+		t.Fatalf("POST events: %d %s", code, out)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+"/api/threads/t1/stream", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+old)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream with the old key: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	stream := sse.NewReader(resp.Body)
+	if ev, err := stream.Next(); err != nil || ev.ID != "1" {
+		t.Fatalf("first event %+v, %v", ev, err)
+	}
+
+	if err := os.WriteFile(file, []byte("alice "+keptHash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := apitest.ReadToEnd(t, stream, 30*time.Second); !errors.Is(err, io.EOF) {
+		t.Errorf("the old key's stream ended with %v once the file changed; want a clean end", err)
+	}
+	if code, _, _ := call(t, "GET", p.base+"/api/threads/t1/stream", old, ""); code != http.StatusUnauthorized {
+		t.Errorf("the old key after the change: %d, want 401", code)
+	}
+	if code, out, _ := call(t, "GET", p.base+"/api/threads/t1/runs", kept, ""); code != http.StatusOK {
+		t.Errorf("the kept key after the change: %d %s", code, out)
+	}
+	if !strings.Contains(p.stderr.String(), "keys reloaded") {
+		t.Errorf("the reload was not logged:\n%s", p.stderr)
+	}
+}
+
 // TestServeRemovedJWTKeyEndsItsStreams: with --auth jwt, a key removed
 // from --jwt-keys-file at a reload ends the thread streams opened with
 // the tokens it signed and with the sessions made from them, and refuses

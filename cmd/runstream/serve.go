@@ -208,7 +208,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	defer a.close()
-	cfg.auth.reloadOnSIGHUP(ctx, logger)
+	cfg.auth.reloadKeys(ctx, logger)
 	logger.Info("store opened", "store", a.backend.name, "location", a.backend.location, "durability", a.backend.durability)
 	if tracer.Exporting {
 		logger.Info("tracing", "exporting", true, "protocol", tracer.Protocol)

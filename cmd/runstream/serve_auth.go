@@ -50,19 +50,26 @@ type authFlags struct {
 	appendRate     float64
 	appendBurst    int
 	streamLifetime time.Duration
+	// keysReloadInterval is how often the key file is checked for a
+	// change (0: only at SIGHUP).
+	keysReloadInterval time.Duration
 
 	// api is what build made of the flags, for httpapi.Config.Auth.
 	api httpapi.AuthConfig
-	// reload re-reads the key files (SIGHUP); nil in mode none.
+	// reload re-reads the key file (SIGHUP, or a change seen by
+	// watchKeys); nil in mode none.
 	reload func() error
+	// keysFile is the file reload reads; "" in mode none.
+	keysFile string
 }
 
 // add registers the flags on fs.
 func (a *authFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&a.mode, "auth", authNone, "how callers authenticate: none (one local user; loopback addresses only unless --insecure-no-auth), token (API keys of --api-keys-file) or jwt (tokens verified with --jwt-keys-file)")
 	fs.BoolVar(&a.insecureNoAuth, "insecure-no-auth", false, "allow --auth none on a non-loopback --addr: anyone who reaches the port acts as the one local user")
-	fs.StringVar(&a.apiKeysFile, "api-keys-file", "", "--auth token: a file of \"user-id sha256:HEX\" lines (runstream auth hash-key makes the hash); re-read on SIGHUP")
-	fs.StringVar(&a.jwtKeysFile, "jwt-keys-file", "", "--auth jwt: the verification keys, a JWKS document (oct: HS256, RSA: RS256, EC P-256: ES256) or PEM public keys; re-read on SIGHUP")
+	fs.StringVar(&a.apiKeysFile, "api-keys-file", "", "--auth token: a file of \"user-id sha256:HEX\" lines (runstream auth hash-key makes the hash); re-read on SIGHUP and when it changes (--keys-reload-interval)")
+	fs.StringVar(&a.jwtKeysFile, "jwt-keys-file", "", "--auth jwt: the verification keys, a JWKS document (oct: HS256, RSA: RS256, EC P-256: ES256) or PEM public keys; re-read on SIGHUP and when it changes (--keys-reload-interval)")
+	fs.DurationVar(&a.keysReloadInterval, "keys-reload-interval", 10*time.Second, "how often the key file (--api-keys-file, --jwt-keys-file) is checked for a change; a change that stays for one more interval is reloaded, as at SIGHUP, so that every instance sharing the file applies it (0: only at SIGHUP)")
 	fs.StringVar(&a.jwtIssuer, "jwt-issuer", "", "--auth jwt: the iss every token must carry (default: not checked)")
 	fs.StringVar(&a.jwtAudience, "jwt-audience", "", "--auth jwt: the aud every token must carry (default: not checked)")
 	fs.DurationVar(&a.jwtLeeway, "jwt-leeway", auth.DefaultLeeway, "--auth jwt: clock skew allowed on exp and nbf")
@@ -72,7 +79,7 @@ func (a *authFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&a.corsOrigins, "cors-origins", "", "origins (comma-separated scheme://host[:port]) whose pages may call the API with credentials (default: none, CORS off; * is refused)")
 	fs.Float64Var(&a.appendRate, "append-rate", appendRateByMode, fmt.Sprintf("thread event appends (requests) per second each user may sustain on this instance, the next answering 429 RATE_LIMITED (0: no limit; default: %d with --auth token or jwt, no limit with --auth none, whose one user is every caller)", defaultAppendRate))
 	fs.IntVar(&a.appendBurst, "append-burst", defaultAppendBurst, "appends a user may make at once, above --append-rate")
-	fs.DurationVar(&a.streamLifetime, "max-stream-lifetime", time.Hour, "longest an SSE stream stays open; the client resumes with Last-Event-ID (a stream also ends when its credential or session expires, or when the API key it was opened with is removed from --api-keys-file and the file reloaded)")
+	fs.DurationVar(&a.streamLifetime, "max-stream-lifetime", time.Hour, "longest an SSE stream stays open; the client resumes with Last-Event-ID (a stream also ends when its credential or session expires, or when the key it was opened with, an API key or a JWT's, is removed from its keys file and the file reloaded)")
 }
 
 // build checks the flags against addr and loads the key files. In mode
@@ -90,6 +97,9 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 	}
 	if a.sessionTTL <= 0 || a.streamLifetime <= 0 {
 		return fmt.Errorf("%w: --session-ttl and --max-stream-lifetime must be positive", errUsage)
+	}
+	if a.keysReloadInterval < 0 {
+		return fmt.Errorf("%w: --keys-reload-interval must not be negative", errUsage)
 	}
 	origins, err := httpapi.ParseCORSOrigins(a.corsOrigins)
 	if err != nil {
@@ -116,7 +126,7 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("%w: --api-keys-file: %v", errUsage, err)
 		}
-		a.api.Credentials, a.reload = keys, keys.Reload
+		a.api.Credentials, a.reload, a.keysFile = keys, keys.Reload, a.apiKeysFile
 		logger.Info("authentication: API keys", "keys", keys.Len(), "file", a.apiKeysFile)
 	case authJWT:
 		if a.jwtKeysFile == "" {
@@ -130,7 +140,7 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("%w: --jwt-keys-file: %v", errUsage, err)
 		}
-		a.api.Credentials, a.reload = v, v.Reload
+		a.api.Credentials, a.reload, a.keysFile = v, v.Reload, a.jwtKeysFile
 		logger.Info("authentication: JWT", "keys", v.Len(), "file", a.jwtKeysFile, "issuer", a.jwtIssuer, "audience", a.jwtAudience)
 	default:
 		return fmt.Errorf("%w: --auth must be none, token or jwt, not %q", errUsage, a.mode)
@@ -174,21 +184,46 @@ func (a *authFlags) checkListener(addr net.Addr) error {
 		"set --auth token or --auth jwt, or pass --insecure-no-auth to serve without authentication anyway", errUsage, addr)
 }
 
-// reloadOnSIGHUP re-reads the key files at every SIGHUP until ctx ends.
-// A key removed from its file (an API key, or a JWT verification key) is
-// revoked at the reload: requests with it (with the tokens it signed),
-// and the sessions made from them, are refused, and the streams opened
-// with either end (auth.Keys.Reload, auth.JWT.Reload,
-// httpapi.Server.AfterRevoke).
-// What the reload could not apply is logged: for API keys, the broken
-// lines (the others apply, so a removed key is revoked whatever else the
-// file holds); for JWT keys, the whole file (the keys in use stay).
-func (a *authFlags) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
+// reloadKeys re-reads the key file at every SIGHUP and, every
+// --keys-reload-interval, when it changed, until ctx ends. A key removed
+// from its file (an API key, or a JWT verification key) is revoked at the
+// reload: requests with it (with the tokens it signed), and the sessions
+// made from them, are refused, and the streams opened with either end
+// (auth.Keys.Reload, auth.JWT.Reload, httpapi.Server.AfterRevoke). What
+// the reload could not apply is logged: for API keys, the broken lines
+// (the others apply, so a removed key is revoked whatever else the file
+// holds); for JWT keys, the whole file (the keys in use stay).
+//
+// A change is the file's size, modification time or identity (a new file
+// moved or linked in its place, as a Kubernetes secret is updated). It is
+// reloaded once it has stayed for one more interval, so that a file being
+// written is not read half-way, which could revoke the keys of its lines
+// not yet written.
+func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 	if a.reload == nil {
 		return
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	var tick <-chan time.Time
+	if a.keysReloadInterval > 0 {
+		ticker := time.NewTicker(a.keysReloadInterval)
+		tick = ticker.C
+		context.AfterFunc(ctx, ticker.Stop)
+	}
+	// loaded is the file as last read (nil: it could not be stat'ed then),
+	// seen a change not yet reloaded, waiting to stay one more interval.
+	loaded, _ := os.Stat(a.keysFile)
+	var seen os.FileInfo
+	reload := func(why string) {
+		info, _ := os.Stat(a.keysFile)
+		loaded, seen = info, nil
+		if err := a.reload(); err != nil {
+			logger.Error("reload the keys", "auth", a.mode, "on", why, "error", err)
+			return
+		}
+		logger.Info("keys reloaded", "auth", a.mode, "on", why)
+	}
 	go func() {
 		defer signal.Stop(hup)
 		for {
@@ -196,12 +231,29 @@ func (a *authFlags) reloadOnSIGHUP(ctx context.Context, logger *slog.Logger) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if err := a.reload(); err != nil {
-					logger.Error("reload the keys on SIGHUP", "auth", a.mode, "error", err)
-					continue
+				reload("SIGHUP")
+			case <-tick:
+				info, err := os.Stat(a.keysFile)
+				switch {
+				case err != nil:
+					if loaded != nil || seen != nil {
+						logger.Warn("the key file cannot be read; the keys in use stay", "auth", a.mode, "error", err)
+					}
+					loaded, seen = nil, nil
+				case sameFile(info, loaded):
+					seen = nil
+				case !sameFile(info, seen):
+					seen = info // changed: reload if it stays so
+				default:
+					reload("change of " + a.keysFile)
 				}
-				logger.Info("keys reloaded on SIGHUP", "auth", a.mode)
 			}
 		}
 	}()
+}
+
+// sameFile reports whether a and b (either may be nil) describe the same
+// file at the same size and modification time.
+func sameFile(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
