@@ -53,8 +53,17 @@ func testPutThreadRunCreatesAndUpdates(t *testing.T, b threadBackend) {
 	}
 	env.do(t, "PUT", "/api/threads/t1/runs/r0", `{"status":"success","created_at":"2026-05-01T08:00:00Z"}`)
 	list := decodeAs[[]map[string]any](t, env.get(t, "/api/threads/t1/runs", ""))
-	if len(list) != 2 || list[0]["run_id"] != "r0" || list[1]["run_id"] != "r1" {
-		t.Errorf("runs %v, want r0 then r1", list)
+	if len(list) != 2 || list[0]["run_id"] != "r1" || list[1]["run_id"] != "r0" {
+		t.Errorf("runs %v, want r1 then r0 (newest first, as DeerFlow lists them)", list)
+	}
+	// At most 100, the newest: of r0, r1 and 100 runs created after them,
+	// the list holds the 100 and neither r0 nor r1.
+	for i := range 100 {
+		env.do(t, "PUT", fmt.Sprintf("/api/threads/t1/runs/n%03d", i), fmt.Sprintf(`{"status":"success","created_at":"2026-06-01T00:%02d:%02dZ"}`, i/60, i%60))
+	}
+	list = decodeAs[[]map[string]any](t, env.get(t, "/api/threads/t1/runs", ""))
+	if len(list) != 100 || list[0]["run_id"] != "n099" || list[99]["run_id"] != "n000" {
+		t.Errorf("%d runs from %v to %v; want 100, n099 to n000", len(list), list[0]["run_id"], list[len(list)-1]["run_id"])
 	}
 }
 

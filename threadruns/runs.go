@@ -98,7 +98,8 @@ func (h handlers) getRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // listRuns is GET /api/threads/{thread_id}/runs: the caller's runs of the
-// thread, oldest first, as a bare array.
+// thread, newest first and at most threadsvc.MaxListedRuns, as a bare
+// array.
 func (h handlers) listRuns(w http.ResponseWriter, r *http.Request) error {
 	threadID, err := PathID(r, "thread_id")
 	if err != nil {

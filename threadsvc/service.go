@@ -3,6 +3,7 @@ package threadsvc
 import (
 	"context"
 	"hash/fnv"
+	"slices"
 	"sync"
 
 	"github.com/runstream/runstream"
@@ -304,9 +305,19 @@ func (s *Service) GetRun(ctx context.Context, user, threadID, runID string) (run
 	return s.userRun(ctx, user, threadID, runID)
 }
 
-// ListRuns returns the user's run rows of the thread, oldest first: none
-// for a thread that is unknown, or another user's (DeerFlow lists no runs
-// of a thread it has no row of; another user's answers like it).
+// MaxListedRuns is the most run rows ListRuns returns, as DeerFlow's run
+// list (its run store's list_by_thread) returns.
+const MaxListedRuns = 100
+
+// ListRuns returns the user's run rows of the thread, newest first (by
+// created_at, then run id), at most MaxListedRuns, as DeerFlow lists them:
+// none for a thread that is unknown, or another user's (DeerFlow lists no
+// runs of a thread it has no row of; another user's answers like it).
 func (s *Service) ListRuns(ctx context.Context, user, threadID string) ([]runevents.ThreadRun, error) {
-	return s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
+	runs, err := s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(runs) // the store's order is the oldest first
+	return runs[:min(len(runs), MaxListedRuns)], nil
 }

@@ -92,7 +92,7 @@ export async function threadPage(main, threadId) {
     const keep = run();
     clear(runSel, runs.map((r) => h("option", {value: r.run_id}, r.run_id + " · " + r.status)));
     if (runs.some((r) => r.run_id === keep)) runSel.value = keep;
-    else if (runs.length) runSel.value = runs[runs.length - 1].run_id;
+    else if (runs.length) runSel.value = runs[0].run_id; // the newest
   }
 
   async function loadSubagents() {
