@@ -25,7 +25,11 @@ const (
 )
 
 // ThreadLimits bounds the batches a ThreadLog accepts. The size of an
-// event is the bytes of its content and metadata as given.
+// event is the bytes of its content and metadata as given, except that the
+// content of a trace event counts up to MaxTraceContent: the store keeps
+// no more of it (runevents.Prepare truncates it), so a long trace (a
+// large LLM request or error) is stored truncated, as DeerFlow stores it,
+// rather than refused. The batch's size counts every byte as given.
 type ThreadLimits struct {
 	// MaxEventBytes bounds one event. Defaults to DefaultMaxEventBytes.
 	MaxEventBytes int
@@ -35,6 +39,10 @@ type ThreadLimits struct {
 	// MaxBatchBytes bounds the sum of the sizes of a batch's events.
 	// Defaults to DefaultMaxBatchBytes.
 	MaxBatchBytes int
+	// MaxTraceContent is the store's limit of trace content (the
+	// maxTraceContent its runevents.Prepare is given). Defaults to
+	// runevents.DefaultMaxTraceContent.
+	MaxTraceContent int
 }
 
 // ThreadLog appends thread run events: check against the catalogue and
@@ -73,6 +81,9 @@ func NewThreadLog(store runevents.Store, validator *contracts.Validator, hub *li
 	}
 	if limits.MaxBatchBytes <= 0 {
 		limits.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if limits.MaxTraceContent <= 0 {
+		limits.MaxTraceContent = runevents.DefaultMaxTraceContent
 	}
 	return &ThreadLog{store: store, validator: validator, hub: hub, redactor: redact.New(redact.Options{}), limits: limits}
 }
@@ -337,9 +348,14 @@ func (l *ThreadLog) checkSizes(events []runevents.NewEvent, stage string) error 
 }
 
 // checkEventSize refuses event i of a batch when its content and metadata
-// are above MaxEventBytes (stage says when: as sent, once redacted).
+// are above MaxEventBytes (stage says when: as sent, once redacted); the
+// content of a trace event counts up to MaxTraceContent (ThreadLimits).
 func (l *ThreadLog) checkEventSize(i int, e runevents.NewEvent, stage string) error {
-	if size := len(e.Content) + len(e.Metadata); size > l.limits.MaxEventBytes {
+	content := len(e.Content)
+	if category, ok := runevents.Lookup(e.EventType); ok && category == runevents.CategoryTrace {
+		content = min(content, l.limits.MaxTraceContent)
+	}
+	if size := content + len(e.Metadata); size > l.limits.MaxEventBytes {
 		return runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata%s, the limit is %d", i, size, stage, l.limits.MaxEventBytes).
 			WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
 	}

@@ -296,6 +296,13 @@ func TestThreadAppendLimits(t *testing.T) {
 		{"configured count", eventlog.ThreadLimits{MaxBatchEvents: 2}, repeat(big(10), 3), runstream.CodePayloadTooLarge},
 		{"configured batch bytes", eventlog.ThreadLimits{MaxBatchBytes: 100}, repeat(big(50-meta), 3), runstream.CodePayloadTooLarge},
 		{"empty batch", eventlog.ThreadLimits{}, nil, runstream.CodeValidationFailed},
+		// A trace's content counts up to what the store keeps of it.
+		{"trace over the event limit", eventlog.ThreadLimits{}, []runevents.NewEvent{
+			newEvent("r1", runevents.EventLLMError, `"`+strings.Repeat("x", 300<<10)+`"`, `{}`)}, ""},
+		{"trace whose metadata is over the event limit", eventlog.ThreadLimits{MaxEventBytes: 20 << 10}, []runevents.NewEvent{
+			newEvent("r1", runevents.EventLLMError, `"x"`, `{"m":"`+strings.Repeat("x", 20<<10)+`"}`)}, runstream.CodePayloadTooLarge},
+		{"trace over a batch's bytes", eventlog.ThreadLimits{MaxBatchBytes: 100 << 10}, []runevents.NewEvent{
+			newEvent("r1", runevents.EventLLMError, `"`+strings.Repeat("x", 200<<10)+`"`, `{}`)}, runstream.CodePayloadTooLarge},
 		// Under the limit as sent, over it once each "a" is a redaction marker.
 		{"event over the limit once redacted", eventlog.ThreadLimits{MaxEventBytes: 2000}, []runevents.NewEvent{
 			newEvent("r1", runevents.EventRunError, `""`, `{"error_type":"E","l":[`+strings.Repeat(`{"password":"a"},`, 100)+`{}]}`)}, runstream.CodePayloadTooLarge},
@@ -311,6 +318,33 @@ func TestThreadAppendLimits(t *testing.T) {
 				t.Errorf("%d rows stored", n)
 			}
 		})
+	}
+}
+
+// TestThreadAppendTruncatesLongTraces: a trace event above the event limit
+// is stored with its content truncated to the store's trace limit and the
+// truncation in its metadata, as DeerFlow stores it; its secrets are
+// redacted before the content is cut, so a cut cannot keep part of one.
+func TestThreadAppendTruncatesLongTraces(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, eventlog.ThreadLimits{})
+	secret := "sk-" + strings.Repeat("Ab3", 16)
+	at := runevents.DefaultMaxTraceContent - 10 // the cut falls inside the secret
+	content := `"` + strings.Repeat("x", at-5) + " key " + secret + " " + strings.Repeat("y", 300<<10) + `"`
+	recs, err := env.log.Append(t.Context(), "u", []runevents.NewEvent{newEvent("r1", runevents.EventLLMError, content, `{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	var meta map[string]any
+	if err := json.Unmarshal(recs[0].Content, &text); err != nil || json.Unmarshal(recs[0].Metadata, &meta) != nil {
+		t.Fatalf("stored %.80s / %s: %v", recs[0].Content, recs[0].Metadata, err)
+	}
+	if len(text) > runevents.DefaultMaxTraceContent || meta["content_truncated"] != true {
+		t.Errorf("stored %d bytes of content, metadata %s; want at most %d and content_truncated", len(text), recs[0].Metadata, runevents.DefaultMaxTraceContent)
+	}
+	if strings.Contains(text, secret[:8]) || strings.Contains(text, "Ab3Ab3") {
+		t.Errorf("the stored content keeps part of the secret: %q", text[max(0, at-20):])
 	}
 }
 
