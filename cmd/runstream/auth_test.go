@@ -56,6 +56,42 @@ func call(t *testing.T, method, url, token, body string, header ...string) (int,
 	return resp.StatusCode, out, resp.Header
 }
 
+// writeAPIKeys writes an --api-keys-file that gives each key to alice.
+func writeAPIKeys(t *testing.T, file string, keys ...string) {
+	t.Helper()
+	var lines strings.Builder
+	for _, key := range keys {
+		hash, err := auth.HashKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines.WriteString("alice " + hash + "\n")
+	}
+	if err := os.WriteFile(file, []byte(lines.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dialStream opens the SSE stream at url with header's fields (name,
+// value, …) and returns its status and a reader of its body, which is
+// closed when the test ends.
+func dialStream(t *testing.T, url string, header ...string) (int, *sse.Reader) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp.StatusCode, sse.NewReader(resp.Body)
+}
+
 // jwtKeys is an HS256 secret in a JWKS file, for serve --auth jwt.
 type jwtKeys struct {
 	file   string
@@ -386,12 +422,8 @@ func TestServeAuthNoneRefusesOtherHosts(t *testing.T) {
 func TestServeReloadsChangedKeysFile(t *testing.T) {
 	t.Parallel()
 	old, kept := auth.NewKey(), auth.NewKey()
-	oldHash, _ := auth.HashKey(old)
-	keptHash, _ := auth.HashKey(kept)
 	file := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(file, []byte("alice "+oldHash+"\nalice "+keptHash+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeAPIKeys(t, file, old, kept)
 	m := &Main{Getenv: func(string) string { return "" }}
 	if err := m.Run(t.Context(), []string{"serve", "--store", "memory:", "--auth", "token", "--api-keys-file", file, "--keys-reload-interval", "-1s"}, io.Discard, io.Discard); exitCode(err) != 2 {
 		t.Errorf("--keys-reload-interval -1s: %v, want a usage error", err)
@@ -401,24 +433,15 @@ func TestServeReloadsChangedKeysFile(t *testing.T) {
 	if code, out, _ := call(t, "POST", p.base+"/api/threads/t1/runs/r1/events", kept, body); code != http.StatusCreated {
 		t.Fatalf("POST events: %d %s", code, out)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+"/api/threads/t1/stream", nil)
-	if err != nil {
-		t.Fatal(err)
+	code, stream := dialStream(t, p.base+"/api/threads/t1/stream", "Authorization", "Bearer "+old)
+	if code != http.StatusOK {
+		t.Fatalf("stream with the old key: %d", code)
 	}
-	req.Header.Set("Authorization", "Bearer "+old)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("stream with the old key: %v %v", resp, err)
-	}
-	defer resp.Body.Close()
-	stream := sse.NewReader(resp.Body)
 	if ev, err := stream.Next(); err != nil || ev.ID != "1" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}
 
-	if err := os.WriteFile(file, []byte("alice "+keptHash+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeAPIKeys(t, file, kept)
 	if err := apitest.ReadToEnd(t, stream, 30*time.Second); !errors.Is(err, io.EOF) {
 		t.Errorf("the old key's stream ended with %v once the file changed; want a clean end", err)
 	}
@@ -463,19 +486,7 @@ func TestServeRemovedJWTKeyEndsItsStreams(t *testing.T) {
 	cookie := cookies[0].Name + "=" + cookies[0].Value
 	open := func(header ...string) (int, *sse.Reader) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+"/api/threads/t1/stream", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return resp.StatusCode, sse.NewReader(resp.Body)
+		return dialStream(t, p.base+"/api/threads/t1/stream", header...)
 	}
 	streams := map[string][]string{
 		"gone token":   {"Authorization", "Bearer " + goneToken},
@@ -522,12 +533,8 @@ func TestServeRemovedJWTKeyEndsItsStreams(t *testing.T) {
 // the process.
 func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
 	old, kept := auth.NewKey(), auth.NewKey()
-	oldHash, _ := auth.HashKey(old)
-	keptHash, _ := auth.HashKey(kept)
 	file := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(file, []byte("alice "+oldHash+"\nalice "+keptHash+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeAPIKeys(t, file, old, kept)
 	p := runServe(t, nil, "--store", "memory:", "--workers", "0", "--auth", "token", "--api-keys-file", file)
 	push := func(index int) {
 		t.Helper()
@@ -539,20 +546,11 @@ func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
 	const joinPath, threadPath = "/api/threads/t1/runs/r1/stream", "/api/threads/t1/stream"
 	open := func(path, key string) (int, *sse.Reader) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "GET", p.base+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
+		header := []string{"Authorization", "Bearer " + key}
 		if path == joinPath {
-			req.Header.Set("Last-Event-ID", "-1") // from the start
+			header = append(header, "Last-Event-ID", "-1") // from the start
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return resp.StatusCode, sse.NewReader(resp.Body)
+		return dialStream(t, p.base+path, header...)
 	}
 	push(0)
 	joins := map[string]joined{}
@@ -571,9 +569,7 @@ func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
 		t.Fatalf("thread stream with the old key: %d", code)
 	}
 
-	if err := os.WriteFile(file, []byte("alice "+keptHash+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeAPIKeys(t, file, kept)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
