@@ -11,6 +11,7 @@ import (
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
 	"github.com/runstream/runstream/engine/enginetest"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/internal/servertest"
 	"github.com/runstream/runstream/workflow"
 )
@@ -25,18 +26,7 @@ func newArtifactServer(t *testing.T, blobs engine.ArtifactBlobs) *server {
 // getRaw sends a GET and returns the response with its body read.
 func (s *server) getRaw(t *testing.T, path string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", s.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := apitest.Get(t, s.URL+path, header...)
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)

@@ -31,18 +31,7 @@ type threadStreamConn struct {
 
 func (env *threadEnv) openStream(t *testing.T, srv *apitest.Server, query string, header ...string) *threadStreamConn {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", srv.URL+"/api/threads/t1/stream"+query, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
+	resp := apitest.Get(t, srv.URL+"/api/threads/t1/stream"+query, header...)
 	if resp.StatusCode != 200 {
 		t.Fatalf("stream status %d", resp.StatusCode)
 	}

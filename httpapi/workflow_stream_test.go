@@ -112,18 +112,7 @@ type streamConn struct {
 
 func (env *workflowEnv) open(t *testing.T, query string, header ...string) *streamConn {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", env.srv.URL+"/api/workflows/runs/"+env.run.ID+"/stream"+query, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
+	resp := apitest.Get(t, env.srv.URL+"/api/workflows/runs/"+env.run.ID+"/stream"+query, header...)
 	return &streamConn{resp: resp, reader: sse.NewReader(resp.Body)}
 }
 

@@ -77,18 +77,7 @@ func writeAPIKeys(t *testing.T, file string, keys ...string) {
 // closed when the test ends.
 func dialStream(t *testing.T, url string, header ...string) (int, *sse.Reader) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
+	resp := apitest.Get(t, url, header...)
 	return resp.StatusCode, sse.NewReader(resp.Body)
 }
 

@@ -96,3 +96,23 @@ func ReadToEnd(t testing.TB, r *sse.Reader, within time.Duration) error {
 		return nil
 	}
 }
+
+// Get sends a GET of url with header's fields (name, value, …) and returns
+// the response, whose body is closed when the test ends: a stream's, say,
+// which the test reads with sse.NewReader.
+func Get(t testing.TB, url string, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
