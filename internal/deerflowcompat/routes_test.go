@@ -138,9 +138,10 @@ func TestRunRows(t *testing.T) {
 		if plain["assistant_id"] != nil || plain["multitask_strategy"] != "reject" || !sameJSON(plain["kwargs"], map[string]any{}) || plain["message_count"] != 0.0 {
 			t.Errorf("defaults = %v", plain)
 		}
+		// Newest first, as DeerFlow's run store lists them.
 		list := c.want(200, "GET", "/api/threads/t1/runs", nil).([]any)
-		if len(list) != 2 || !sameJSON(list[0], row) {
-			t.Errorf("runs list = %v", list)
+		if len(list) != 2 || !sameJSON(list[0], plain) || !sameJSON(list[1], row) {
+			t.Errorf("runs list = %v, want r2 then r1", list)
 		}
 		c.detail(404, "GET", "/api/threads/t1/runs/nope", nil, "Run nope not found")
 		// A thread without runs lists none; another user's answers alike.
