@@ -17,12 +17,15 @@ func TestWorkflowErrorsDoNotEchoTheCaller(t *testing.T) {
 	const dsn = "postgres://admin:hunter2@db.internal:5432/prod"
 	const key = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
 	long := strings.Repeat("w", 60000)
+	words := url.PathEscape(strings.Repeat("word ", 1000)) // short runs, no run over the cut
 	for _, c := range []struct {
 		path   string
 		status int
 	}{
 		{"/api/workflows/" + url.PathEscape(dsn), 404},
 		{"/api/workflows/" + long, 404},
+		{"/api/workflows/" + words, 404},
+		{"/api/workflows/runs/" + words, 404},
 		{"/api/workflows/runs/" + url.PathEscape(dsn), 404},
 		{"/api/workflows?before=" + key, 400},
 		{"/api/workflows/runs?before=" + url.QueryEscape(dsn), 400},

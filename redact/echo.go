@@ -4,17 +4,28 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
-// maxEchoRun is the longest run of non-space bytes an error answer keeps
-// whole; a longer one (a caller's id, cursor or value quoted by the
-// message) is cut to an ExcerptRunes excerpt.
+// maxEchoRun is the longest run of non-space bytes, and the longest
+// double-quoted span, that an error answer keeps whole; a longer one (a
+// caller's id, cursor or value quoted by the message) is cut to an
+// ExcerptRunes excerpt.
 const maxEchoRun = 64
 
+// maxEchoBytes bounds a whole text an error answer holds: the longest of
+// runstream's own messages, with the values they quote cut, is about half
+// of it. It stops what the other rules leave whole: a caller's value of
+// many short words that a message does not quote (a schema problem's
+// path, say).
+const maxEchoBytes = 320
+
 // Echo returns the text of an error as its answer may hold it: the
-// secrets the default rules find replaced by their markers (Text),
-// and every run of more than maxEchoRun non-space bytes cut to an excerpt
-// ending in "…". Messages that quote a caller's value (an id, a cursor, a
+// secrets the default rules find replaced by their markers (Text); every
+// double-quoted span of more than maxEchoRun bytes, spaces included, cut
+// to an excerpt ending in "…" within its quotes; every other run of more
+// than maxEchoRun non-space bytes cut so too; and the whole cut after
+// maxEchoBytes. Messages that quote a caller's value (an id, a cursor, a
 // schema problem naming the value) thus give back at most a short
 // redacted excerpt of it, whichever code wrote them.
 func Echo(s string) string {
@@ -22,6 +33,48 @@ func Echo(s string) string {
 	if len(s) <= maxEchoRun {
 		return s
 	}
+	s = cutRuns(cutQuoted(s))
+	if len(s) > maxEchoBytes {
+		cut := maxEchoBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// cutQuoted cuts every double-quoted span of s longer than maxEchoRun to
+// an excerpt, keeping its quotes. A quote escaped by a backslash (as %q
+// writes one inside a value) does not end a span; an unclosed span runs
+// to the end of its line.
+func cutQuoted(s string) string {
+	var b strings.Builder
+	for {
+		open := strings.IndexByte(s, '"')
+		if open < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:open+1])
+		s = s[open+1:]
+		end := closingQuote(s, 0, '"') // the quote, or the end of the line
+		if len(s[:end]) > maxEchoRun {
+			b.WriteString(Excerpt(s[:end]))
+		} else {
+			b.WriteString(s[:end])
+		}
+		if end < len(s) && s[end] == '"' {
+			b.WriteByte('"')
+			end++
+		}
+		s = s[end:]
+	}
+}
+
+// cutRuns cuts every run of more than maxEchoRun non-space bytes of s to
+// an excerpt.
+func cutRuns(s string) string {
 	var b strings.Builder
 	for len(s) > 0 {
 		space := strings.IndexAny(s, " \t\r\n")

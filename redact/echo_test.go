@@ -22,14 +22,23 @@ func TestEcho(t *testing.T) {
 		{"run r1 not found", "run r1 not found", ""},
 		{`workflow "` + echoDSN + `" not found`, "not found", "hunter2"},
 		{"unknown cursor " + echoKey, "unknown cursor", echoKey},
-		{`workflow "` + long + `" not found`, "… not found", strings.Repeat("x", 65)},
+		{`workflow "` + long + `" not found`, `…" not found`, strings.Repeat("x", 65)},
+		// Words: a quoted value of many short ones is cut within its
+		// quotes; a text of many, quoted or not, is cut as a whole.
+		{`workflow run "` + strings.Repeat("word ", 1000) + `" not found`, `workflow run "word word`, strings.Repeat("word ", 14)},
+		{"/" + strings.Repeat("word ", 1000) + ": required", "/word word", strings.Repeat("word ", 70)},
+		{`action "a \"quoted\" one" is unknown`, `action "a \"quoted\" one" is unknown`, ""},
+		{`tags "` + strings.Repeat("t ", 60) + `" and "` + strings.Repeat("u", 100) + `"`, `tags "t t`, strings.Repeat("u", 33)},
 	} {
 		got := redact.Echo(c.in)
 		if !strings.Contains(got, c.keep) || (c.drop != "" && strings.Contains(got, c.drop)) {
 			t.Errorf("redact.Echo(%.80q) = %.200q: want %q kept and %q gone", c.in, got, c.keep, c.drop)
 		}
-		if len(got) > 200 {
+		if len(got) > 330 {
 			t.Errorf("Echo of a %d-byte message is %d bytes", len(c.in), len(got))
+		}
+		if strings.Count(c.in, `"`) == 2 && strings.Count(got, `"`) != 2 {
+			t.Errorf("redact.Echo(%.80q) = %.200q: a quote was lost", c.in, got)
 		}
 	}
 	details := redact.EchoDetails(map[string]any{"problems": []struct{ Path, Message string }{{"/" + echoDSN, "'" + echoKey + "' does not match"}}, "expected_index": int64(1) << 60})
