@@ -42,7 +42,7 @@ const (
 	CodeWorkflowDefinitionInvalid ErrorCode = "WORKFLOW_DEFINITION_INVALID"
 	// CodeWorkflowInputInvalid: The run input does not match the workflow's inputSchema; details list the failing paths.
 	CodeWorkflowInputInvalid ErrorCode = "WORKFLOW_INPUT_INVALID"
-	// CodeWorkflowInvalidCursor: Last-Event-ID or after is not a canonical non-negative decimal sequence number.
+	// CodeWorkflowInvalidCursor: Last-Event-ID or after is not a canonical non-negative decimal sequence number, or is past the run's last event.
 	CodeWorkflowInvalidCursor ErrorCode = "WORKFLOW_INVALID_CURSOR"
 	// CodeWorkflowRunAlreadyTerminal: The run has completed, failed or been cancelled; it accepts no further changes.
 	CodeWorkflowRunAlreadyTerminal ErrorCode = "WORKFLOW_RUN_ALREADY_TERMINAL"
@@ -131,7 +131,7 @@ var errorCodes = map[ErrorCode]errorCodeInfo{
 	CodeWorkflowRunNotFound:         {retryable: false, meaning: "No workflow run with this id is visible to the caller."},
 	CodeWorkflowDefinitionInvalid:   {retryable: false, meaning: "The workflow definition breaks a publish-time rule; details.rule and nodeId name it."},
 	CodeWorkflowInputInvalid:        {retryable: false, meaning: "The run input does not match the workflow's inputSchema; details list the failing paths."},
-	CodeWorkflowInvalidCursor:       {retryable: false, meaning: "Last-Event-ID or after is not a canonical non-negative decimal sequence number."},
+	CodeWorkflowInvalidCursor:       {retryable: false, meaning: "Last-Event-ID or after is not a canonical non-negative decimal sequence number, or is past the run's last event."},
 	CodeWorkflowRunAlreadyTerminal:  {retryable: false, meaning: "The run has completed, failed or been cancelled; it accepts no further changes."},
 	CodeWorkflowRunNotAwaitingInput: {retryable: false, meaning: "The run is not paused at a human_input node."},
 	CodeWorkflowResumeTokenInvalid:  {retryable: false, meaning: "The resume token does not match the run's pending input request."},

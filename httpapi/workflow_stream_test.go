@@ -265,12 +265,36 @@ func TestStreamTerminalCursorsClose(t *testing.T) {
 	t.Parallel()
 	env := newWorkflowEnv(t, StreamConfig{})
 	last := env.complete(t)
-	for _, cursor := range []int64{last, last + 10} {
-		c := env.open(t, "?after="+strconv.FormatInt(cursor, 10))
-		if c.resp.Header.Get("X-Workflow-Run-Status") != "completed" {
-			t.Errorf("status header = %q", c.resp.Header.Get("X-Workflow-Run-Status"))
+	c := env.open(t, "?after="+strconv.FormatInt(last, 10))
+	if c.resp.Header.Get("X-Workflow-Run-Status") != "completed" {
+		t.Errorf("status header = %q", c.resp.Header.Get("X-Workflow-Run-Status"))
+	}
+	c.expectEOF(t)
+}
+
+// A cursor past the run's last event is no id the stream sent: it is
+// refused before any byte, naming the last seq, on a finished run and on
+// a live one (whose follower would otherwise skip the events up to the
+// cursor, the terminal one included, and never close). A cursor at the
+// last event is taken.
+func TestStreamCursorPastTheEnd(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	live := env.run.LastSeq
+	for _, header := range [][]string{{"Last-Event-ID", strconv.FormatInt(live+1, 10)}, {"Last-Event-ID", "9223372036854775807"}} {
+		c := env.open(t, "", header...)
+		var body errorBody
+		if err := json.NewDecoder(c.resp.Body).Decode(&body); err != nil || c.resp.StatusCode != 400 || body.Code != runstream.CodeWorkflowInvalidCursor ||
+			fmt.Sprint(body.Details["last_seq"]) != strconv.FormatInt(live, 10) {
+			t.Errorf("live run, %s: %d %+v (%v); want 400 WORKFLOW_INVALID_CURSOR with last_seq %d", header[1], c.resp.StatusCode, body, err, live)
 		}
-		c.expectEOF(t)
+	}
+	if c := env.open(t, "", "Last-Event-ID", strconv.FormatInt(live, 10)); c.resp.StatusCode != 200 {
+		t.Errorf("a cursor at the last event: %d", c.resp.StatusCode)
+	}
+	last := env.complete(t)
+	if c := env.open(t, "?after="+strconv.FormatInt(last+10, 10)); c.resp.StatusCode != 400 {
+		t.Errorf("finished run, a cursor past its end: %d, want 400", c.resp.StatusCode)
 	}
 }
 
@@ -374,10 +398,13 @@ func TestStreamErrorsBeforeAnyBytes(t *testing.T) {
 			t.Errorf("status %d body %+v", resp.StatusCode, body)
 		}
 	})
-	t.Run("max cursor is valid", func(t *testing.T) {
+	t.Run("max cursor parses", func(t *testing.T) {
+		// It is past the run's end (TestStreamCursorPastTheEnd), not out
+		// of range.
 		c := env.open(t, "?after=9223372036854775807")
-		if c.resp.StatusCode != 200 {
-			t.Errorf("status %d", c.resp.StatusCode)
+		var body errorBody
+		if err := json.NewDecoder(c.resp.Body).Decode(&body); err != nil || c.resp.StatusCode != 400 || body.Details["last_seq"] == nil {
+			t.Errorf("status %d body %+v (%v), want the cursor refused as past the end", c.resp.StatusCode, body, err)
 		}
 	})
 }

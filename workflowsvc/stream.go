@@ -46,7 +46,7 @@ func (s *Service) OpenRunStream(ctx context.Context, user, runID string) (*RunSt
 func (st *RunStream) Run() workflow.Run { return st.run }
 
 // Subscribe subscribes to the run's live events. Every event up to the
-// run's LastSeq is stored (a cursor may point past it).
+// run's LastSeq is stored (the HTTP API refuses a cursor past it).
 func (st *RunStream) Subscribe(int64) *live.Subscription {
 	return st.hub.Subscribe(streams.WorkflowStreamKey(st.run.ID), st.run.LastSeq)
 }
