@@ -307,7 +307,12 @@ func TestStreamSynthesisedTerminal(t *testing.T) {
 			env.progress(t, 1)
 			// The run is terminal in the store without a terminal event, as
 			// after a crash between the status change and the event.
-			env.api.workflows = workflowsvc.New(terminalWithoutEvent{Store: env.store, status: status}, nil, env.hub, workflowsvc.Config{})
+			store := terminalWithoutEvent{Store: env.store, status: status}
+			if status == workflow.StatusFailed {
+				// The run's stored error names the node that failed.
+				store.err = json.RawMessage(`{"code":"` + string(runstream.CodeWorkflowNodeTimeout) + `","message":"n1 timed out","retryable":true,"nodeId":"n1"}`)
+			}
+			env.api.workflows = workflowsvc.New(store, nil, env.hub, workflowsvc.Config{})
 			c := env.open(t, "")
 			c.seqs(t, 3)
 			ev, envl := c.next(t)
@@ -325,6 +330,9 @@ func TestStreamSynthesisedTerminal(t *testing.T) {
 			if data["synthesised"] != true {
 				t.Errorf("data = %s, want synthesised true", envl.Data)
 			}
+			if status == workflow.StatusFailed && data["failedNodeId"] != "n1" {
+				t.Errorf("data = %s, want failedNodeId n1, the node its error names", envl.Data)
+			}
 			if err := testValidator.ValidateWorkflowData(string(envl.Event), envl.Data); err != nil {
 				t.Errorf("synthesised data breaks the contract: %v", err)
 			}
@@ -341,11 +349,15 @@ func TestStreamSynthesisedTerminal(t *testing.T) {
 type terminalWithoutEvent struct {
 	workflow.Store
 	status workflow.RunStatus
+	err    json.RawMessage // the run's error, when set
 }
 
 func (s terminalWithoutEvent) GetRun(ctx context.Context, id string, owner runstream.Owner) (workflow.Run, error) {
 	run, err := s.Store.GetRun(ctx, id, owner)
 	run.Status = s.status
+	if s.err != nil {
+		run.Error = s.err
+	}
 	return run, err
 }
 

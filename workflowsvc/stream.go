@@ -130,7 +130,7 @@ func synthesisedTerminal(run workflow.Run) ([]byte, error) {
 			})
 		}
 		data["error"] = errObj
-		data["failedNodeId"] = nil
+		data["failedNodeId"] = failedNodeID(errObj)
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
@@ -150,6 +150,19 @@ func synthesisedTerminal(run workflow.Run) ([]byte, error) {
 	}
 	// No ID: a client that resumes after it keeps the last stored seq.
 	return sse.AppendFrame(nil, sse.Frame{Event: string(event), Data: envJSON})
+}
+
+// failedNodeID is run.failed's failedNodeId for a run's stored error:
+// the node the error names (its nodeId), or nil for an error of the run
+// itself.
+func failedNodeID(errObj json.RawMessage) any {
+	var e struct {
+		NodeID string `json:"nodeId"`
+	}
+	if json.Unmarshal(errObj, &e) != nil || e.NodeID == "" {
+		return nil
+	}
+	return e.NodeID
 }
 
 func orNull(raw json.RawMessage) json.RawMessage {
