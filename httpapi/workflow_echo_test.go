@@ -53,10 +53,13 @@ func TestWorkflowWrongShapesNameNoGoType(t *testing.T) {
 			t.Errorf("POST %s %s: %d %s; want a 4xx naming no Go type", c.path, c.body, status, raw)
 		}
 	}
-	// null is no more an object than [] or "x" is.
-	for _, body := range []string{`null`, `[]`, `"x"`} {
-		if status, resp := s.call(t, "POST", "/api/workflows", "application/json", body); status != 400 || resp["code"] != "INVALID_ARGUMENT" {
-			t.Errorf("POST /api/workflows %s: %d %v, want 400 INVALID_ARGUMENT", body, status, resp)
+	// null is no more an object than [] or "x" is, on any route whose
+	// body is one.
+	for _, path := range []string{"/api/workflows", "/api/workflows/wf_x/runs", "/api/workflows/runs/run_x/resume"} {
+		for _, body := range []string{`null`, ` null `, `[]`, `"x"`} {
+			if status, resp := s.call(t, "POST", path, "application/json", body); status != 400 || resp["code"] != "INVALID_ARGUMENT" {
+				t.Errorf("POST %s %s: %d %v, want 400 INVALID_ARGUMENT", path, body, status, resp)
+			}
 		}
 	}
 }

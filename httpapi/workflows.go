@@ -73,8 +73,13 @@ func readWorkflowBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// decodeRequest decodes a checked JSON body into v, refusing unknown fields.
+// decodeRequest decodes a checked JSON body, which must be an object,
+// into v, a struct, refusing unknown fields. null is no object: decoded,
+// it would leave v as an empty object would.
 func decodeRequest(body []byte, v any) error {
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
+		return runstream.Errorf(runstream.CodeInvalidArgument, "the body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
