@@ -578,3 +578,42 @@ func TestServeRemovedKeyEndsItsStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysChangedBeforeTheWatchStarts: a key removed from the file after
+// serve read it but before its polling started (while the store opens)
+// is still revoked by the polling: the change is told from the file the
+// keys were read from, not from the file as the polling first finds it.
+func TestKeysChangedBeforeTheWatchStarts(t *testing.T) {
+	t.Parallel()
+	alice, bob := auth.NewKey(), auth.NewKey()
+	file := filepath.Join(t.TempDir(), "keys")
+	writeAPIKeys(t, file, alice, bob)
+	a := &authFlags{mode: authToken, apiKeysFile: file, sessionTTL: time.Hour, streamLifetime: time.Hour, keysReloadInterval: 20 * time.Millisecond}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := a.build("127.0.0.1:0", logger); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.api.Credentials.Authenticate(bob); err != nil {
+		t.Fatalf("bob's key before the change: %v", err)
+	}
+	// The file is replaced, by a rename as a secret is, before the watch.
+	next := file + ".next"
+	writeAPIKeys(t, next, alice)
+	if err := os.Rename(next, file); err != nil {
+		t.Fatal(err)
+	}
+	a.reloadKeys(t.Context(), logger)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := a.api.Credentials.Authenticate(bob); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob's key, removed before the watch started, still authenticates after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := a.api.Credentials.Authenticate(alice); err != nil {
+		t.Errorf("alice's key after the change: %v", err)
+	}
+}

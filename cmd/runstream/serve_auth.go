@@ -57,10 +57,15 @@ type authFlags struct {
 	// api is what build made of the flags, for httpapi.Config.Auth.
 	api httpapi.AuthConfig
 	// reload re-reads the key file (SIGHUP, or a change seen by
-	// watchKeys); nil in mode none.
+	// reloadKeys); nil in mode none.
 	reload func() error
 	// keysFile is the file reload reads; "" in mode none.
 	keysFile string
+	// keysLoaded is the key file as stat'ed just before build read it
+	// (nil: it could not be), from which reloadKeys tells a change: a
+	// change made between that read and reloadKeys's start (while the
+	// store opens) is seen, not taken for the file the keys came from.
+	keysLoaded os.FileInfo
 }
 
 // add registers the flags on fs.
@@ -122,6 +127,7 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 		if a.apiKeysFile == "" {
 			return fmt.Errorf("%w: --auth token needs --api-keys-file", errUsage)
 		}
+		a.keysLoaded, _ = os.Stat(a.apiKeysFile)
 		keys, err := auth.LoadKeys(a.apiKeysFile)
 		if err != nil {
 			return fmt.Errorf("%w: --api-keys-file: %v", errUsage, err)
@@ -136,6 +142,7 @@ func (a *authFlags) build(addr string, logger *slog.Logger) error {
 		if leeway == 0 {
 			leeway = -1 // JWTConfig: zero means the default, negative none
 		}
+		a.keysLoaded, _ = os.Stat(a.jwtKeysFile)
 		v, err := auth.NewJWT(auth.JWTConfig{KeysFile: a.jwtKeysFile, Issuer: a.jwtIssuer, Audience: a.jwtAudience, Leeway: leeway})
 		if err != nil {
 			return fmt.Errorf("%w: --jwt-keys-file: %v", errUsage, err)
@@ -211,9 +218,10 @@ func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 		tick = ticker.C
 		context.AfterFunc(ctx, ticker.Stop)
 	}
-	// loaded is the file as last read (nil: it could not be stat'ed then),
-	// seen a change not yet reloaded, waiting to stay one more interval.
-	loaded, _ := os.Stat(a.keysFile)
+	// loaded is the file as stat'ed before it was last read (nil: it
+	// could not be), seen a change not yet reloaded, waiting to stay one
+	// more interval.
+	loaded := a.keysLoaded
 	var seen os.FileInfo
 	reload := func(why string) {
 		info, _ := os.Stat(a.keysFile)
