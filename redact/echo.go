@@ -22,8 +22,8 @@ const maxEchoBytes = 320
 
 // Echo returns the text of an error as its answer may hold it: the
 // secrets the default rules find replaced by their markers (Text); every
-// double-quoted span of more than maxEchoRun bytes, spaces included, cut
-// to an excerpt ending in "…" within its quotes; every other run of more
+// quoted span of more than maxEchoRun bytes, spaces included, cut to an
+// excerpt ending in "…" within its quotes (cutQuoted); every other run of more
 // than maxEchoRun non-space bytes cut so too; and the whole cut after
 // maxEchoBytes. Messages that quote a caller's value (an id, a cursor, a
 // schema problem naming the value) thus give back at most a short
@@ -44,32 +44,69 @@ func Echo(s string) string {
 	return s
 }
 
-// cutQuoted cuts every double-quoted span of s longer than maxEchoRun to
-// an excerpt, keeping its quotes. A quote escaped by a backslash (as %q
-// writes one inside a value) does not end a span; an unclosed span runs
-// to the end of its line.
+// cutQuoted cuts every quoted span of s longer than maxEchoRun to an
+// excerpt, keeping its quotes. A span is double-quoted, where a quote
+// escaped by a backslash (as %q writes one inside a value) does not end
+// it, or single-quoted, as JSON Schema's messages quote a value: a single
+// quote opens one only at the start of s or after a space or an opening
+// bracket, and closes it only before the end, a space or punctuation, so
+// that an apostrophe ("the run's") is no quote. An unclosed span runs to
+// the end of its line.
 func cutQuoted(s string) string {
 	var b strings.Builder
 	for {
-		open := strings.IndexByte(s, '"')
+		open := openingQuote(s)
 		if open < 0 {
 			b.WriteString(s)
 			return b.String()
 		}
+		q := s[open]
 		b.WriteString(s[:open+1])
 		s = s[open+1:]
 		end := closingQuote(s, 0, '"') // the quote, or the end of the line
+		if q == '\'' {
+			end = closingSingleQuote(s)
+		}
 		if len(s[:end]) > maxEchoRun {
 			b.WriteString(Excerpt(s[:end]))
 		} else {
 			b.WriteString(s[:end])
 		}
-		if end < len(s) && s[end] == '"' {
-			b.WriteByte('"')
+		if end < len(s) && s[end] == q {
+			b.WriteByte(q)
 			end++
 		}
 		s = s[end:]
 	}
+}
+
+// openingQuote returns the index of the first quote of s that opens a
+// span (see cutQuoted), or -1.
+func openingQuote(s string) int {
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '"':
+			return i
+		case s[i] == '\'' && (i == 0 || strings.IndexByte(" \t\n([{", s[i-1]) >= 0):
+			return i
+		}
+	}
+	return -1
+}
+
+// closingSingleQuote returns the index of the single quote that closes a
+// span whose content starts s: one before the end, a space or
+// punctuation; the end of the line when there is none.
+func closingSingleQuote(s string) int {
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\n' || s[i] == '\r':
+			return i
+		case s[i] == '\'' && (i+1 == len(s) || strings.IndexByte(" \t\r\n,.;:!?)]}", s[i+1]) >= 0):
+			return i
+		}
+	}
+	return len(s)
 }
 
 // cutRuns cuts every run of more than maxEchoRun non-space bytes of s to

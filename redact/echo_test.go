@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/runstream/runstream/redact"
 )
@@ -29,6 +30,11 @@ func TestEcho(t *testing.T) {
 		{"/" + strings.Repeat("word ", 1000) + ": required", "/word word", strings.Repeat("word ", 70)},
 		{`action "a \"quoted\" one" is unknown`, `action "a \"quoted\" one" is unknown`, ""},
 		{`tags "` + strings.Repeat("t ", 60) + `" and "` + strings.Repeat("u", 100) + `"`, `tags "t t`, strings.Repeat("u", 33)},
+		// Single quotes, as JSON Schema's messages quote a value; an
+		// apostrophe is no quote, so runstream's own wording stays whole.
+		{"'" + strings.Repeat("secretish ", 25) + "' does not match pattern", "' does not match pattern", strings.Repeat("secretish ", 4)},
+		{"/a: '" + strings.Repeat("v w ", 40) + "', want x", "', want x", strings.Repeat("v w ", 9)},
+		{"the run's cursor is past the user's last event and the thread's head by far, so it waits", "the run's cursor is past the user's last event and the thread's head by far, so it waits", ""},
 	} {
 		got := redact.Echo(c.in)
 		if !strings.Contains(got, c.keep) || (c.drop != "" && strings.Contains(got, c.drop)) {
@@ -50,4 +56,26 @@ func TestEcho(t *testing.T) {
 	if strings.Contains(raw, "hunter2") || strings.Contains(raw, echoKey) || !strings.Contains(raw, "1152921504606846976") {
 		t.Errorf("EchoDetails = %s: want the secrets gone and the number whole", raw)
 	}
+}
+
+// FuzzEcho: whatever the text, Echo's answer is at most a few bytes over
+// its bound, and valid UTF-8 stays valid.
+func FuzzEcho(f *testing.F) {
+	for _, seed := range []string{
+		`workflow "` + strings.Repeat("word ", 100) + `" not found`,
+		"'" + strings.Repeat("é ", 100) + "' does not match",
+		`a "b \" c" 'd' e's "unclosed`,
+		strings.Repeat("x", 400),
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := redact.Echo(s)
+		if len(got) > 320+len("…") {
+			t.Errorf("Echo of %d bytes is %d bytes", len(s), len(got))
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(got) {
+			t.Errorf("Echo(%q) = %q is not valid UTF-8", s, got)
+		}
+	})
 }
