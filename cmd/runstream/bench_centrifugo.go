@@ -216,16 +216,15 @@ func (c centrifugoThreads) api(ctx context.Context, path string, body []byte, v 
 }
 
 // follow opens a unidirectional SSE connection subscribed to the
-// thread's channel and reads it until it has want events. Cursor 0
-// recovers the channel from its first publication; any other cursor
-// takes what is published from now on (the scenarios' cursors skip
-// their seeds, which a new subscription does not see).
+// thread's channel and reads it until it has want events. The
+// subscription recovers the channel after the cursor, a publication
+// offset (0: from its first publication), as a resumed runstream stream
+// continues after Last-Event-ID; each publication's offset must be
+// greater than the one before.
 func (c centrifugoThreads) follow(ctx context.Context, thread, run string, after int64, want int, ready func(), onFrame func(data []byte)) (frames, last int64, err error) {
 	if run != "" {
 		return 0, after, errCentrifugoRuns
 	}
-	// The subscription recovers the channel after the cursor's offset,
-	// as a resumed runstream stream continues after Last-Event-ID.
 	epoch, err := c.epoch(ctx, thread)
 	if err != nil {
 		return 0, after, err
