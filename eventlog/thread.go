@@ -27,9 +27,11 @@ const (
 // ThreadLimits bounds the batches a ThreadLog accepts. The size of an
 // event is the bytes of its content and metadata as given, except that the
 // content of a trace event counts up to MaxTraceContent: the store keeps
-// no more of it (runevents.Prepare truncates it), so a long trace (a
-// large LLM request or error) is stored truncated, as DeerFlow stores it,
-// rather than refused. The batch's size counts every byte as given.
+// only its first MaxTraceContent bytes of text (runevents.Prepare
+// truncates it, and writes them as a JSON string: up to six times as many
+// bytes with escapes), so a long trace (a large LLM request or error) is
+// stored truncated, as DeerFlow stores it, rather than refused. The
+// batch's size counts every byte as given.
 type ThreadLimits struct {
 	// MaxEventBytes bounds one event. Defaults to DefaultMaxEventBytes.
 	MaxEventBytes int
