@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/runstream/runstream/auth"
 	"github.com/runstream/runstream/ssestream"
 )
 
@@ -31,11 +32,14 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.streams.Shutdown
 // streams open or the server is shutting down.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, src ssestream.Source, cursor int64, what slog.Attr) error {
 	c := callerOf(r)
+	// The options live as long as the stream: they keep the caller's
+	// identity, not the request (its header, URL and copies would stay in
+	// memory for every idle follower).
 	return s.streams.Serve(w, r, src, cursor, ssestream.Options{
 		User:    c.User,
 		Expires: c.Expires,
 		AfterRevoke: func(end func()) (stop func()) {
-			return s.AfterRevoke(r, end)
+			return auth.AfterRevoke(s.cfg.Auth.Credentials, c.Identity, end)
 		},
 		Limited:  func(err error) { s.countLimit("streams", err) },
 		Detach:   detachAccess,
