@@ -505,9 +505,18 @@ func wsFile(path, status, before, after string, adds, dels int, diff string) str
 func TestWebUIThread(t *testing.T) {
 	p := runServe(t, nil, "--store", "memory:")
 	seedThread(t, p.base, "th_ui", "tr_1")
+	// An older run of the thread: the run list is newest first, and the
+	// page follows the newest run.
+	apiCall(t, "PUT", p.base+"/api/threads/th_ui/runs/tr_0", "application/json", `{"status":"success","model_name":"gpt-test","created_at":"2020-01-01T00:00:00Z"}`, 200, nil)
 	ui := openUI(t, p.base)
 	ui.open("/threads/th_ui")
 	ui.wait("the latest messages", `document.querySelectorAll("#messages .msg").length === 20`)
+	ui.wait("the runs", `document.querySelectorAll("#run-select option").length === 2`)
+	var runs []string
+	ui.eval(`[...document.querySelectorAll("#run-select option")].map(o => o.value).concat(document.querySelector("#run-select").value)`, &runs)
+	if got := strings.Join(runs, " "); got != "tr_1 tr_0 tr_1" {
+		t.Errorf("run options and the selected run: %s; want tr_1 tr_0, tr_1 selected", got)
+	}
 	ui.wait("the workspace", `document.querySelector('#workspace [data-path="src/main.go"]')`)
 	ui.shot("thread")
 	for i := 0; i < 5; i++ {
