@@ -223,8 +223,8 @@ func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 	// more interval.
 	loaded := a.keysLoaded
 	var seen os.FileInfo
-	reload := func(why string) {
-		info, _ := os.Stat(a.keysFile)
+	// reload reads the file, which info describes as stat'ed just before.
+	reload := func(why string, info os.FileInfo) {
 		loaded, seen = info, nil
 		if err := a.reload(); err != nil {
 			logger.Error("reload the keys", "auth", a.mode, "on", why, "error", err)
@@ -239,7 +239,8 @@ func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				reload("SIGHUP")
+				info, _ := os.Stat(a.keysFile)
+				reload("SIGHUP", info)
 			case <-tick:
 				info, err := os.Stat(a.keysFile)
 				switch {
@@ -252,8 +253,8 @@ func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 					seen = nil
 				case !sameFile(info, seen):
 					seen = info // changed: reload if it stays so
-				default:
-					reload("change of " + a.keysFile)
+				default: // the file as seen, and stat'ed, one interval ago
+					reload("change of "+a.keysFile, info)
 				}
 			}
 		}
