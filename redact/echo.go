@@ -44,7 +44,7 @@ func Echo(s string) string {
 	return s
 }
 
-// cutQuoted cuts every quoted span of s longer than maxEchoRun to an
+// cutQuoted cuts every quoted span of s (redacted already) longer than maxEchoRun to an
 // excerpt, keeping its quotes. A span is double-quoted, where a quote
 // escaped by a backslash (as %q writes one inside a value) does not end
 // it, or single-quoted, as JSON Schema's messages quote a value: a single
@@ -68,7 +68,7 @@ func cutQuoted(s string) string {
 			end = closingSingleQuote(s)
 		}
 		if len(s[:end]) > maxEchoRun {
-			b.WriteString(Excerpt(s[:end]))
+			b.WriteString(cutExcerpt(s[:end]))
 		} else {
 			b.WriteString(s[:end])
 		}
@@ -109,8 +109,8 @@ func closingSingleQuote(s string) int {
 	return len(s)
 }
 
-// cutRuns cuts every run of more than maxEchoRun non-space bytes of s to
-// an excerpt.
+// cutRuns cuts every run of more than maxEchoRun non-space bytes of s
+// (redacted already) to an excerpt.
 func cutRuns(s string) string {
 	var b strings.Builder
 	for len(s) > 0 {
@@ -120,7 +120,7 @@ func cutRuns(s string) string {
 			run = s[:space]
 		}
 		if len(run) > maxEchoRun {
-			b.WriteString(Excerpt(run))
+			b.WriteString(cutExcerpt(run))
 		} else {
 			b.WriteString(run)
 		}

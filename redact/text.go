@@ -29,8 +29,11 @@ func Quote(s string) string { return strconv.Quote(Excerpt(s)) }
 
 // Excerpt returns s redacted by the default rules, then cut to
 // ExcerptRunes runes ("…" marks the cut).
-func Excerpt(s string) string {
-	s = Text(s)
+func Excerpt(s string) string { return cutExcerpt(Text(s)) }
+
+// cutExcerpt cuts s, already redacted, to ExcerptRunes runes ("…" marks
+// the cut).
+func cutExcerpt(s string) string {
 	if utf8.RuneCountInString(s) > ExcerptRunes {
 		cut := 0
 		for range ExcerptRunes {
