@@ -259,10 +259,7 @@ var fairQueueTests = []queueTest{
 				newRunOf(t, s, w, v, unleased)
 			}
 		}
-		claimers := map[string]workflow.Queue{}
-		for i := range workers {
-			claimers[fmt.Sprintf("worker-%d", i)] = s
-		}
+		claimers := workersOf(s, workers)
 		claims := map[string][]string{} // run id → workers
 		count := map[string]int{}       // owner → runs claimed
 		for _, c := range ClaimUntilEmpty(t, claimers, base, base.Add(lease), maxPerOwner) {

@@ -252,10 +252,7 @@ var queueTests = []queueTest{
 		for range runs {
 			newRunOf(t, s, w, v, unleased)
 		}
-		claimers := map[string]workflow.Queue{}
-		for i := range workers {
-			claimers[fmt.Sprintf("worker-%d", i)] = s
-		}
+		claimers := workersOf(s, workers)
 		claims := map[string][]string{} // run id → workers
 		for _, c := range ClaimUntilEmpty(t, claimers, base, base.Add(lease), 0) {
 			claims[c.Run.ID] = append(claims[c.Run.ID], c.Worker)
@@ -341,6 +338,16 @@ var queueTests = []queueTest{
 type Claimed struct {
 	Worker string
 	Run    workflow.Run
+}
+
+// workersOf returns n workers, "worker-0" on, that claim from q, for
+// ClaimUntilEmpty.
+func workersOf(q workflow.Queue, n int) map[string]workflow.Queue {
+	claimers := make(map[string]workflow.Queue, n)
+	for i := range n {
+		claimers[fmt.Sprintf("worker-%d", i)] = q
+	}
+	return claimers
 }
 
 // ClaimUntilEmpty has each worker of claimers (worker id → the queue it
