@@ -87,26 +87,57 @@ func (r Record) jsonSize() int { return 160 + len(r.Content) + len(r.Metadata) }
 // it, to b: frames and responses are written in place this way, without a
 // copy.
 func (r Record) AppendJSON(b []byte) []byte {
+	var at [len(CreatedAtLayout)]byte
+	return appendEnvelope(b, r.ThreadID, r.RunID, string(r.EventType), string(r.Category),
+		[]byte(r.Content), []byte(r.Metadata), r.Seq, r.CreatedAt.AppendFormat(at[:0], CreatedAtLayout), r.UserID)
+}
+
+// RecordText is a record as a store keeps it, in text: CreatedAt is the
+// CreatedAtLayout text of its time, Content and Metadata its compact JSON
+// (as Prepare leaves them). A store that reads rows as text appends their
+// envelopes from it (AppendJSON), without decoding them into Records.
+type RecordText struct {
+	ThreadID, RunID, UserID, EventType, Category string
+	Content, Metadata                            string
+	Seq                                          int64
+	CreatedAt                                    string
+}
+
+// AppendJSON appends the JSON envelope of the record t holds to b: byte
+// for byte Record.AppendJSON of the record decoded from t.
+func (t *RecordText) AppendJSON(b []byte) []byte {
+	return appendEnvelope(b, t.ThreadID, t.RunID, t.EventType, t.Category, t.Content, t.Metadata, t.Seq, t.CreatedAt, t.UserID)
+}
+
+// appendEnvelope appends the JSON envelope of a record, keys in the order
+// MarshalJSON states; empty content is written "", empty metadata {}.
+func appendEnvelope[T string | []byte](b []byte, threadID, runID, eventType, category string, content, metadata T, seq int64, createdAt T, userID string) []byte {
 	b = append(b, `{"thread_id":`...)
-	b = jsonenc.AppendString(b, r.ThreadID)
+	b = jsonenc.AppendString(b, threadID)
 	b = append(b, `,"run_id":`...)
-	b = jsonenc.AppendString(b, r.RunID)
+	b = jsonenc.AppendString(b, runID)
 	b = append(b, `,"event_type":`...)
-	b = jsonenc.AppendString(b, string(r.EventType))
+	b = jsonenc.AppendString(b, eventType)
 	b = append(b, `,"category":`...)
-	b = jsonenc.AppendString(b, string(r.Category))
+	b = jsonenc.AppendString(b, category)
 	b = append(b, `,"content":`...)
-	b = append(b, orDefault(r.Content, `""`)...)
+	if len(content) == 0 {
+		b = append(b, `""`...)
+	}
+	b = append(b, content...)
 	b = append(b, `,"metadata":`...)
-	b = append(b, orDefault(r.Metadata, `{}`)...)
+	if len(metadata) == 0 {
+		b = append(b, `{}`...)
+	}
+	b = append(b, metadata...)
 	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, r.Seq, 10)
+	b = strconv.AppendInt(b, seq, 10)
 	// The layout's output needs no JSON escaping: digits and -:.T+ only.
 	b = append(b, `,"created_at":"`...)
-	b = append(r.CreatedAt.AppendFormat(b, CreatedAtLayout), '"')
-	if r.UserID != "" {
+	b = append(append(b, createdAt...), '"')
+	if userID != "" {
 		b = append(b, `,"user_id":`...)
-		b = jsonenc.AppendString(b, r.UserID)
+		b = jsonenc.AppendString(b, userID)
 	}
 	return append(b, '}')
 }

@@ -74,3 +74,28 @@ func TestCompactValidatesAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// RecordText.AppendJSON writes what Record.AppendJSON writes of the record
+// the text holds, whatever its strings, content, metadata and offset.
+func TestRecordTextJSONMatchesRecord(t *testing.T) {
+	t.Parallel()
+	zones := []*time.Location{time.UTC, time.FixedZone("", 5*3600+30*60), time.FixedZone("", -8*3600)}
+	for i, r := range []Record{
+		{ThreadID: "t1", RunID: "r1", EventType: "run.start", Category: "trace", Content: json.RawMessage(`{"a":1}`), Metadata: json.RawMessage(`{"k":"v"}`), UserID: "u1"},
+		{ThreadID: "t-2", RunID: "r_2", EventType: `a"b\c<d>&`, Category: "κατηγορία", Content: json.RawMessage(`"line\u2028"`), Metadata: json.RawMessage(`{}`)},
+		{ThreadID: "t3", RunID: "r3", EventType: "x", Category: "y", UserID: "zoë\u2029\x01"},
+		{ThreadID: "t4", RunID: "r4", EventType: "x", Category: "y", Content: json.RawMessage(`12`), Seq: 1 << 40},
+	} {
+		r.CreatedAt = time.Date(2026, 12, 2, 7, 15, 0, int(i)*1000+123000, zones[i%len(zones)])
+		r.Seq += int64(i + 1)
+		text := RecordText{ThreadID: r.ThreadID, RunID: r.RunID, UserID: r.UserID, EventType: string(r.EventType), Category: string(r.Category),
+			Content: string(r.Content), Metadata: string(r.Metadata), Seq: r.Seq, CreatedAt: r.CreatedAt.Format(CreatedAtLayout)}
+		want := r.AppendJSON([]byte("x"))
+		if got := text.AppendJSON([]byte("x")); !bytes.Equal(got, want) {
+			t.Errorf("record %d: RecordText.AppendJSON = %s\nRecord.AppendJSON = %s", i, got, want)
+		}
+		if !json.Valid(want[1:]) {
+			t.Errorf("record %d: not JSON: %s", i, want[1:])
+		}
+	}
+}

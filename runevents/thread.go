@@ -40,6 +40,21 @@ type ThreadReader interface {
 	ListThreadEvents(ctx context.Context, p ListThreadEventsParams) ([]Record, error)
 }
 
+// ThreadJSONReader is implemented by the backends that write a thread's
+// rows as JSON envelopes (Record.AppendJSON) straight from how they store
+// them. A thread stream's replay copies the envelopes into its frames
+// instead of reading Records and encoding them: the Records, their copies
+// and the decoding and encoding of their times were most of a replay's
+// cost.
+type ThreadJSONReader interface {
+	// ScanThreadJSON calls fn, in order, with the seq, event type and JSON
+	// envelope of each row ListThreadEvents(p) returns, the envelope byte
+	// for byte what Record.AppendJSON writes of that row. envelope is
+	// valid during the call only. It stops at, and returns, the first
+	// error of fn.
+	ScanThreadJSON(ctx context.Context, p ListThreadEventsParams, fn func(seq int64, eventType string, envelope []byte) error) error
+}
+
 // ThreadHead is implemented by the backends that read a thread's newest
 // seq without reading its rows. A thread's followers subscribe to its
 // live events after it, so that the hub does not read history they read

@@ -129,7 +129,9 @@ func BenchmarkListEvents500(b *testing.B) {
 // BenchmarkListThreadEvents500 reads pages of 500 rows of a 20,000-row
 // thread, as a follower's catch-up does, with the packed row (two columns,
 // as ListThreadEvents reads) and, to compare in the same run, the nine
-// columns scanned one by one (as reads did before).
+// columns scanned one by one (as reads did before); and the same pages as
+// JSON envelopes (ScanThreadJSON, as a thread stream's replay reads them)
+// against Records encoded after the read (as the replay did before).
 func BenchmarkListThreadEvents500(b *testing.B) {
 	const rows, page = 20_000, 500
 	s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: SynchronousNormal})
@@ -183,6 +185,61 @@ func BenchmarkListThreadEvents500(b *testing.B) {
 				recs, err := bc.read(after)
 				if err != nil || len(recs) != page || recs[0].Seq != after+1 {
 					b.Fatalf("after %d: %d rows, %v", after, len(recs), err)
+				}
+				after = (after + page) % (rows - page)
+			}
+			b.ReportMetric(float64(b.N*page)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*page), "cpu-ns/row")
+		})
+	}
+}
+
+// BenchmarkThreadEnvelopes500 reads pages of 500 rows of a 20,000-row
+// thread as JSON envelopes: with ScanThreadJSON and, to compare in the
+// same run, with ListThreadEvents and Record.AppendJSON.
+func BenchmarkThreadEnvelopes500(b *testing.B) {
+	const rows, page = 20_000, 500
+	s := openStore(b, Config{Path: filepath.Join(b.TempDir(), "bench.db"), Synchronous: SynchronousNormal})
+	defer s.Close()
+	events := make([]runevents.NewEvent, 1000)
+	for i := 0; i < rows; i += len(events) {
+		for j := range events {
+			events[j] = benchEvent(i+j, 1)
+		}
+		if _, err := s.PutBatch(b.Context(), events); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var buf []byte
+	records := func(p runevents.ListThreadEventsParams) (int, error) {
+		recs, err := s.ListThreadEvents(b.Context(), p)
+		buf = buf[:0]
+		for _, r := range recs {
+			buf = r.AppendJSON(buf)
+		}
+		return len(recs), err
+	}
+	envelopes := func(p runevents.ListThreadEventsParams) (int, error) {
+		n := 0
+		buf = buf[:0]
+		err := s.ScanThreadJSON(b.Context(), p, func(_ int64, _ string, envelope []byte) error {
+			buf = append(buf, envelope...)
+			n++
+			return nil
+		})
+		return n, err
+	}
+	for _, bc := range []struct {
+		name string
+		read func(runevents.ListThreadEventsParams) (int, error)
+	}{{"Records", records}, {"Envelopes", envelopes}} {
+		b.Run(bc.name, func(b *testing.B) {
+			after := int64(0)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				n, err := bc.read(runevents.ListThreadEventsParams{ThreadID: "bench", Owner: runevents.AnyOwner, AfterSeq: after, Limit: page})
+				if err != nil || n != page {
+					b.Fatalf("after %d: %d rows, %v", after, n, err)
 				}
 				after = (after + page) % (rows - page)
 			}

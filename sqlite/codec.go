@@ -13,34 +13,45 @@ import (
 // otherwise. It is time.Parse for that one layout, without its cost per
 // row; other texts go to time.Parse.
 func parseCreatedAt(s string) (time.Time, error) {
+	t, offset, ok := canonicalCreatedAt(s)
+	if !ok {
+		return parseCreatedAtSlow(s)
+	}
+	return inOffsetZone(t.Add(-time.Duration(offset)*time.Second), offset), nil
+}
+
+// canonicalCreatedAt reports whether s is a time as
+// runevents.CreatedAtLayout formats it, and returns its wall clock (in
+// UTC) and offset in seconds: a time that Format gives back as s.
+func canonicalCreatedAt(s string) (wall time.Time, offset int, ok bool) {
 	// 2006-01-02T15:04:05.000000-07:00
 	// 0123456789012345678901234567890 1
 	if len(s) != len(runevents.CreatedAtLayout) || s[4] != '-' || s[7] != '-' || s[10] != 'T' ||
 		s[13] != ':' || s[16] != ':' || s[19] != '.' || (s[26] != '+' && s[26] != '-') || s[29] != ':' {
-		return parseCreatedAtSlow(s)
+		return time.Time{}, 0, false
 	}
-	var n [8]int // year, month, day, hour, minute, second, microsecond, offset minutes
+	var n [7]int // year, month, day, hour, minute, second, microsecond
 	for i, f := range [][2]int{{0, 4}, {5, 7}, {8, 10}, {11, 13}, {14, 16}, {17, 19}, {20, 26}} {
 		v, ok := digits(s[f[0]:f[1]])
 		if !ok {
-			return parseCreatedAtSlow(s)
+			return time.Time{}, 0, false
 		}
 		n[i] = v
 	}
 	oh, ok1 := digits(s[27:29])
 	om, ok2 := digits(s[30:32])
 	if !ok1 || !ok2 || n[1] < 1 || n[1] > 12 || n[2] < 1 || n[2] > 31 || n[3] > 23 || n[4] > 59 || n[5] > 59 || oh > 23 || om > 59 {
-		return parseCreatedAtSlow(s)
+		return time.Time{}, 0, false
 	}
-	offset := (oh*60 + om) * 60
+	offset = (oh*60 + om) * 60
 	if s[26] == '-' {
 		offset = -offset
 	}
-	t := time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*1000, time.UTC)
-	if t.Day() != n[2] { // a day that does not exist, such as February 30
-		return parseCreatedAtSlow(s)
+	wall = time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*1000, time.UTC)
+	if wall.Day() != n[2] { // a day that does not exist, such as February 30
+		return time.Time{}, 0, false
 	}
-	return inOffsetZone(t.Add(-time.Duration(offset)*time.Second), offset), nil
+	return wall, offset, true
 }
 
 // digits parses a run of ASCII digits.

@@ -277,11 +277,32 @@ const packedRecordColumns = `seq, concat(octet_length(thread_id), ',', octet_len
 // metadata are copies of their part. packed is scratch space the caller
 // keeps across rows.
 func scanPackedRecord(row interface{ Scan(...any) error }, packed *string) (runevents.Record, error) {
-	var r runevents.Record
-	if err := row.Scan(&r.Seq, packed); err != nil {
+	var seq int64
+	if err := row.Scan(&seq, packed); err != nil {
 		return runevents.Record{}, err
 	}
-	p := *packed
+	f, err := splitPacked(seq, *packed)
+	if err != nil {
+		return runevents.Record{}, err
+	}
+	return recordOf(f)
+}
+
+// recordOf decodes a row's text into a fresh Record, whose strings share
+// f's; content and metadata are copies.
+func recordOf(f runevents.RecordText) (runevents.Record, error) {
+	t, err := parseCreatedAt(f.CreatedAt)
+	if err != nil {
+		return runevents.Record{}, err
+	}
+	return runevents.Record{ThreadID: f.ThreadID, RunID: f.RunID, UserID: f.UserID,
+		EventType: runevents.EventType(f.EventType), Category: runevents.Category(f.Category),
+		Content: []byte(f.Content), Metadata: []byte(f.Metadata), Seq: f.Seq, CreatedAt: t}, nil
+}
+
+// splitPacked splits the packed value p of the row of seq seq (see
+// packedRecordColumns) into the row's text, which shares p.
+func splitPacked(seq int64, p string) (runevents.RecordText, error) {
 	head, body, ok := strings.Cut(p, ":")
 	var n [7]int
 	total := 0
@@ -296,22 +317,16 @@ func scanPackedRecord(row interface{ Scan(...any) error }, packed *string) (rune
 		n[i], total = v, total+v
 	}
 	if !ok || head != "" || total > len(body) {
-		return runevents.Record{}, fmt.Errorf("seq %d: malformed packed row", r.Seq)
+		return runevents.RecordText{}, fmt.Errorf("seq %d: malformed packed row", seq)
 	}
 	next := func(i int) string {
 		v := body[:n[i]]
 		body = body[n[i]:]
 		return v
 	}
-	r.ThreadID, r.RunID, r.UserID = next(0), next(1), next(2)
-	r.EventType, r.Category = runevents.EventType(next(3)), runevents.Category(next(4))
-	createdAt := next(5)
-	r.Content = []byte(next(6))
-	r.Metadata = []byte(body)
-	t, err := parseCreatedAt(createdAt)
-	if err != nil {
-		return runevents.Record{}, err
-	}
-	r.CreatedAt = t
-	return r, nil
+	f := runevents.RecordText{Seq: seq}
+	f.ThreadID, f.RunID, f.UserID = next(0), next(1), next(2)
+	f.EventType, f.Category = next(3), next(4)
+	f.CreatedAt, f.Content, f.Metadata = next(5), next(6), body
+	return f, nil
 }

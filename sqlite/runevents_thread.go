@@ -6,7 +6,10 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
-var _ runevents.ThreadReader = (*RunEventStore)(nil)
+var (
+	_ runevents.ThreadReader     = (*RunEventStore)(nil)
+	_ runevents.ThreadJSONReader = (*RunEventStore)(nil)
+)
 
 // listThreadEventsQuery reads the first rows after the cursor, ascending.
 // Each shape is one range scan of an index already in seq order: the
@@ -40,4 +43,54 @@ func (s *RunEventStore) ListThreadEvents(ctx context.Context, p runevents.ListTh
 		return nil, err
 	}
 	return s.queryRecords(ctx, "sqlite: list thread events", listThreadEventsQuery(p), false)
+}
+
+// ScanThreadJSON calls fn with the seq, event type and JSON envelope of
+// each row ListThreadEvents(p) returns, in order. The envelope is written
+// from the row's packed text (runevents.RecordText.AppendJSON): no Record,
+// no copy of its content, no decoding and encoding of its time, which is
+// copied when it is as CreatedAtLayout formats it (every row written
+// through runevents.Prepare) and else decoded and encoded like
+// ListThreadEvents does.
+func (s *RunEventStore) ScanThreadJSON(ctx context.Context, p runevents.ListThreadEventsParams, fn func(seq int64, eventType string, envelope []byte) error) error {
+	const op = "sqlite: scan thread events"
+	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
+		return err
+	}
+	q := listThreadEventsQuery(p)
+	rows, err := s.db.reads.query(ctx, q.sql, q.args...)
+	if err != nil {
+		return sqlError(op, err)
+	}
+	defer rows.Close()
+	var (
+		seq      int64
+		packed   string
+		envelope []byte
+	)
+	for rows.Next() {
+		if err := rows.Scan(&seq, &packed); err != nil {
+			return sqlError(op, err)
+		}
+		text, err := splitPacked(seq, packed)
+		if err != nil {
+			return sqlError(op, err)
+		}
+		if _, _, ok := canonicalCreatedAt(text.CreatedAt); ok {
+			envelope = text.AppendJSON(envelope[:0])
+		} else {
+			rec, err := recordOf(text)
+			if err != nil {
+				return sqlError(op, err)
+			}
+			envelope = rec.AppendJSON(envelope[:0])
+		}
+		if err := fn(seq, text.EventType, envelope); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return sqlError(op, err)
+	}
+	return nil
 }

@@ -60,9 +60,14 @@ func (s ThreadStream) Shows(ev live.Event) bool {
 // ReadThreadStream reads up to limit rows of the view with seq > after,
 // ascending.
 func ReadThreadStream(ctx context.Context, threads runevents.ThreadReader, s ThreadStream, after int64, limit int) ([]runevents.Record, error) {
-	return threads.ListThreadEvents(ctx, runevents.ListThreadEventsParams{
+	return threads.ListThreadEvents(ctx, s.ListParams(after, limit))
+}
+
+// ListParams selects up to limit rows of the view with seq > after.
+func (s ThreadStream) ListParams(after int64, limit int) runevents.ListThreadEventsParams {
+	return runevents.ListThreadEventsParams{
 		ThreadID: s.ThreadID, Owner: s.Owner(), AfterSeq: after, Limit: limit, RunID: s.RunID, Category: s.Category,
-	})
+	}
 }
 
 // pollThread is the poll function of thread keys: every row of the
@@ -99,14 +104,30 @@ func ThreadFrame(rec runevents.Record) (live.Event, error) {
 // thread seq, event = event type, data = the record on one line
 // (sse.AppendSeqFrame).
 func AppendThreadFrame(dst []byte, rec runevents.Record) ([]byte, error) {
-	if rec.EventType == "" {
-		return dst, fmt.Errorf("frame seq %d: the record has no event type", rec.Seq)
-	}
-	dst, err := sse.AppendSeqFrame(dst, rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
+	return appendThreadFrame(dst, rec.Seq, string(rec.EventType), func(b []byte) ([]byte, error) {
 		return rec.AppendJSON(b), nil
 	})
+}
+
+// AppendEnvelopeFrame appends the SSE frame of the row of seq seq and
+// type eventType whose JSON envelope is envelope (as a
+// runevents.ThreadJSONReader reads it): the frame AppendThreadFrame
+// appends of the row's record.
+func AppendEnvelopeFrame(dst []byte, seq int64, eventType string, envelope []byte) ([]byte, error) {
+	return appendThreadFrame(dst, seq, eventType, func(b []byte) ([]byte, error) {
+		return append(b, envelope...), nil
+	})
+}
+
+// appendThreadFrame appends the frame of the row of seq seq and type
+// eventType whose data appendData appends.
+func appendThreadFrame(dst []byte, seq int64, eventType string, appendData func([]byte) ([]byte, error)) ([]byte, error) {
+	if eventType == "" {
+		return dst, fmt.Errorf("frame seq %d: the record has no event type", seq)
+	}
+	dst, err := sse.AppendSeqFrame(dst, seq, eventType, appendData)
 	if err != nil {
-		return dst, fmt.Errorf("frame seq %d: %w", rec.Seq, err)
+		return dst, fmt.Errorf("frame seq %d: %w", seq, err)
 	}
 	return dst, nil
 }

@@ -94,6 +94,9 @@ func (st *ThreadStream) Dense() bool { return false }
 // view after seq after, and returns them with their count and the last
 // seq read; no row is terminal.
 func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
+	if r, ok := st.reader.(runevents.ThreadJSONReader); ok {
+		return st.readEnvelopes(ctx, r, buf, after, limit)
+	}
 	recs, err := streams.ReadThreadStream(ctx, st.reader, st.view, after, limit)
 	if err != nil || len(recs) == 0 {
 		return buf, 0, after, false, err
@@ -104,6 +107,22 @@ func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, 
 		}
 	}
 	return buf, len(recs), recs[len(recs)-1].Seq, false, nil
+}
+
+// readEnvelopes is ReadAfter from a store that writes its rows' JSON
+// envelopes itself: they are copied into the frames, with no Record read.
+func (st *ThreadStream) readEnvelopes(ctx context.Context, r runevents.ThreadJSONReader, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
+	n, last := 0, after
+	err := r.ScanThreadJSON(ctx, st.view.ListParams(after, limit), func(seq int64, eventType string, envelope []byte) error {
+		var err error
+		buf, err = streams.AppendEnvelopeFrame(buf, seq, eventType, envelope)
+		n, last = n+1, seq
+		return err
+	})
+	if err != nil {
+		return buf, 0, after, false, err
+	}
+	return buf, n, last, false, nil
 }
 
 // End never ends a thread stream: threads have no terminal event.
