@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,24 +71,7 @@ func TestFollowThreadResumesAfterItsCursor(t *testing.T) {
 func TestBenchThreadCuts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, in := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		m := &Main{Getenv: func(string) string { return "" }}
-		served <- m.benchServe(ctx, []string{"--store", "memory:"}, in, io.Discard)
-		in.Close()
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("bench serve: %v (%v)", err, <-served)
-	}
-	go io.Copy(io.Discard, out)
-	base := strings.TrimSpace(line)
-	self, err := os.FindProcess(os.Getpid()) // the server's CPU is this process's
-	if err != nil {
-		t.Fatal(err)
-	}
-	servers := []*benchServer{{url: base, cmd: &exec.Cmd{Process: self}, threads: runstreamThreads{url: base}}}
+	servers, served := serveBench(t, ctx)
 
 	const followers, events, cuts = 4, 300, 2
 	cfg := benchConfig{events: events, eventBytes: 200, batch: 1, concurrency: 4, threads: 1, runs: 1, cuts: cuts}
@@ -103,6 +87,62 @@ func TestBenchThreadCuts(t *testing.T) {
 	}
 	if res.ResumeP99Millis <= 0 || !strings.Contains(res.String(), "resumes") {
 		t.Errorf("resume latency %v ms not measured or reported:\n%s", res.ResumeP99Millis, res)
+	}
+	cancel()
+	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("bench serve: %v", err)
+	}
+}
+
+// serveBench runs "bench serve" on a memory store in this process until
+// ctx ends, and returns it as the benchmark's one server (its process,
+// whose CPU and memory the scenarios read, is this one) and the channel
+// that gets benchServe's error once it returned.
+func serveBench(t *testing.T, ctx context.Context) ([]*benchServer, <-chan error) {
+	t.Helper()
+	out, in := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		m := &Main{Getenv: func(string) string { return "" }}
+		served <- m.benchServe(ctx, []string{"--store", "memory:"}, in, io.Discard)
+		in.Close()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("bench serve: %v (%v)", err, <-served)
+	}
+	go io.Copy(io.Discard, out)
+	base := strings.TrimSpace(line)
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*benchServer{{url: base, cmd: &exec.Cmd{Process: self}, threads: runstreamThreads{url: base}}}, served
+}
+
+// TestBenchThreadIdle runs thread-idle against a bench server in this
+// process: it reports the server's memory as its followers idle, and
+// again after a collection.
+func TestBenchThreadIdle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	servers, served := serveBench(t, ctx)
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, err := benchThreadIdle(ctx, servers, benchConfig{followers: 20, settle: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if res.RSSMiB <= 0 || res.CollectedMiB <= 0 || res.Goroutines <= 0 {
+		t.Errorf("RSS %.1f MiB, after a collection %.1f MiB, %d goroutines: want them measured", res.RSSMiB, res.CollectedMiB, res.Goroutines)
+	}
+	if after.NumGC == before.NumGC {
+		t.Errorf("no collection ran")
+	}
+	if !strings.Contains(res.String(), "after a collection") {
+		t.Errorf("the figure after a collection is not reported:\n%s", res)
 	}
 	cancel()
 	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {

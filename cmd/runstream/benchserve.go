@@ -29,6 +29,9 @@ import (
 //
 //	POST /bench/runs                      create a run; {"runId": …}
 //	POST /bench/runs/{run_id}/produce     append events; see produce
+//	GET  /bench/memstats                  the Go runtime's memory figures
+//	GET  /bench/heap, /bench/cpu          profiles (see heapProfile, cpuProfile)
+//	POST /bench/gc                        a garbage collection (see collect)
 //
 // The producer runs inside the server, as the workflow engine does, and
 // writes through the same event log (validate, redact, append, publish).
@@ -56,6 +59,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	mux.HandleFunc("GET /bench/memstats", memStats)
 	mux.HandleFunc("GET /bench/heap", heapProfile)
 	mux.HandleFunc("GET /bench/cpu", cpuProfile)
+	mux.HandleFunc("POST /bench/gc", collect)
 	mux.Handle("/", a.api)
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -180,6 +184,14 @@ func cpuProfile(w http.ResponseWriter, r *http.Request) {
 	}
 	time.Sleep(d)
 	pprof.StopCPUProfile()
+}
+
+// collect runs a garbage collection, as the runtime's own periodic one
+// (every two minutes) does on an idle server: after it, the runtime
+// returns to the system what the collection found free and the new heap
+// goal does not keep (the scavenger, within about a second).
+func collect(w http.ResponseWriter, r *http.Request) {
+	runtime.GC()
 }
 
 // heapProfile writes the heap profile; with ?gc=1 it collects garbage
