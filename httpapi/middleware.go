@@ -257,5 +257,6 @@ func detachAccess(r *http.Request) (finish func(status int, bytes int64)) {
 	}
 	e.describe(r)
 	e.detached = true
+	e.ctx = tracing.Detached(e.ctx) // the log's trace ids, without the request's contexts
 	return e.finish
 }

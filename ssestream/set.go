@@ -77,8 +77,9 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 		return nil
 	}
 	// A stream taken over outlives its request: its context keeps the
-	// request's values, not its cancellation.
-	ctx, cancel, done, ok := set.add(context.WithoutCancel(r.Context()))
+	// request's span, not its cancellation or its other values, which
+	// would keep the request's and its connection's contexts for as long.
+	ctx, cancel, done, ok := set.add(tracing.Detached(r.Context()))
 	if !ok {
 		release()
 		set.setRetryAfter(w)

@@ -95,6 +95,19 @@ func methodName(method string) string {
 	return "_OTHER"
 }
 
+// Detached returns a context without ctx's deadline, cancellation and
+// values but its span (trace.SpanFromContext), which logs and child spans
+// read: what work that outlives its request (a stream that took its
+// connection over) keeps of the request's context, rather than the whole
+// chain of the request's and its connection's contexts.
+func Detached(ctx context.Context) context.Context {
+	span := trace.SpanFromContext(ctx)
+	if !span.SpanContext().IsValid() && !span.IsRecording() {
+		return context.Background()
+	}
+	return trace.ContextWithSpan(context.Background(), span)
+}
+
 // StreamResumed records on the span of ctx that a stream resumes after
 // cursor, the last seq its client received (its Last-Event-ID).
 func StreamResumed(ctx context.Context, cursor int64) {

@@ -264,3 +264,25 @@ func TestSpanStatusFollowsTheAnswer(t *testing.T) {
 		t.Errorf("a transport error's span status names the URL: %q", d)
 	}
 }
+
+type detachedKey struct{}
+
+// Detached keeps the span of a context, not its values or its end.
+func TestDetachedKeepsTheSpanOnly(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), detachedKey{}, "v"))
+	ctx, span := tp.Tracer("test").Start(parent, "request")
+	defer span.End()
+	cancel()
+	d := tracing.Detached(ctx)
+	if got := trace.SpanFromContext(d).SpanContext(); !got.Equal(span.SpanContext()) {
+		t.Errorf("span %v, want the request's %v", got, span.SpanContext())
+	}
+	if d.Err() != nil || d.Value(detachedKey{}) != nil {
+		t.Errorf("Detached: err %v, value %v; want neither", d.Err(), d.Value(detachedKey{}))
+	}
+	if got := tracing.Detached(parent); got != context.Background() {
+		t.Errorf("Detached of a context without a span = %v, want context.Background()", got)
+	}
+}
