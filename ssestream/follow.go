@@ -129,6 +129,9 @@ type follower struct {
 	// errParked): its stream took its connection over, so no handler
 	// waits for it to return.
 	parks bool
+	// stream ends the follower's context; a parked follower learns of it
+	// through stream.whenEnded.
+	stream *stream
 }
 
 // errStreamDone ends a stream normally: the terminal event was delivered,
@@ -257,13 +260,14 @@ type parking struct {
 	// mu is held while park registers the wake-ups, so that cancel, which
 	// unregisters them, waits for it.
 	mu        sync.Mutex
-	stopCtx   func() bool
+	stopEnd   func() bool
 	heartbeat *time.Timer
 }
 
 // park makes the follower wait for its next wake-up with no goroutine of
-// its own: callbacks on its context (context.AfterFunc), its subscription
-// (live.Subscription.WhenReady) and a heartbeat timer (time.AfterFunc).
+// its own: callbacks on its stream's end (stream.whenEnded), its
+// subscription (live.Subscription.WhenReady) and a heartbeat timer
+// (time.AfterFunc).
 func (f *follower) park(ctx context.Context, end func(error)) {
 	p := &parking{}
 	wake := func(why int) {
@@ -274,7 +278,7 @@ func (f *follower) park(ctx context.Context, end func(error)) {
 	f.heartbeat.Stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.stopCtx = context.AfterFunc(ctx, func() { wake(wakeDone) })
+	p.stopEnd = f.stream.whenEnded(func() { wake(wakeDone) })
 	p.heartbeat = time.AfterFunc(max(f.untilHeartbeat(time.Now()), 0), func() { wake(wakeHeartbeat) })
 	f.sub.WhenReady(func() { wake(wakeLive) })
 }
@@ -284,7 +288,7 @@ func (p *parking) cancel(sub *live.Subscription) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sub.WhenReady(nil)
-	p.stopCtx()
+	p.stopEnd()
 	p.heartbeat.Stop()
 }
 

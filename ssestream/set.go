@@ -79,19 +79,20 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	// A stream taken over outlives its request: its context keeps the
 	// request's span, not its cancellation or its other values, which
 	// would keep the request's and its connection's contexts for as long.
-	ctx, cancel, done, ok := set.add(tracing.Detached(r.Context()))
+	ctx, st, ok := set.add(tracing.Detached(r.Context()))
 	if !ok {
 		release()
 		set.setRetryAfter(w)
 		return runstream.Errorf(runstream.CodeUnavailable, "the server is shutting down")
 	}
+	done := func() { set.remove(st) }
 	if opts.AfterRevoke != nil {
-		// end is the stream context's cancel: the follower then ends as
-		// when its lifetime runs out (errStreamDone).
-		stopRevoke, streamDone := opts.AfterRevoke(cancel), done
+		// end ends the stream's context: the follower then ends as when
+		// its lifetime runs out (errStreamDone).
+		stopRevoke := opts.AfterRevoke(st.end)
 		done = func() {
 			stopRevoke()
-			streamDone()
+			set.remove(st)
 		}
 	}
 	cfg := set.cfg
@@ -101,7 +102,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	if cursor > 0 {
 		tracing.StreamResumed(ctx, cursor)
 	}
-	f := &follower{cfg: cfg, sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense(), kind: src.Kind()}
+	f := &follower{cfg: cfg, sub: src.Subscribe(cursor), src: src, cursor: cursor, dense: src.Dense(), kind: src.Kind(), stream: st}
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		out := newConnStream(conn, r, w.Header())
 		f.out = out
@@ -110,7 +111,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 			finish = opts.Detach(r)
 		}
 		go func() {
-			unwatch := set.watch(conn, cancel)
+			unwatch := set.watch(conn, st)
 			end := func(err error) {
 				defer done()
 				clean := f.finish(ctx, &opts, release, err)
@@ -128,7 +129,7 @@ func (set *Set) Serve(w http.ResponseWriter, r *http.Request, src Source, cursor
 	// Not an HTTP/1.x connection: stay with net/http, and end with the
 	// request too.
 	defer done()
-	stop := context.AfterFunc(r.Context(), cancel)
+	stop := context.AfterFunc(r.Context(), st.end)
 	defer stop()
 	w.WriteHeader(http.StatusOK)
 	f.out = &responseStream{w: w, rc: http.NewResponseController(w)}
@@ -218,14 +219,64 @@ type Set struct {
 
 	mu     sync.Mutex
 	closed bool
-	// stop is cancelled by shutdown; every stream's context follows it.
+	// streams are the open streams, which shutdown ends.
+	streams map[*stream]struct{}
+	// stop is cancelled by shutdown, which stops the sweeper.
 	stop   context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// watched are the taken-over connections and the cancel of their
-	// stream's context; a sweeper runs while there are any.
-	watched  map[net.Conn]context.CancelFunc
+	// watched are the taken-over connections and their streams; a
+	// sweeper runs while there are any.
+	watched  map[net.Conn]*stream
 	sweeping bool
+}
+
+// stream is one open stream of a Set: its context's cancel, and the
+// wake-up its follower registers while parked. Everything that ends a
+// stream early (shutdown, a client that left, a revoked credential) calls
+// end, which also wakes the parked follower: it needs no
+// context.AfterFunc on its context, a registration that an idle stream
+// would hold for as long as it is open.
+type stream struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	ended  bool
+	onEnd  func() // the parked follower's wake-up, or nil
+}
+
+// end cancels the stream's context and runs the wake-up registered by
+// whenEnded, if any. It may be called more than once, from any goroutine.
+func (st *stream) end() {
+	st.cancel()
+	st.mu.Lock()
+	st.ended = true
+	fn := st.onEnd
+	st.onEnd = nil
+	st.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// whenEnded makes end run fn, or runs it at once when the stream has
+// ended; stop unregisters fn and reports whether it did so before fn ran.
+// fn runs on end's goroutine: it must not block.
+func (st *stream) whenEnded(fn func()) (stop func() bool) {
+	st.mu.Lock()
+	if st.ended {
+		st.mu.Unlock()
+		fn()
+		return func() bool { return false }
+	}
+	st.onEnd = fn
+	st.mu.Unlock()
+	return func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		registered := st.onEnd != nil
+		st.onEnd = nil
+		return registered
+	}
 }
 
 // peerCheckInterval is how often the taken-over connections are checked
@@ -237,39 +288,44 @@ const peerCheckInterval = time.Second
 func NewSet(cfg Config) *Set {
 	cfg.setDefaults()
 	set := &Set{cfg: cfg, perUser: &userStreams{max: cfg.MaxPerUser, open: make(map[string]int)},
-		watched: make(map[net.Conn]context.CancelFunc)}
+		streams: make(map[*stream]struct{}), watched: make(map[net.Conn]*stream)}
 	set.stop, set.cancel = context.WithCancel(context.Background())
 	return set
 }
 
-// add registers a stream and returns its context, parent's, also
-// cancelled by shutdown, and cancel, which ends the stream early; done
-// must be called when the stream has ended. ok is false once shutdown
-// started.
-func (set *Set) add(parent context.Context) (ctx context.Context, cancel context.CancelFunc, done func(), ok bool) {
+// add registers a stream and returns its context, parent's, also ended
+// by shutdown, and the stream, whose end ends it early; remove must be
+// called when the stream has ended. ok is false once shutdown started.
+func (set *Set) add(parent context.Context) (ctx context.Context, st *stream, ok bool) {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if set.closed {
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
 	set.wg.Add(1)
-	ctx, cancel = context.WithCancel(parent)
-	unlink := context.AfterFunc(set.stop, cancel)
-	return ctx, cancel, func() {
-		unlink()
-		cancel()
-		set.wg.Done()
-	}, true
+	st = &stream{}
+	ctx, st.cancel = context.WithCancel(parent)
+	set.streams[st] = struct{}{}
+	return ctx, st, true
 }
 
-// watch checks conn every peerCheckInterval until unwatch, and calls
-// cancel once its client has closed it: nothing else reads a taken-over
+// remove unregisters st, which has ended, and cancels its context.
+func (set *Set) remove(st *stream) {
+	set.mu.Lock()
+	delete(set.streams, st)
+	set.mu.Unlock()
+	st.cancel()
+	set.wg.Done()
+}
+
+// watch checks conn every peerCheckInterval until unwatch, and ends st
+// once its client has closed it: nothing else reads a taken-over
 // connection, so without it a client that left is noticed only when a
 // write fails (up to two heartbeats later).
-func (set *Set) watch(conn net.Conn, cancel context.CancelFunc) (unwatch func()) {
+func (set *Set) watch(conn net.Conn, st *stream) (unwatch func()) {
 	set.mu.Lock()
 	defer set.mu.Unlock()
-	set.watched[conn] = cancel
+	set.watched[conn] = st
 	if !set.sweeping {
 		set.sweeping = true
 		go set.sweep()
@@ -310,10 +366,10 @@ func (set *Set) sweep() {
 		for _, c := range conns {
 			if peerClosed(c, buf) {
 				set.mu.Lock()
-				cancel := set.watched[c]
+				st := set.watched[c]
 				set.mu.Unlock()
-				if cancel != nil {
-					cancel()
+				if st != nil {
+					st.end()
 				}
 			}
 		}
@@ -325,8 +381,15 @@ func (set *Set) sweep() {
 func (set *Set) shutdown(ctx context.Context) error {
 	set.mu.Lock()
 	set.closed = true
+	open := make([]*stream, 0, len(set.streams))
+	for st := range set.streams {
+		open = append(open, st)
+	}
 	set.mu.Unlock()
 	set.cancel()
+	for _, st := range open {
+		st.end()
+	}
 	ended := make(chan struct{})
 	go func() {
 		set.wg.Wait()
