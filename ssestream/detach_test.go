@@ -48,3 +48,27 @@ func TestTakenOverStreamReleasesItsRequestContext(t *testing.T) {
 		}
 	}
 }
+
+// A stream's end cancels its context and runs the wake-up registered
+// then, once; a wake-up registered after the end runs at once; one
+// unregistered before the end does not run.
+func TestStreamEndRunsItsWakeUp(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &stream{cancel: cancel}
+	woken := 0
+	stop := st.whenEnded(func() { woken++ })
+	if !stop() {
+		t.Fatal("stop before the end: false, want true (it unregistered the wake-up)")
+	}
+	st.whenEnded(func() { woken++ })
+	st.end()
+	st.end()
+	if woken != 1 || ctx.Err() == nil {
+		t.Fatalf("after end: woken %d times, context %v; want once, cancelled", woken, ctx.Err())
+	}
+	stop = st.whenEnded(func() { woken++ })
+	if woken != 2 || stop() {
+		t.Fatalf("registered after the end: woken %d times in all, stop %v; want at once, and nothing to stop", woken, stop())
+	}
+}
