@@ -25,6 +25,10 @@ func (s *RunEventStore) ListThreadEvents(_ context.Context, p runevents.ListThre
 		return nil, err
 	}
 	after := runevents.Seq(p.AfterSeq)
+	var before *int64
+	if p.BeforeSeq > 0 {
+		before = runevents.Seq(p.BeforeSeq)
+	}
 	return s.read(p.ThreadID, func(t *thread) []entry {
 		owned := t.ownedBy(p.Owner)
 		keep := func(e *entry) bool {
@@ -32,11 +36,15 @@ func (s *RunEventStore) ListThreadEvents(_ context.Context, p runevents.ListThre
 		}
 		switch {
 		case p.RunID != "":
-			return window(t.runs[p.RunID], t.visible, after, nil, p.Limit, keep)
+			return window(t.runs[p.RunID], t.visible, after, before, p.Limit, keep)
 		case p.Category == runevents.CategoryMessage:
-			return window(t.messages, t.visible, after, nil, p.Limit, keep)
+			return window(t.messages, t.visible, after, before, p.Limit, keep)
 		}
-		return mergeRuns(t.runs, t.visible, p.AfterSeq, p.Limit, keep)
+		last := t.visible
+		if before != nil {
+			last = min(last, *before-1)
+		}
+		return mergeRuns(t.runs, last, p.AfterSeq, p.Limit, keep)
 	})
 }
 

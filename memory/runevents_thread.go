@@ -35,6 +35,10 @@ func (s *RunEventStore) ListThreadEvents(_ context.Context, p runevents.ListThre
 		return p.Owner.Sees(rec.UserID) && (p.Category == "" || rec.Category == p.Category)
 	}
 	after := runevents.Seq(p.AfterSeq)
+	var before *int64
+	if p.BeforeSeq > 0 {
+		before = runevents.Seq(p.BeforeSeq)
+	}
 	rowsOf := func(r *run) []runevents.Record {
 		if p.Category == runevents.CategoryMessage {
 			return r.messages
@@ -47,13 +51,13 @@ func (s *RunEventStore) ListThreadEvents(_ context.Context, p runevents.ListThre
 		if r == nil {
 			return nil, nil
 		}
-		return page(rowsOf(r), after, nil, p.Limit, keep), nil
+		return page(rowsOf(r), after, before, p.Limit, keep), nil
 	case p.Category == runevents.CategoryMessage:
-		return page(t.messages, after, nil, p.Limit, keep), nil
+		return page(t.messages, after, before, p.Limit, keep), nil
 	}
 	var out []runevents.Record
 	for _, r := range t.runs {
-		out = append(out, page(rowsOf(r), after, nil, p.Limit, keep)...)
+		out = append(out, page(rowsOf(r), after, before, p.Limit, keep)...)
 	}
 	slices.SortFunc(out, func(a, b runevents.Record) int { return cmp.Compare(a.Seq, b.Seq) })
 	if len(out) > p.Limit {

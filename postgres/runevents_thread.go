@@ -50,6 +50,10 @@ func listThreadQuery(p runevents.ListThreadEventsParams) (sql string, args []any
 		return "", nil, false
 	}
 	after := p.AfterSeq
-	q.cursors(&after, nil)
+	var before *int64
+	if p.BeforeSeq > 0 {
+		before = &p.BeforeSeq
+	}
+	q.cursors(&after, before)
 	return q.page(false, p.Limit), q.args, true
 }

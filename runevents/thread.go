@@ -13,6 +13,9 @@ type ListThreadEventsParams struct {
 	Owner    Owner
 	// AfterSeq keeps rows with seq > AfterSeq.
 	AfterSeq int64
+	// BeforeSeq, when positive, keeps rows with seq < BeforeSeq: a range
+	// of the thread, which a replay reads along with the next range.
+	BeforeSeq int64
 	// Limit is the maximum number of rows; it must be positive.
 	Limit int
 	// RunID, when not empty, keeps rows of that run only.
@@ -30,6 +33,9 @@ func (p ListThreadEventsParams) Validate() error {
 	}
 	if p.AfterSeq < 0 {
 		errs = append(errs, runstreamInvalid("after_seq must not be negative"))
+	}
+	if p.BeforeSeq < 0 {
+		errs = append(errs, runstreamInvalid("before_seq must not be negative"))
 	}
 	return firstError(errs...)
 }

@@ -72,7 +72,7 @@ func seedThread(t *testing.T, s runevents.Store) []runevents.Record {
 func expectThread(rows []runevents.Record, p runevents.ListThreadEventsParams) []int64 {
 	var out []int64
 	for _, r := range rows {
-		if r.Seq <= p.AfterSeq || !p.Owner.Sees(r.UserID) || (p.RunID != "" && r.RunID != p.RunID) || (p.Category != "" && r.Category != p.Category) {
+		if r.Seq <= p.AfterSeq || (p.BeforeSeq > 0 && r.Seq >= p.BeforeSeq) || !p.Owner.Sees(r.UserID) || (p.RunID != "" && r.RunID != p.RunID) || (p.Category != "" && r.Category != p.Category) {
 			continue
 		}
 		if len(out) < p.Limit {
@@ -234,11 +234,13 @@ var threadReaderTests = []struct {
 			for _, run := range []string{"", "ra", "rc", "missing"} {
 				for _, cat := range []runevents.Category{"", runevents.CategoryMessage, runevents.CategoryTrace, runevents.CategorySubagent, runevents.CategoryWorkspace} {
 					for _, after := range []int64{0, 7, 33} {
-						for _, limit := range []int{1, 2, 5, 100} {
-							p := runevents.ListThreadEventsParams{ThreadID: "t1", Owner: owner.owner, AfterSeq: after, Limit: limit, RunID: run, Category: cat}
-							got := listThread(t, r, p)
-							if want := expectThread(rows, p); !equalSeqs(seqs(got), want) {
-								t.Fatalf("%s run=%q category=%q after=%d limit=%d: %v, want %v", owner.name, run, cat, after, limit, seqs(got), want)
+						for _, before := range []int64{0, 8, 20, 1000} {
+							for _, limit := range []int{1, 2, 5, 100} {
+								p := runevents.ListThreadEventsParams{ThreadID: "t1", Owner: owner.owner, AfterSeq: after, BeforeSeq: before, Limit: limit, RunID: run, Category: cat}
+								got := listThread(t, r, p)
+								if want := expectThread(rows, p); !equalSeqs(seqs(got), want) {
+									t.Fatalf("%s run=%q category=%q after=%d before=%d limit=%d: %v, want %v", owner.name, run, cat, after, before, limit, seqs(got), want)
+								}
 							}
 						}
 					}
@@ -299,6 +301,7 @@ var threadReaderTests = []struct {
 			"zero limit":      {ThreadID: "t1", Owner: asAlice},
 			"negative limit":  {ThreadID: "t1", Owner: asAlice, Limit: -1},
 			"negative cursor": {ThreadID: "t1", Owner: asAlice, Limit: 1, AfterSeq: -1},
+			"negative bound":  {ThreadID: "t1", Owner: asAlice, Limit: 1, BeforeSeq: -1},
 		} {
 			recs, err := r.ListThreadEvents(t.Context(), p)
 			wantCode(t, err, runstream.CodeInvalidArgument, "ListThreadEvents with "+name)

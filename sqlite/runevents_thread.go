@@ -31,6 +31,9 @@ func listThreadEventsQuery(p runevents.ListThreadEventsParams) query {
 		w.add("category = ?", string(p.Category))
 	}
 	w.add("seq > ?", p.AfterSeq)
+	if p.BeforeSeq > 0 {
+		w.add("seq < ?", p.BeforeSeq)
+	}
 	w.owner(p.Owner)
 	return selectQuery(w, true, p.Limit)
 }

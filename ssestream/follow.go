@@ -99,6 +99,22 @@ type Source interface {
 	End(ctx context.Context, cursor int64) (final []byte, end, more bool, err error)
 }
 
+// RangeSource is a Source that knows the last seq its follower must read
+// from the store, its head (its subscription has the events after it),
+// and reads the store by ranges of seqs. A catch-up from far behind the
+// head reads the ranges up to it two at a time, on two of the store's
+// connections, while it writes the one before (see catchUpRanges): a
+// replay is not bound to one processor's worth of reading.
+type RangeSource interface {
+	Source
+	// Head returns the seq the follower reads the store up to; a negative
+	// one when the source does not know it.
+	Head() int64
+	// ReadRange is ReadAfter of the events with after < seq <= through;
+	// limit is at least through-after, so that it reads the whole range.
+	ReadRange(ctx context.Context, buf []byte, after, through int64, limit int) (out []byte, n int, last int64, terminal bool, err error)
+}
+
 // follower writes one SSE stream: replay from the store after the cursor,
 // then live events from the hub subscription, with heartbeats, per-write
 // deadlines, and a close after the terminal event.
@@ -360,6 +376,11 @@ func (f *follower) deliverLive(ctx context.Context) error {
 // the stream is over. The next page is read while the current one is
 // written, so the store's latency and the writing overlap.
 func (f *follower) catchUp(ctx context.Context) error {
+	if rs, ok := f.src.(RangeSource); ok {
+		if err := f.catchUpRanges(ctx, rs); err != nil {
+			return err
+		}
+	}
 	pages := make(chan storePage, 1)
 	// Two buffers alternate: the page just read is written from one while
 	// the next page is read into the other. free is the one not in use.
@@ -399,6 +420,78 @@ func (f *follower) catchUp(ctx context.Context) error {
 	return f.checkEnd(ctx)
 }
 
+// catchUpRanges writes the events after the cursor up to the source's
+// head, when that is more than two pages: it reads them by ranges of seqs,
+// two ranges in flight while it writes the range before them, and moves
+// the cursor to the head. A range starts ReplayPage seqs wide and widens
+// (up to 8 pages) while ranges come back less than a quarter full, as
+// those of a filtered view do. The catch-up then goes on after the head
+// as it would without ranges.
+func (f *follower) catchUpRanges(ctx context.Context, rs RangeSource) error {
+	page := int64(f.cfg.ReplayPage)
+	head := rs.Head()
+	if head-f.cursor <= 2*page {
+		return nil
+	}
+	type rangeRead struct {
+		through int64
+		pages   chan storePage
+	}
+	var (
+		inFlight []rangeRead
+		free     [][]byte // written buffers, for the next ranges
+		next     = f.cursor
+		width    = page
+	)
+	issue := func() {
+		through := min(next+width, head)
+		r := rangeRead{through: through, pages: make(chan storePage, 1)}
+		var buf []byte
+		if n := len(free); n > 0 {
+			buf, free = free[n-1][:0], free[:n-1]
+		}
+		after, limit := next, int(width)
+		f.read(r.pages, func() ([]byte, int, int64, bool, error) {
+			return rs.ReadRange(ctx, buf, after, through, limit)
+		})
+		inFlight, next = append(inFlight, r), through
+	}
+	for len(inFlight) < 2 && next < head {
+		issue()
+	}
+	for len(inFlight) > 0 {
+		r := inFlight[0]
+		inFlight = inFlight[1:]
+		p := <-r.pages
+		if p.err == nil && p.n < int(width)/4 && width < 8*page {
+			width *= 2
+		}
+		if p.err == nil && !p.terminal && next < head {
+			issue()
+		}
+		var err error
+		if p.err != nil {
+			err = fmt.Errorf("read the store after seq %d: %w", f.cursor, p.err)
+		} else {
+			f.buf, f.frames = p.buf, p.n
+			err = f.flush()
+			free = append(free, f.buf)
+		}
+		if err == nil && p.terminal {
+			err = errStreamDone
+		}
+		if err != nil {
+			for _, r := range inFlight {
+				<-r.pages // let the reads in flight finish before returning
+			}
+			return err
+		}
+		f.cursor = r.through
+	}
+	f.buf = nil
+	return nil
+}
+
 // storePage is one page of frames read from the store.
 type storePage struct {
 	buf      []byte
@@ -411,6 +504,14 @@ type storePage struct {
 // readPage reads the page after cursor into buf on a goroutine of its own
 // (see callAside) and sends it on pages.
 func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after int64, buf []byte) {
+	f.read(pages, func() ([]byte, int, int64, bool, error) {
+		return f.src.ReadAfter(ctx, buf, after, f.cfg.ReplayPage)
+	})
+}
+
+// read runs the store read of one page on a goroutine of its own (see
+// callAside) and sends the page on pages.
+func (f *follower) read(pages chan<- storePage, read func() ([]byte, int, int64, bool, error)) {
 	go func() {
 		var p storePage
 		start := time.Now()
@@ -419,7 +520,7 @@ func (f *follower) readPage(ctx context.Context, pages chan<- storePage, after i
 			pages <- p
 		}()
 		defer recoverInto(&p.err)
-		p.buf, p.n, p.last, p.terminal, p.err = f.src.ReadAfter(ctx, buf, after, f.cfg.ReplayPage)
+		p.buf, p.n, p.last, p.terminal, p.err = read()
 	}()
 }
 

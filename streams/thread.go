@@ -60,13 +60,14 @@ func (s ThreadStream) Shows(ev live.Event) bool {
 // ReadThreadStream reads up to limit rows of the view with seq > after,
 // ascending.
 func ReadThreadStream(ctx context.Context, threads runevents.ThreadReader, s ThreadStream, after int64, limit int) ([]runevents.Record, error) {
-	return threads.ListThreadEvents(ctx, s.ListParams(after, limit))
+	return threads.ListThreadEvents(ctx, s.ListParams(after, 0, limit))
 }
 
-// ListParams selects up to limit rows of the view with seq > after.
-func (s ThreadStream) ListParams(after int64, limit int) runevents.ListThreadEventsParams {
+// ListParams selects up to limit rows of the view with seq > after, and
+// seq < before when before is positive.
+func (s ThreadStream) ListParams(after, before int64, limit int) runevents.ListThreadEventsParams {
 	return runevents.ListThreadEventsParams{
-		ThreadID: s.ThreadID, Owner: s.Owner(), AfterSeq: after, Limit: limit, RunID: s.RunID, Category: s.Category,
+		ThreadID: s.ThreadID, Owner: s.Owner(), AfterSeq: after, BeforeSeq: before, Limit: limit, RunID: s.RunID, Category: s.Category,
 	}
 }
 

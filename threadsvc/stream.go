@@ -94,10 +94,26 @@ func (st *ThreadStream) Dense() bool { return false }
 // view after seq after, and returns them with their count and the last
 // seq read; no row is terminal.
 func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
+	return st.read(ctx, buf, st.view.ListParams(after, 0, limit))
+}
+
+// Head is the thread's newest seq when the stream opened, -1 when the
+// store does not tell it: the follower reads the rows up to it from the
+// store, and its subscription has those after (ssestream.RangeSource).
+func (st *ThreadStream) Head() int64 { return st.head }
+
+// ReadRange is ReadAfter of the view's rows with after < seq <= through.
+func (st *ThreadStream) ReadRange(ctx context.Context, buf []byte, after, through int64, limit int) ([]byte, int, int64, bool, error) {
+	return st.read(ctx, buf, st.view.ListParams(after, through+1, limit))
+}
+
+// read appends to buf the frames of the rows p selects.
+func (st *ThreadStream) read(ctx context.Context, buf []byte, p runevents.ListThreadEventsParams) ([]byte, int, int64, bool, error) {
+	after := p.AfterSeq
 	if r, ok := st.reader.(runevents.ThreadJSONReader); ok {
-		return st.readEnvelopes(ctx, r, buf, after, limit)
+		return readEnvelopes(ctx, r, buf, p)
 	}
-	recs, err := streams.ReadThreadStream(ctx, st.reader, st.view, after, limit)
+	recs, err := st.reader.ListThreadEvents(ctx, p)
 	if err != nil || len(recs) == 0 {
 		return buf, 0, after, false, err
 	}
@@ -109,11 +125,12 @@ func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, 
 	return buf, len(recs), recs[len(recs)-1].Seq, false, nil
 }
 
-// readEnvelopes is ReadAfter from a store that writes its rows' JSON
-// envelopes itself: they are copied into the frames, with no Record read.
-func (st *ThreadStream) readEnvelopes(ctx context.Context, r runevents.ThreadJSONReader, buf []byte, after int64, limit int) ([]byte, int, int64, bool, error) {
+// readEnvelopes is read from a store that writes its rows' JSON envelopes
+// itself: they are copied into the frames, with no Record read.
+func readEnvelopes(ctx context.Context, r runevents.ThreadJSONReader, buf []byte, p runevents.ListThreadEventsParams) ([]byte, int, int64, bool, error) {
+	after := p.AfterSeq
 	n, last := 0, after
-	err := r.ScanThreadJSON(ctx, st.view.ListParams(after, limit), func(seq int64, eventType string, envelope []byte) error {
+	err := r.ScanThreadJSON(ctx, p, func(seq int64, eventType string, envelope []byte) error {
 		var err error
 		buf, err = streams.AppendEnvelopeFrame(buf, seq, eventType, envelope)
 		n, last = n+1, seq

@@ -78,3 +78,38 @@ func TestReadAfterCopiesStoredEnvelopes(t *testing.T) {
 		}
 	}
 }
+
+// A stream's head is the thread's newest seq when it opened, and a range
+// read has the view's rows after its start up to and with its end, by
+// either read path.
+func TestStreamHeadAndRanges(t *testing.T) {
+	store := memory.NewRunEventStore()
+	var events []runevents.NewEvent
+	for i := range 9 {
+		user := "alice"
+		if i%3 == 2 {
+			user = "bob"
+		}
+		events = append(events, runevents.NewEvent{ThreadID: "t-1", RunID: "r1", UserID: user, EventType: "step", Category: "trace"})
+	}
+	if _, err := store.PutBatch(t.Context(), events); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []runevents.ThreadReader{store, &envelopeReader{RunEventStore: store}} {
+		s := New(nil, reader, nil, nil, live.New(live.Config{}), Config{})
+		st, err := s.OpenStream(t.Context(), "alice", "t-1", "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Head() != 9 {
+			t.Errorf("%T: head %d, want 9", reader, st.Head())
+		}
+		_, n, last, _, err := st.ReadRange(t.Context(), nil, 1, 5, 10)
+		if err != nil || n != 3 || last != 5 { // 2, 4, 5: 3 is bob's
+			t.Errorf("%T: range (1, 5]: %d rows to %d, %v; want 3 to 5", reader, n, last, err)
+		}
+		if _, n, _, _, err := st.ReadRange(t.Context(), nil, 6, 6, 10); err != nil || n != 0 {
+			t.Errorf("%T: the empty range (6, 6]: %d rows, %v", reader, n, err)
+		}
+	}
+}
