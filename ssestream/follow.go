@@ -423,10 +423,11 @@ func (f *follower) catchUp(ctx context.Context) error {
 // catchUpRanges writes the events after the cursor up to the source's
 // head, when that is more than two pages: it reads them by ranges of seqs,
 // two ranges in flight while it writes the range before them, and moves
-// the cursor to the head. A range starts ReplayPage seqs wide and widens
-// (up to 8 pages) while ranges come back less than a quarter full, as
-// those of a filtered view do. The catch-up then goes on after the head
-// as it would without ranges.
+// the cursor to the head. A range starts ReplayPage seqs wide, widens (up
+// to 8 pages) while ranges come back less than a quarter full, as those
+// of a filtered view do, and narrows again when they come back more than
+// half full: a range holds at most 8 pages of events. The catch-up then
+// goes on after the head as it would without ranges.
 func (f *follower) catchUpRanges(ctx context.Context, rs RangeSource) error {
 	page := int64(f.cfg.ReplayPage)
 	head := rs.Head()
@@ -463,8 +464,12 @@ func (f *follower) catchUpRanges(ctx context.Context, rs RangeSource) error {
 		r := inFlight[0]
 		inFlight = inFlight[1:]
 		p := <-r.pages
-		if p.err == nil && p.n < int(width)/4 && width < 8*page {
+		switch {
+		case p.err != nil:
+		case p.n < int(width)/4 && width < 8*page:
 			width *= 2
+		case p.n > int(width)/2 && width > page:
+			width /= 2
 		}
 		if p.err == nil && !p.terminal && next < head {
 			issue()
