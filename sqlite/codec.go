@@ -45,6 +45,9 @@ func canonicalCreatedAt(s string) (wall time.Time, offset int, ok bool) {
 	}
 	offset = (oh*60 + om) * 60
 	if s[26] == '-' {
+		if offset == 0 {
+			return time.Time{}, 0, false // Format writes +00:00
+		}
 		offset = -offset
 	}
 	wall = time.Date(n[0], time.Month(n[1]), n[2], n[3], n[4], n[5], n[6]*1000, time.UTC)

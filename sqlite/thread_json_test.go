@@ -30,6 +30,7 @@ func TestScanThreadJSONMatchesRecords(t *testing.T) {
 	for _, p := range []runevents.ListThreadEventsParams{
 		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10},
 		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 2, AfterSeq: 1},
+		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, AfterSeq: 1, BeforeSeq: 4},
 		{ThreadID: "t-1", Owner: runevents.OwnedBy("u"), Limit: 10},
 		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, RunID: "r_1"},
 		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, Category: runevents.CategoryMessage},
@@ -62,8 +63,9 @@ func TestScanThreadJSONMatchesRecords(t *testing.T) {
 }
 
 // A row whose created_at is not as CreatedAtLayout writes it is decoded
-// like ListThreadEvents decodes it: here, refused alike; and an error of
-// fn ends the scan.
+// like ListThreadEvents decodes it: read alike when it can be (a zero
+// offset written -00:00, which Format writes +00:00), refused alike when it
+// cannot; and an error of fn ends the scan.
 func TestScanThreadJSONRowsItCannotCopy(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Config{Path: filepath.Join(t.TempDir(), "runstream.db")})
@@ -76,6 +78,22 @@ func TestScanThreadJSONRowsItCannotCopy(t *testing.T) {
 	calls := 0
 	if err := s.ScanThreadJSON(t.Context(), p, func(int64, string, []byte) error { calls++; return stop }); err != stop || calls != 1 {
 		t.Fatalf("ScanThreadJSON with a failing fn: %v after %d calls, want fn's error after 1", err, calls)
+	}
+	if _, err := s.db.writer.ExecContext(t.Context(), `UPDATE run_events SET created_at = '2026-12-02T07:15:00.000001-00:00' WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.ListThreadEvents(t.Context(), p)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("ListThreadEvents: %d rows, %v", len(recs), err)
+	}
+	err = s.ScanThreadJSON(t.Context(), p, func(seq int64, _ string, envelope []byte) error {
+		if want := recs[seq-1].AppendJSON(nil); string(envelope) != string(want) {
+			t.Errorf("seq %d: %s\nwant (ListThreadEvents): %s", seq, envelope, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ScanThreadJSON: %v", err)
 	}
 	if _, err := s.db.writer.ExecContext(t.Context(), `UPDATE run_events SET created_at = '2026-12-02 07:15:00' WHERE seq = 2`); err != nil {
 		t.Fatal(err)
