@@ -51,7 +51,8 @@ func TestTakenOverStreamReleasesItsRequestContext(t *testing.T) {
 
 // A stream's end cancels its context and runs the wake-up registered
 // then, once; a wake-up registered after the end runs at once; one
-// unregistered before the end does not run.
+// unregistered before the end does not run, and the stop of a replaced
+// one leaves the one that replaced it.
 func TestStreamEndRunsItsWakeUp(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -61,7 +62,11 @@ func TestStreamEndRunsItsWakeUp(t *testing.T) {
 	if !stop() {
 		t.Fatal("stop before the end: false, want true (it unregistered the wake-up)")
 	}
+	stale := st.whenEnded(func() { t.Error("a replaced wake-up ran") })
 	st.whenEnded(func() { woken++ })
+	if stale() {
+		t.Error("the stop of a replaced wake-up unregistered the one that replaced it")
+	}
 	st.end()
 	st.end()
 	if woken != 1 || ctx.Err() == nil {

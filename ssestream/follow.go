@@ -436,6 +436,7 @@ func (f *follower) catchUpRanges(ctx context.Context, rs RangeSource) error {
 	}
 	type rangeRead struct {
 		through int64
+		width   int64 // the range's, to tell how full it came back
 		pages   chan storePage
 	}
 	var (
@@ -446,7 +447,7 @@ func (f *follower) catchUpRanges(ctx context.Context, rs RangeSource) error {
 	)
 	issue := func() {
 		through := min(next+width, head)
-		r := rangeRead{through: through, pages: make(chan storePage, 1)}
+		r := rangeRead{through: through, width: width, pages: make(chan storePage, 1)}
 		var buf []byte
 		if n := len(free); n > 0 {
 			buf, free = free[n-1][:0], free[:n-1]
@@ -466,10 +467,10 @@ func (f *follower) catchUpRanges(ctx context.Context, rs RangeSource) error {
 		p := <-r.pages
 		switch {
 		case p.err != nil:
-		case p.n < int(width)/4 && width < 8*page:
-			width *= 2
-		case p.n > int(width)/2 && width > page:
-			width /= 2
+		case p.n < int(r.width)/4 && width < 8*page:
+			width = min(2*r.width, 8*page)
+		case p.n > int(r.width)/2 && width > page:
+			width = max(r.width/2, page)
 		}
 		if p.err == nil && !p.terminal && next < head {
 			issue()

@@ -241,7 +241,7 @@ type stream struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	ended  bool
-	onEnd  func() // the parked follower's wake-up, or nil
+	onEnd  *func() // the parked follower's wake-up, or nil
 }
 
 // end cancels the stream's context and runs the wake-up registered by
@@ -254,13 +254,15 @@ func (st *stream) end() {
 	st.onEnd = nil
 	st.mu.Unlock()
 	if fn != nil {
-		fn()
+		(*fn)()
 	}
 }
 
 // whenEnded makes end run fn, or runs it at once when the stream has
 // ended; stop unregisters fn and reports whether it did so before fn ran.
-// fn runs on end's goroutine: it must not block.
+// A stream holds one wake-up (its follower parks once at a time): a later
+// whenEnded replaces it, and the earlier one's stop then does nothing. fn
+// runs on end's goroutine: it must not block.
 func (st *stream) whenEnded(fn func()) (stop func() bool) {
 	st.mu.Lock()
 	if st.ended {
@@ -268,14 +270,17 @@ func (st *stream) whenEnded(fn func()) (stop func() bool) {
 		fn()
 		return func() bool { return false }
 	}
-	st.onEnd = fn
+	registered := &fn
+	st.onEnd = registered
 	st.mu.Unlock()
 	return func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
-		registered := st.onEnd != nil
+		if st.onEnd != registered {
+			return false
+		}
 		st.onEnd = nil
-		return registered
+		return true
 	}
 }
 
