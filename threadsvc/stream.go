@@ -102,8 +102,12 @@ func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, 
 // store, and its subscription has those after (ssestream.RangeSource).
 func (st *ThreadStream) Head() int64 { return st.head }
 
-// ReadRange is ReadAfter of the view's rows with after < seq <= through.
+// ReadRange is ReadAfter of the view's rows with after < seq <= through
+// (none when through <= after).
 func (st *ThreadStream) ReadRange(ctx context.Context, buf []byte, after, through int64, limit int) ([]byte, int, int64, bool, error) {
+	if through <= after {
+		return buf, 0, after, false, nil
+	}
 	return st.read(ctx, buf, st.view.ListParams(after, through+1, limit))
 }
 

@@ -34,7 +34,8 @@ func (r *envelopeReader) ScanThreadJSON(ctx context.Context, p runevents.ListThr
 // A stream over a store that writes its rows' envelopes reads them that
 // way, and its pages are the frames of the Records path: the view's rows
 // (its owner, run and category) after the cursor, with their count and
-// last seq.
+// last seq. (The fake store's envelopes are Record.AppendJSON's: the
+// stores' own envelopes are checked against it in their packages.)
 func TestReadAfterCopiesStoredEnvelopes(t *testing.T) {
 	store := memory.NewRunEventStore()
 	var events []runevents.NewEvent
@@ -108,8 +109,10 @@ func TestStreamHeadAndRanges(t *testing.T) {
 		if err != nil || n != 3 || last != 5 { // 2, 4, 5: 3 is bob's
 			t.Errorf("%T: range (1, 5]: %d rows to %d, %v; want 3 to 5", reader, n, last, err)
 		}
-		if _, n, _, _, err := st.ReadRange(t.Context(), nil, 6, 6, 10); err != nil || n != 0 {
-			t.Errorf("%T: the empty range (6, 6]: %d rows, %v", reader, n, err)
+		for _, through := range []int64{6, 0, -1} {
+			if _, n, _, _, err := st.ReadRange(t.Context(), nil, 6, through, 10); err != nil || n != 0 {
+				t.Errorf("%T: the empty range (6, %d]: %d rows, %v", reader, through, n, err)
+			}
 		}
 	}
 }
