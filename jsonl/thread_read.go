@@ -11,7 +11,7 @@ import (
 var _ runevents.ThreadReader = (*RunEventStore)(nil)
 
 // ListThreadEvents returns the thread's durable rows with seq > p.AfterSeq
-// visible to p.Owner (of run p.RunID and category p.Category when given),
+// (and < p.BeforeSeq when it is positive) visible to p.Owner (of run p.RunID and category p.Category when given),
 // ascending, at most p.Limit.
 //
 // The index has no thread-wide list of every row, only one per run and
@@ -49,13 +49,14 @@ func (s *RunEventStore) ListThreadEvents(_ context.Context, p runevents.ListThre
 }
 
 // mergeRuns returns, ascending by seq, the first limit rows accepted by
-// keep among the durable rows (seq <= visible) of every run with seq >
-// after. Each run's rows are ascending by seq and no seq is in two runs.
-func mergeRuns(runs map[string][]entry, visible, after int64, limit int, keep func(*entry) bool) []entry {
+// keep among the rows of every run with after < seq <= through (the last
+// durable seq, or less). Each run's rows are ascending by seq and no seq is
+// in two runs.
+func mergeRuns(runs map[string][]entry, through, after int64, limit int, keep func(*entry) bool) []entry {
 	h := make(runHeads, 0, len(runs))
 	for _, rows := range runs {
 		lo := sort.Search(len(rows), func(i int) bool { return rows[i].seq > after })
-		hi := sort.Search(len(rows), func(i int) bool { return rows[i].seq > visible })
+		hi := sort.Search(len(rows), func(i int) bool { return rows[i].seq > through })
 		if lo < hi {
 			h = append(h, rows[lo:hi])
 		}

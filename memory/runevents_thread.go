@@ -11,8 +11,8 @@ import (
 var _ runevents.ThreadReader = (*RunEventStore)(nil)
 
 // ListThreadEvents returns the thread's rows of every category (or of
-// p.Category, of run p.RunID) with seq > p.AfterSeq visible to p.Owner,
-// ascending, at most p.Limit.
+// p.Category, of run p.RunID) with seq > p.AfterSeq (and < p.BeforeSeq
+// when it is positive) visible to p.Owner, ascending, at most p.Limit.
 //
 // The store keeps no thread-wide list of every row, so without a run
 // filter it takes up to Limit rows from each run (a binary search for the

@@ -9,7 +9,8 @@ import (
 var _ runevents.ThreadReader = (*RunEventStore)(nil)
 
 // ListThreadEvents returns the thread's rows of every category (or of
-// p.Category, of run p.RunID) with seq > p.AfterSeq visible to p.Owner,
+// p.Category, of run p.RunID) with seq > p.AfterSeq (and < p.BeforeSeq
+// when it is positive) visible to p.Owner,
 // ascending, at most p.Limit: the replay of the thread stream.
 //
 // It is one page query in seq order: a range of the key (thread_id, seq),

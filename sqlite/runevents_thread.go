@@ -39,8 +39,8 @@ func listThreadEventsQuery(p runevents.ListThreadEventsParams) query {
 }
 
 // ListThreadEvents returns the thread's rows of every category (or of
-// p.Category, of run p.RunID) with seq > p.AfterSeq visible to p.Owner,
-// ascending, at most p.Limit.
+// p.Category, of run p.RunID) with seq > p.AfterSeq (and < p.BeforeSeq
+// when it is positive) visible to p.Owner, ascending, at most p.Limit.
 func (s *RunEventStore) ListThreadEvents(ctx context.Context, p runevents.ListThreadEventsParams) ([]runevents.Record, error) {
 	if err := firstError(s.checkOpen(), p.Validate()); err != nil {
 		return nil, err
