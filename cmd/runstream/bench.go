@@ -443,7 +443,11 @@ func (s *benchServer) idleMemory(ctx context.Context) (benchResult, error) {
 	if _, err := s.post(ctx, "/bench/gc"); err != nil {
 		return benchResult{}, err
 	}
-	time.Sleep(time.Second)
+	select {
+	case <-time.After(time.Second):
+	case <-ctx.Done():
+		return benchResult{}, ctx.Err()
+	}
 	collected, err := s.memoryMiB("VmRSS")
 	if err != nil {
 		return benchResult{}, err

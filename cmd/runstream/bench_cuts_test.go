@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,19 +126,12 @@ func TestBenchThreadIdle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	servers, served := serveBench(t, ctx)
-	var before runtime.MemStats
-	runtime.ReadMemStats(&before)
 	res, err := benchThreadIdle(ctx, servers, benchConfig{followers: 20, settle: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
 	if res.RSSMiB <= 0 || res.CollectedMiB <= 0 || res.Goroutines <= 0 {
 		t.Errorf("RSS %.1f MiB, after a collection %.1f MiB, %d goroutines: want them measured", res.RSSMiB, res.CollectedMiB, res.Goroutines)
-	}
-	if after.NumGC == before.NumGC {
-		t.Errorf("no collection ran")
 	}
 	if !strings.Contains(res.String(), "after a collection") {
 		t.Errorf("the figure after a collection is not reported:\n%s", res)

@@ -187,9 +187,10 @@ func cpuProfile(w http.ResponseWriter, r *http.Request) {
 }
 
 // collect runs a garbage collection, as the runtime's own periodic one
-// (every two minutes) does on an idle server: after it, the runtime
-// returns to the system what the collection found free and the new heap
-// goal does not keep (the scavenger, within about a second).
+// (every two minutes) does on an idle server: after it, the runtime's
+// scavenger returns to the system what the collection found free and the
+// new heap goal does not keep. The scavenger is paced: what it returned a
+// second later varies from run to run.
 func collect(w http.ResponseWriter, r *http.Request) {
 	runtime.GC()
 }
