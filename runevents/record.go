@@ -88,30 +88,32 @@ func (r Record) jsonSize() int { return 160 + len(r.Content) + len(r.Metadata) }
 // copy.
 func (r Record) AppendJSON(b []byte) []byte {
 	var at [len(CreatedAtLayout)]byte
-	return appendEnvelope(b, r.ThreadID, r.RunID, string(r.EventType), string(r.Category),
-		[]byte(r.Content), []byte(r.Metadata), r.Seq, r.CreatedAt.AppendFormat(at[:0], CreatedAtLayout), r.UserID)
+	return appendEnvelope(b, r.ThreadID, r.RunID, string(r.EventType), string(r.Category), r.UserID,
+		[]byte(r.Content), []byte(r.Metadata), r.Seq, r.CreatedAt.AppendFormat(at[:0], CreatedAtLayout))
 }
 
-// RecordText is a record as a store keeps it, in text: CreatedAt is the
-// CreatedAtLayout text of its time, Content and Metadata its compact JSON
-// (as Prepare leaves them). A store that reads rows as text appends their
-// envelopes from it (AppendJSON), without decoding them into Records.
-type RecordText struct {
-	ThreadID, RunID, UserID, EventType, Category string
-	Content, Metadata                            string
+// RecordText is a record as a store reads it, in text (T: strings, or the
+// bytes of values a driver read): CreatedAt is the CreatedAtLayout text of
+// its time, Content and Metadata its compact JSON (as Prepare leaves
+// them), UserID empty for a row without an owner. A store appends the
+// envelopes of the rows it reads from it (AppendJSON), without decoding
+// them into Records.
+type RecordText[T string | []byte] struct {
+	ThreadID, RunID, UserID, EventType, Category T
+	Content, Metadata                            T
 	Seq                                          int64
-	CreatedAt                                    string
+	CreatedAt                                    T
 }
 
 // AppendJSON appends the JSON envelope of the record t holds to b: byte
 // for byte Record.AppendJSON of the record decoded from t.
-func (t *RecordText) AppendJSON(b []byte) []byte {
-	return appendEnvelope(b, t.ThreadID, t.RunID, t.EventType, t.Category, t.Content, t.Metadata, t.Seq, t.CreatedAt, t.UserID)
+func (t *RecordText[T]) AppendJSON(b []byte) []byte {
+	return appendEnvelope(b, t.ThreadID, t.RunID, t.EventType, t.Category, t.UserID, t.Content, t.Metadata, t.Seq, t.CreatedAt)
 }
 
 // appendEnvelope appends the JSON envelope of a record, keys in the order
 // MarshalJSON states; empty content is written "", empty metadata {}.
-func appendEnvelope[T string | []byte](b []byte, threadID, runID, eventType, category string, content, metadata T, seq int64, createdAt T, userID string) []byte {
+func appendEnvelope[S, T string | []byte](b []byte, threadID, runID, eventType, category, userID S, content, metadata T, seq int64, createdAt T) []byte {
 	b = append(b, `{"thread_id":`...)
 	b = jsonenc.AppendString(b, threadID)
 	b = append(b, `,"run_id":`...)
@@ -135,7 +137,7 @@ func appendEnvelope[T string | []byte](b []byte, threadID, runID, eventType, cat
 	// The layout's output needs no JSON escaping: digits and -:.T+ only.
 	b = append(b, `,"created_at":"`...)
 	b = append(append(b, createdAt...), '"')
-	if userID != "" {
+	if len(userID) > 0 {
 		b = append(b, `,"user_id":`...)
 		b = jsonenc.AppendString(b, userID)
 	}

@@ -88,7 +88,7 @@ func TestRecordTextJSONMatchesRecord(t *testing.T) {
 	} {
 		r.CreatedAt = time.Date(2026, 12, 2, 7, 15, 0, int(i)*1000+123000, zones[i%len(zones)])
 		r.Seq += int64(i + 1)
-		text := RecordText{ThreadID: r.ThreadID, RunID: r.RunID, UserID: r.UserID, EventType: string(r.EventType), Category: string(r.Category),
+		text := RecordText[string]{ThreadID: r.ThreadID, RunID: r.RunID, UserID: r.UserID, EventType: string(r.EventType), Category: string(r.Category),
 			Content: string(r.Content), Metadata: string(r.Metadata), Seq: r.Seq, CreatedAt: r.CreatedAt.Format(CreatedAtLayout)}
 		want := r.AppendJSON([]byte("x"))
 		if got := text.AppendJSON([]byte("x")); !bytes.Equal(got, want) {
@@ -97,5 +97,24 @@ func TestRecordTextJSONMatchesRecord(t *testing.T) {
 		if !json.Valid(want[1:]) {
 			t.Errorf("record %d: not JSON: %s", i, want[1:])
 		}
+	}
+}
+
+// Record.AppendJSON and RecordText.AppendJSON allocate nothing beyond
+// growing b: replays call them for every row.
+func TestEnvelopesDoNotAllocate(t *testing.T) {
+	r := Record{ThreadID: "t1", RunID: "r1", UserID: "u", EventType: "run.start", Category: "trace", Seq: 7,
+		Content: json.RawMessage(`{"a":1}`), Metadata: json.RawMessage(`{}`), CreatedAt: time.Date(2026, 12, 2, 7, 45, 0, 0, time.FixedZone("", 3600))}
+	text := RecordText[[]byte]{ThreadID: []byte("t1"), RunID: []byte("r1"), UserID: []byte("u"), EventType: []byte("run.start"), Category: []byte("trace"),
+		Content: []byte(`{"a":1}`), Metadata: []byte(`{}`), Seq: 7, CreatedAt: []byte(r.CreatedAt.Format(CreatedAtLayout))}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = r.AppendJSON(buf[:0]) }); n != 0 {
+		t.Errorf("Record.AppendJSON: %v allocations", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { buf = text.AppendJSON(buf[:0]) }); n != 0 {
+		t.Errorf("RecordText.AppendJSON: %v allocations", n)
+	}
+	if string(text.AppendJSON(nil)) != string(r.AppendJSON(nil)) {
+		t.Errorf("RecordText[[]byte] %s\nRecord %s", text.AppendJSON(nil), r.AppendJSON(nil))
 	}
 }

@@ -290,7 +290,7 @@ func scanPackedRecord(row interface{ Scan(...any) error }, packed *string) (rune
 
 // recordOf decodes a row's text into a fresh Record, whose strings share
 // f's; content and metadata are copies.
-func recordOf(f runevents.RecordText) (runevents.Record, error) {
+func recordOf(f runevents.RecordText[string]) (runevents.Record, error) {
 	t, err := parseCreatedAt(f.CreatedAt)
 	if err != nil {
 		return runevents.Record{}, err
@@ -302,7 +302,7 @@ func recordOf(f runevents.RecordText) (runevents.Record, error) {
 
 // splitPacked splits the packed value p of the row of seq seq (see
 // packedRecordColumns) into the row's text, which shares p.
-func splitPacked(seq int64, p string) (runevents.RecordText, error) {
+func splitPacked(seq int64, p string) (runevents.RecordText[string], error) {
 	head, body, ok := strings.Cut(p, ":")
 	var n [7]int
 	total := 0
@@ -317,14 +317,14 @@ func splitPacked(seq int64, p string) (runevents.RecordText, error) {
 		n[i], total = v, total+v
 	}
 	if !ok || head != "" || total > len(body) {
-		return runevents.RecordText{}, fmt.Errorf("seq %d: malformed packed row", seq)
+		return runevents.RecordText[string]{}, fmt.Errorf("seq %d: malformed packed row", seq)
 	}
 	next := func(i int) string {
 		v := body[:n[i]]
 		body = body[n[i]:]
 		return v
 	}
-	f := runevents.RecordText{Seq: seq}
+	f := runevents.RecordText[string]{Seq: seq}
 	f.ThreadID, f.RunID, f.UserID = next(0), next(1), next(2)
 	f.EventType, f.Category = next(3), next(4)
 	f.CreatedAt, f.Content, f.Metadata = next(5), next(6), body

@@ -8,11 +8,12 @@ import "encoding/json"
 // AppendString appends s as a JSON string, escaped exactly as
 // encoding/json escapes it. Printable ASCII without quotes, backslashes and
 // the HTML characters <, > and &, the common case for ids and names, is
-// copied as it is; anything else goes through encoding/json.
-func AppendString(b []byte, s string) []byte {
+// copied as it is; anything else goes through encoding/json. s is a string
+// or the bytes of one (a value a driver read, not copied into a string).
+func AppendString[T string | []byte](b []byte, s T) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			enc, _ := json.Marshal(s) // a string always marshals
+			enc, _ := json.Marshal(string(s)) // a string always marshals
 			return append(b, enc...)
 		}
 	}
