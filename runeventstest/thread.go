@@ -1,9 +1,12 @@
 package runeventstest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
@@ -12,7 +15,9 @@ import (
 // ThreadReaderSuite runs the conformance tests of
 // runevents.ThreadReader.ListThreadEvents against the stores h opens,
 // which must implement it: rows of every category after a seq, the run
-// and category filters, owners, exact paging and argument checks.
+// and category filters, owners, exact paging and argument checks; and,
+// for the stores that implement runevents.ThreadJSONReader, envelopes
+// byte for byte Record.AppendJSON's.
 func ThreadReaderSuite(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Open == nil {
@@ -309,6 +314,60 @@ var threadReaderTests = []struct {
 				t.Errorf("%s: %d rows returned with the error", name, len(recs))
 			}
 		}
+	}},
+	{"EnvelopesMatchRecords", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
+		j, ok := r.(runevents.ThreadJSONReader)
+		if !ok {
+			t.Skipf("%T does not implement runevents.ThreadJSONReader", r)
+		}
+		// Free-form fields with multibyte and JSON's special characters,
+		// rows without an owner, writers in other zones.
+		at := time.Date(2026, 12, 2, 7, 40, 0, 123456000, time.UTC)
+		if _, err := s.PutBatch(t.Context(), []runevents.NewEvent{
+			{ThreadID: "t-1", RunID: "r_1", UserID: "zoë,12:34", EventType: "étape:3,4", Category: "κατηγορία", CreatedAt: at.In(time.FixedZone("", 5*3600+30*60)),
+				Content: json.RawMessage(`{"text":"héllo, \"wörld\": <1>&2 \u2028 ✓"}`), Metadata: json.RawMessage(`{"k":"ü,:"}`)},
+			{ThreadID: "t-1", RunID: "r-2", UserID: "u", EventType: "ai_message", Category: "message", Content: json.RawMessage(`12`), CreatedAt: at.In(time.FixedZone("", -8*3600))},
+			{ThreadID: "t-1", RunID: "r-2", UserID: `a"b\c<d>`, EventType: `x"y`, Category: "trace", Metadata: json.RawMessage(`{"task_id":"t"}`)},
+			{ThreadID: "t-1", RunID: "r_1", UserID: "u", EventType: "human_message", Category: "message", Content: json.RawMessage(`"hi"`), CreatedAt: at},
+			{ThreadID: "t-1", RunID: "r_1", EventType: "human_message", Category: "message", CreatedAt: at.In(time.FixedZone("", 3600))},
+		}); err != nil {
+			t.Fatalf("PutBatch: %v", err)
+		}
+		for _, p := range []runevents.ListThreadEventsParams{
+			{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10},
+			{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 2, AfterSeq: 1},
+			{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, AfterSeq: 1, BeforeSeq: 4},
+			{ThreadID: "t-1", Owner: runevents.OwnedBy("u"), Limit: 10},
+			{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, RunID: "r_1"},
+			{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, Category: runevents.CategoryMessage},
+			{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, Category: "trace"},
+			{ThreadID: "t-2", Owner: runevents.AnyOwner, Limit: 10},
+		} {
+			var want, got []string
+			for _, rec := range listThread(t, r, p) {
+				want = append(want, fmt.Sprintf("%d %s %s", rec.Seq, rec.EventType, rec.AppendJSON(nil)))
+			}
+			err := j.ScanThreadJSON(t.Context(), p, func(seq int64, eventType string, envelope []byte) error {
+				got = append(got, fmt.Sprintf("%d %s %s", seq, eventType, envelope))
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("ScanThreadJSON(%+v): %v", p, err)
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("ScanThreadJSON(%+v):\n%s\nwant (ListThreadEvents and Record.AppendJSON):\n%s", p, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		}
+		stop, calls := errors.New("stop"), 0
+		err := j.ScanThreadJSON(t.Context(), runevents.ListThreadEventsParams{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10}, func(int64, string, []byte) error {
+			calls++
+			return stop
+		})
+		if err != stop || calls != 1 {
+			t.Errorf("ScanThreadJSON with a failing fn: %v after %d calls, want fn's error after 1", err, calls)
+		}
+		err = j.ScanThreadJSON(t.Context(), runevents.ListThreadEventsParams{ThreadID: "t 1", Owner: runevents.AnyOwner, Limit: 10}, func(int64, string, []byte) error { return nil })
+		wantCode(t, err, runstream.CodeInvalidArgument, "ScanThreadJSON of a bad thread id")
 	}},
 	{"ReturnsCopies", func(t *testing.T, s runevents.Store, r runevents.ThreadReader) {
 		rows := seedThread(t, s)

@@ -1,66 +1,11 @@
 package sqlite
 
 import (
-	"encoding/json"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/runstream/runstream/runevents"
 )
-
-// ScanThreadJSON hands out, for every view of a thread, the rows
-// ListThreadEvents returns, each as the envelope Record.AppendJSON writes
-// of it: free-form fields with multibyte characters and JSON's special
-// characters, empty users, every filter.
-func TestScanThreadJSONMatchesRecords(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Config{Path: filepath.Join(t.TempDir(), "runstream.db")})
-	defer s.Close()
-	events := []runevents.NewEvent{
-		{ThreadID: "t-1", RunID: "r_1", UserID: "zoë,12:34", EventType: "étape:3,4", Category: "κατηγορία",
-			Content: json.RawMessage(`{"text":"héllo, \"wörld\": <1>&2 \u2028 ✓"}`), Metadata: json.RawMessage(`{"k":"ü,:"}`)},
-		{ThreadID: "t-1", RunID: "r-2", UserID: "u", EventType: "ai_message", Category: "message", Content: json.RawMessage(`12`)},
-		{ThreadID: "t-1", RunID: "r-2", UserID: `a"b\c<d>`, EventType: `x"y`, Category: "trace", Metadata: json.RawMessage(`{"task_id":"t"}`)},
-		{ThreadID: "t-1", RunID: "r_1", UserID: "u", EventType: "human_message", Category: "message", Content: json.RawMessage(`"hi"`)},
-	}
-	if _, err := s.PutBatch(t.Context(), events); err != nil {
-		t.Fatalf("PutBatch: %v", err)
-	}
-	for _, p := range []runevents.ListThreadEventsParams{
-		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10},
-		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 2, AfterSeq: 1},
-		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, AfterSeq: 1, BeforeSeq: 4},
-		{ThreadID: "t-1", Owner: runevents.OwnedBy("u"), Limit: 10},
-		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, RunID: "r_1"},
-		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, Category: runevents.CategoryMessage},
-		{ThreadID: "t-1", Owner: runevents.AnyOwner, Limit: 10, Category: "trace"},
-		{ThreadID: "t-2", Owner: runevents.AnyOwner, Limit: 10},
-	} {
-		recs, err := s.ListThreadEvents(t.Context(), p)
-		if err != nil {
-			t.Fatalf("ListThreadEvents(%+v): %v", p, err)
-		}
-		var want, got []string
-		for _, r := range recs {
-			want = append(want, string(r.EventType)+" "+string(r.AppendJSON(nil)))
-		}
-		err = s.ScanThreadJSON(t.Context(), p, func(seq int64, eventType string, envelope []byte) error {
-			var r runevents.Record
-			if err := json.Unmarshal(envelope, &r); err != nil || r.Seq != seq {
-				t.Errorf("envelope of seq %d: %s (%v)", seq, envelope, err)
-			}
-			got = append(got, eventType+" "+string(envelope))
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("ScanThreadJSON(%+v): %v", p, err)
-		}
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("ScanThreadJSON(%+v):\n%s\nwant (ListThreadEvents):\n%s", p, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
-}
 
 // A row whose created_at is not as CreatedAtLayout writes it is decoded
 // like ListThreadEvents decodes it: read alike when it can be (a zero
