@@ -28,7 +28,7 @@ type ThreadAttrs struct {
 // to UserID, optionally only those of one run and of one category. An
 // empty UserID means every row (internal followers). Its followers take
 // the thread's events from the hub (ThreadStreamKey) and keep those the
-// view Shows; they read the view from the store (ReadThreadStream) only to
+// view Shows; they read the view from the store (ListParams) only to
 // catch up.
 type ThreadStream struct {
 	ThreadID string
@@ -55,12 +55,6 @@ func (s ThreadStream) Shows(ev live.Event) bool {
 	return ok && (s.UserID == "" || s.UserID == a.UserID) &&
 		(s.RunID == "" || s.RunID == a.RunID) &&
 		(s.Category == "" || s.Category == a.Category)
-}
-
-// ReadThreadStream reads up to limit rows of the view with seq > after,
-// ascending.
-func ReadThreadStream(ctx context.Context, threads runevents.ThreadReader, s ThreadStream, after int64, limit int) ([]runevents.Record, error) {
-	return threads.ListThreadEvents(ctx, s.ListParams(after, 0, limit))
 }
 
 // ListParams selects up to limit rows of the view with seq > after, and
