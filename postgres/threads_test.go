@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/runeventstest"
@@ -221,5 +223,39 @@ func TestThreadPagesReadInIndexOrder(t *testing.T) {
 		if strings.Contains(plan, "Sort") || !uses {
 			t.Errorf("run %q category %q: plan sorts or does not read %v in order:\n%s", tc.run, tc.category, tc.indexes, plan)
 		}
+	}
+}
+
+// Rows that come back in text (the simple protocol, as a pooler that
+// rewrites statements may make them) go through scanRecords, and give the
+// envelopes that rows in binary give.
+func TestScanEnvelopesOfTextRows(t *testing.T) {
+	db := openDB(t, newSchema(t))
+	s, ctx := db.RunEvents(), t.Context()
+	at := time.Date(2026, 12, 2, 7, 50, 0, 123456000, time.FixedZone("", -5*3600))
+	if _, err := s.PutBatch(ctx, []runevents.NewEvent{
+		{ThreadID: "t1", RunID: "r1", UserID: "u", EventType: "x", Category: "trace", Content: json.RawMessage(`{"a":"<b>"}`), CreatedAt: at},
+		{ThreadID: "t1", RunID: "r1", EventType: "y", Category: "message", CreatedAt: at.UTC()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sql, args, _ := listThreadQuery(runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 10})
+	envelopes := func(mode pgx.QueryExecMode) []string {
+		rows, err := db.pool.Query(ctx, sql, append([]any{mode}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		if err := scanEnvelopes(rows, func(seq int64, eventType string, envelope []byte) error {
+			out = append(out, fmt.Sprintf("%d %s %s", seq, eventType, envelope))
+			return nil
+		}); err != nil {
+			t.Fatalf("scanEnvelopes (%v): %v", mode, err)
+		}
+		return out
+	}
+	binary, text := envelopes(pgx.QueryExecModeCacheStatement), envelopes(pgx.QueryExecModeSimpleProtocol)
+	if len(binary) != 2 || fmt.Sprint(text) != fmt.Sprint(binary) {
+		t.Errorf("text rows:\n%v\nbinary rows:\n%v", text, binary)
 	}
 }
