@@ -33,7 +33,7 @@ func Echo(s string) string {
 	if len(s) <= maxEchoRun {
 		return s
 	}
-	s = cutRuns(cutQuoted(s))
+	s = cutQuoted(s)
 	if len(s) > maxEchoBytes {
 		cut := maxEchoBytes
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
@@ -44,8 +44,10 @@ func Echo(s string) string {
 	return s
 }
 
-// cutQuoted cuts every quoted span of s (redacted already) longer than maxEchoRun to an
-// excerpt, keeping its quotes. A span is double-quoted, where a quote
+// cutQuoted cuts every quoted span of s (redacted already) longer than
+// maxEchoRun to an excerpt, keeping its quotes, and every run of the text
+// between the spans so too (cutRuns): a span is cut once, as a span. A
+// span is double-quoted, where a quote
 // escaped by a backslash (as %q writes one inside a value) does not end
 // it, or single-quoted, as JSON Schema's messages quote a value: a single
 // quote opens one only at the start of s or after a space or an opening
@@ -57,11 +59,12 @@ func cutQuoted(s string) string {
 	for {
 		open := openingQuote(s)
 		if open < 0 {
-			b.WriteString(s)
+			b.WriteString(cutRuns(s))
 			return b.String()
 		}
 		q := s[open]
-		b.WriteString(s[:open+1])
+		b.WriteString(cutRuns(s[:open]))
+		b.WriteByte(q)
 		s = s[open+1:]
 		end := closingQuote(s, 0, '"') // the quote, or the end of the line
 		if q == '\'' {

@@ -34,6 +34,11 @@ func TestEcho(t *testing.T) {
 		// apostrophe is no quote, so runstream's own wording stays whole.
 		{"'" + strings.Repeat("secretish ", 25) + "' does not match pattern", "' does not match pattern", strings.Repeat("secretish ", 4)},
 		{"/a: '" + strings.Repeat("v w ", 40) + "', want x", "', want x", strings.Repeat("v w ", 9)},
+		// A quoted span at or under the bound stays whole, quotes and all,
+		// however many bytes its characters take.
+		{`workflow "` + strings.Repeat("x", 64) + `" not found`, `"` + strings.Repeat("x", 64) + `" not found`, ""},
+		{`workflow "` + strings.Repeat("é", 30) + `" not found`, `"` + strings.Repeat("é", 30) + `" not found`, ""},
+		{`workflow "` + strings.Repeat("é", 40) + `" not found`, `…" not found`, strings.Repeat("é", 33)},
 		{"the run's cursor is past the user's last event and the thread's head by far, so it waits", "the run's cursor is past the user's last event and the thread's head by far, so it waits", ""},
 	} {
 		got := redact.Echo(c.in)
