@@ -161,7 +161,7 @@ func (s *WorkflowStore) GetWorkflow(_ context.Context, id string, owner runstrea
 func (s *WorkflowStore) workflowLocked(id string, owner runstream.Owner) (*workflowRow, error) {
 	row, ok := s.workflows[id]
 	if !ok || !owner.Sees(row.w.OwnerID) {
-		return nil, runstream.Errorf(runstream.CodeWorkflowNotFound, "workflow %q not found", id)
+		return nil, workflow.NotFound(id)
 	}
 	return row, nil
 }
@@ -284,7 +284,7 @@ func (s *WorkflowStore) GetRun(_ context.Context, id string, owner runstream.Own
 func (s *WorkflowStore) runLocked(id string, owner runstream.Owner) (*runRow, error) {
 	row, ok := s.runs[id]
 	if !ok || !owner.Sees(row.r.OwnerID) {
-		return nil, runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %q not found", id)
+		return nil, workflow.RunNotFound(id)
 	}
 	return row, nil
 }

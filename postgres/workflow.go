@@ -185,13 +185,13 @@ func (s *WorkflowStore) GetWorkflow(ctx context.Context, id string, owner runstr
 		return workflow.Workflow{}, err
 	}
 	if !lookupable(id) || !ownerStorable(owner) {
-		return workflow.Workflow{}, errWorkflowNotFound(id)
+		return workflow.Workflow{}, workflow.NotFound(id)
 	}
 	w, err := scanWorkflow(s.pool.QueryRow(ctx, `SELECT `+workflowColumns+` FROM workflows WHERE id = $1 AND `+ownerCond,
 		ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return workflow.Workflow{}, errWorkflowNotFound(id)
+		return workflow.Workflow{}, workflow.NotFound(id)
 	case err != nil:
 		return workflow.Workflow{}, dbError(err, "get workflow")
 	}
@@ -214,10 +214,6 @@ func ownerArgs(id string, owner runstream.Owner) []any {
 // false for a user id PostgreSQL cannot store, which owns no row.
 func ownerStorable(owner runstream.Owner) bool {
 	return owner.All() || storableText(owner.UserID())
-}
-
-func errWorkflowNotFound(id string) error {
-	return runstream.Errorf(runstream.CodeWorkflowNotFound, "workflow %q not found", id)
 }
 
 // ListWorkflows returns the workflows owner sees, newest first.
@@ -260,7 +256,7 @@ func (s *WorkflowStore) AddVersion(ctx context.Context, v workflow.Version, owne
 		return workflow.Version{}, err
 	}
 	if !lookupable(v.WorkflowID) || !ownerStorable(owner) {
-		return workflow.Version{}, errWorkflowNotFound(v.WorkflowID)
+		return workflow.Version{}, workflow.NotFound(v.WorkflowID)
 	}
 	v.CreatedAt = orNow(v.CreatedAt, storeNow())
 	v.Definition = cloneBytes(v.Definition)
@@ -269,7 +265,7 @@ func (s *WorkflowStore) AddVersion(ctx context.Context, v workflow.Version, owne
 		err := tx.QueryRow(ctx, `SELECT 1 FROM workflows WHERE id = $1 AND `+ownerCond+` FOR UPDATE`,
 			ownerArgs(v.WorkflowID, owner)...).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errWorkflowNotFound(v.WorkflowID)
+			return workflow.NotFound(v.WorkflowID)
 		}
 		if err != nil {
 			return err
@@ -300,7 +296,7 @@ func (s *WorkflowStore) GetVersion(ctx context.Context, workflowID, versionID st
 		return workflow.Version{}, err
 	}
 	if !lookupable(workflowID) || !ownerStorable(owner) {
-		return workflow.Version{}, errWorkflowNotFound(workflowID)
+		return workflow.Version{}, workflow.NotFound(workflowID)
 	}
 	if !lookupable(versionID) {
 		versionID = "" // no version has the empty id
@@ -316,7 +312,7 @@ func (s *WorkflowStore) GetVersion(ctx context.Context, workflowID, versionID st
 		WHERE w.id = $1 AND ($2 OR w.owner_id = $3)`, append(ownerArgs(workflowID, owner), versionID)...).Scan(&id, &number, &definition, &created)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return workflow.Version{}, errWorkflowNotFound(workflowID)
+		return workflow.Version{}, workflow.NotFound(workflowID)
 	case err != nil:
 		return workflow.Version{}, dbError(err, "get version")
 	case id == nil:

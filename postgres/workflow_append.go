@@ -26,7 +26,7 @@ func (s *WorkflowStore) Append(ctx context.Context, p workflow.AppendParams) ([]
 		if err := s.checkOpen(); err != nil {
 			return nil, err
 		}
-		return nil, errRunNotFound(p.RunID)
+		return nil, workflow.RunNotFound(p.RunID)
 	}
 	req := &appendRequest{ctx: ctx, p: p, done: make(chan error, 1)}
 	s.mu.RLock()
@@ -346,7 +346,7 @@ func collectTaken(rows pgx.Rows) (map[artifactKey]bool, error) {
 func (w *runWrites) add(run *workflow.Run, r *appendRequest, taken map[artifactKey]bool, now time.Time) error {
 	p := r.p
 	if run == nil {
-		return errRunNotFound(p.RunID)
+		return workflow.RunNotFound(p.RunID)
 	}
 	if err := p.Accepts(*run); err != nil {
 		return err

@@ -252,7 +252,7 @@ func (s *WorkflowStore) setLease(ctx context.Context, op, sql, runID, workerID s
 		return err
 	}
 	if !lookupable(runID) {
-		return errRunNotFound(runID)
+		return workflow.RunNotFound(runID)
 	}
 	var changed, found bool
 	if err := s.pool.QueryRow(ctx, sql, append([]any{runID, workerID}, more...)...).Scan(&changed, &found); err != nil {
@@ -260,7 +260,7 @@ func (s *WorkflowStore) setLease(ctx context.Context, op, sql, runID, workerID s
 	}
 	switch {
 	case !found:
-		return errRunNotFound(runID)
+		return workflow.RunNotFound(runID)
 	case !changed:
 		return errNotLeased(runID, workerID)
 	}
@@ -293,7 +293,7 @@ func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[stri
 		return nil, err
 	}
 	if !lookupable(runID) {
-		return nil, errRunNotFound(runID)
+		return nil, workflow.RunNotFound(runID)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT o.node_id, o.output
 		FROM workflow_runs r LEFT JOIN workflow_node_outputs o ON o.run_id = r.id
@@ -319,7 +319,7 @@ func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[stri
 		return nil, dbError(err, "node outputs")
 	}
 	if !found {
-		return nil, errRunNotFound(runID)
+		return nil, workflow.RunNotFound(runID)
 	}
 	return out, nil
 }

@@ -30,14 +30,14 @@ func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]
 		return nil, err
 	}
 	if !lookupable(p.RunID) || !ownerStorable(p.Owner) {
-		return nil, errRunNotFound(p.RunID)
+		return nil, workflow.RunNotFound(p.RunID)
 	}
 	var envs []workflow.Envelope
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+lockedRunColumns+` FROM workflow_runs WHERE id = $1 AND `+ownerCond+` FOR UPDATE`,
 			ownerArgs(p.RunID, p.Owner)...))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return errRunNotFound(p.RunID)
+			return workflow.RunNotFound(p.RunID)
 		}
 		if err != nil {
 			return err

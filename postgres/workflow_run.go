@@ -52,7 +52,7 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 		return workflow.Run{}, nil, err
 	}
 	if !lookupable(r.WorkflowID) {
-		return workflow.Run{}, nil, errWorkflowNotFound(r.WorkflowID)
+		return workflow.Run{}, nil, workflow.NotFound(r.WorkflowID)
 	}
 	t := storeNow()
 	r = cloneRun(r)
@@ -71,7 +71,7 @@ func (s *WorkflowStore) CreateRun(ctx context.Context, r workflow.Run, events []
 			FROM workflows w WHERE w.id = $1 AND w.owner_id = $3`, r.WorkflowID, r.VersionID, r.OwnerID).Scan(&hasVersion)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			return errWorkflowNotFound(r.WorkflowID)
+			return workflow.NotFound(r.WorkflowID)
 		case err != nil:
 			return err
 		case !hasVersion:
@@ -105,21 +105,17 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 		return workflow.Run{}, err
 	}
 	if !lookupable(id) || !ownerStorable(owner) {
-		return workflow.Run{}, errRunNotFound(id)
+		return workflow.Run{}, workflow.RunNotFound(id)
 	}
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM workflow_runs WHERE id = $1 AND `+ownerCond,
 		ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return workflow.Run{}, errRunNotFound(id)
+		return workflow.Run{}, workflow.RunNotFound(id)
 	case err != nil:
 		return workflow.Run{}, dbError(err, "get run")
 	}
 	return r, nil
-}
-
-func errRunNotFound(id string) error {
-	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %q not found", id)
 }
 
 // CountRuns returns how many runs are in each of statuses, in one query
@@ -194,7 +190,7 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 		return nil, err
 	}
 	if !lookupable(runID) {
-		return nil, errRunNotFound(runID)
+		return nil, workflow.RunNotFound(runID)
 	}
 	// The columns of a missing event are COALESCEd so that rows scan into
 	// plain values; the run's ids and the event name are read without a
@@ -240,7 +236,7 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 		return nil, dbError(err, "list events")
 	}
 	if !found {
-		return nil, errRunNotFound(runID)
+		return nil, workflow.RunNotFound(runID)
 	}
 	return out, nil
 }
@@ -260,7 +256,7 @@ func (s *WorkflowStore) PendingResumeToken(ctx context.Context, runID string) (w
 		return workflow.ResumeToken{}, err
 	}
 	if !lookupable(runID) {
-		return workflow.ResumeToken{}, errRunNotFound(runID)
+		return workflow.ResumeToken{}, workflow.RunNotFound(runID)
 	}
 	t := workflow.ResumeToken{RunID: runID}
 	var expires *time.Time
@@ -269,7 +265,7 @@ func (s *WorkflowStore) PendingResumeToken(ctx context.Context, runID string) (w
 		WHERE r.id = $1`, runID).Scan(&t.NodeID, &t.NodeRunID, &t.Hash, &t.Actions, &t.FormSchema, &expires)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return workflow.ResumeToken{}, errRunNotFound(runID)
+		return workflow.ResumeToken{}, workflow.RunNotFound(runID)
 	case err != nil:
 		return workflow.ResumeToken{}, dbError(err, "pending resume token")
 	case expires == nil:

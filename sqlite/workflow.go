@@ -321,19 +321,11 @@ func (s *WorkflowStore) checkWorkflowOwner(ctx context.Context, tx *sql.Tx, id s
 	err := tx.StmtContext(ctx, s.workflowOwner).QueryRowContext(ctx, ownerArgs(id, owner)...).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return errWorkflowNotFound(id)
+		return workflow.NotFound(id)
 	case err != nil:
 		return sqlError("sqlite: look up workflow", err)
 	}
 	return nil
-}
-
-func errWorkflowNotFound(id string) error {
-	return runstream.Errorf(runstream.CodeWorkflowNotFound, "workflow %q not found", id)
-}
-
-func errRunNotFound(id string) error {
-	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %q not found", id)
 }
 
 // storeNow is the store's clock: UTC, truncated to microseconds.

@@ -224,7 +224,7 @@ func (s *WorkflowStore) setLease(ctx context.Context, op, query, runID, workerID
 		err = tx.QueryRowContext(ctx, runExistsSQL, runID).Scan(&one)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return errRunNotFound(runID)
+			return workflow.RunNotFound(runID)
 		case err != nil:
 			return sqlError("sqlite: "+op+": look up run", err)
 		}
@@ -276,7 +276,7 @@ func (s *WorkflowStore) NodeOutputs(ctx context.Context, runID string) (map[stri
 		return nil, sqlError("sqlite: node outputs", err)
 	}
 	if out == nil {
-		return nil, errRunNotFound(runID)
+		return nil, workflow.RunNotFound(runID)
 	}
 	return out, nil
 }

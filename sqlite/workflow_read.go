@@ -20,7 +20,7 @@ func (s *WorkflowStore) GetWorkflow(ctx context.Context, id string, owner runstr
 	w, err := scanWorkflow(s.getWorkflow.QueryRowContext(ctx, ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return workflow.Workflow{}, errWorkflowNotFound(id)
+		return workflow.Workflow{}, workflow.NotFound(id)
 	case err != nil:
 		return workflow.Workflow{}, sqlError("sqlite: get workflow", err)
 	}
@@ -71,7 +71,7 @@ func (s *WorkflowStore) GetVersion(ctx context.Context, workflowID, versionID st
 	err := s.getVersion.QueryRowContext(ctx, append(ownerArgs(workflowID, owner), versionID)...).Scan(&id, &number, (*[]byte)(&v.Definition), &created)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return workflow.Version{}, errWorkflowNotFound(workflowID)
+		return workflow.Version{}, workflow.NotFound(workflowID)
 	case err != nil:
 		return workflow.Version{}, sqlError("sqlite: get version", err)
 	case !id.Valid:
@@ -89,7 +89,7 @@ func (s *WorkflowStore) GetRun(ctx context.Context, id string, owner runstream.O
 	r, err := scanRun(s.getRun.QueryRowContext(ctx, ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return workflow.Run{}, errRunNotFound(id)
+		return workflow.Run{}, workflow.RunNotFound(id)
 	case err != nil:
 		return workflow.Run{}, sqlError("sqlite: get run", err)
 	}
@@ -275,7 +275,7 @@ func (s *WorkflowStore) ListEvents(ctx context.Context, runID string, afterSeq i
 		return nil, sqlError("sqlite: list events", err)
 	}
 	if !found {
-		return nil, errRunNotFound(runID)
+		return nil, workflow.RunNotFound(runID)
 	}
 	return out, nil
 }
@@ -332,7 +332,7 @@ func (s *WorkflowStore) PendingResumeToken(ctx context.Context, runID string) (w
 	err := s.pendingToken.QueryRowContext(ctx, runID).Scan(&node, &nodeRun, &t.Hash, &actions, (*[]byte)(&t.FormSchema), &expires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return workflow.ResumeToken{}, errRunNotFound(runID)
+		return workflow.ResumeToken{}, workflow.RunNotFound(runID)
 	case err != nil:
 		return workflow.ResumeToken{}, sqlError("sqlite: pending resume token", err)
 	case !expires.Valid:

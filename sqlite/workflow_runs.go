@@ -206,7 +206,7 @@ func (s *WorkflowStore) lockedRun(ctx context.Context, tx *sql.Tx, id string, ow
 	r, err := scanRun(tx.StmtContext(ctx, s.lockRun).QueryRowContext(ctx, ownerArgs(id, owner)...))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return workflow.Run{}, errRunNotFound(id)
+		return workflow.Run{}, workflow.RunNotFound(id)
 	case err != nil:
 		return workflow.Run{}, sqlError("sqlite: look up run", err)
 	}

@@ -6,7 +6,20 @@ import (
 	"time"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
+
+// NotFound is a store's answer for a workflow that does not exist or that
+// the caller may not see. The id is the caller's: the message quotes an
+// excerpt of it (redact.Quote).
+func NotFound(id string) error {
+	return runstream.Errorf(runstream.CodeWorkflowNotFound, "workflow %s not found", redact.Quote(id))
+}
+
+// RunNotFound is NotFound for a workflow run.
+func RunNotFound(id string) error {
+	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %s not found", redact.Quote(id))
+}
 
 // Page limits of event reads.
 const (

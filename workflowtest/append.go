@@ -3,6 +3,7 @@ package workflowtest
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,6 +229,18 @@ var appendTests = []test{
 	{"UnknownRun", func(t *testing.T, s workflow.Store) {
 		_, err := s.Append(t.Context(), workflow.AppendParams{RunID: newID("run"), Events: []workflow.NewEvent{progress(1)}})
 		wantCode(t, err, runstream.CodeWorkflowRunNotFound, "Append to an unknown run")
+		// The id is the caller's: a not-found answer quotes an excerpt of it.
+		long := strings.Repeat("w", 300)
+		_, err = s.GetRun(t.Context(), long, asAlice)
+		wantCode(t, err, runstream.CodeWorkflowRunNotFound, "GetRun of an unknown long id")
+		if strings.Contains(err.Error(), long[:100]) {
+			t.Errorf("GetRun of an unknown %d-byte id: %q holds it whole", len(long), err)
+		}
+		_, err = s.GetWorkflow(t.Context(), long, asAlice)
+		wantCode(t, err, runstream.CodeWorkflowNotFound, "GetWorkflow of an unknown long id")
+		if strings.Contains(err.Error(), long[:100]) {
+			t.Errorf("GetWorkflow of an unknown %d-byte id: %q holds it whole", len(long), err)
+		}
 	}},
 }
 
