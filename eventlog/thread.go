@@ -25,13 +25,12 @@ const (
 )
 
 // ThreadLimits bounds the batches a ThreadLog accepts. The size of an
-// event is the bytes of its content and metadata as given, except that the
-// content of a trace event counts up to MaxTraceContent: the store keeps
-// only its first MaxTraceContent bytes of text (runevents.Prepare
-// truncates it, and writes them as a JSON string: up to six times as many
-// bytes with escapes), so a long trace (a large LLM request or error) is
-// stored truncated, as DeerFlow stores it, rather than refused. The
-// batch's size counts every byte as given.
+// event is the bytes of its content and metadata as given, except that a
+// trace event counts what the store keeps of it
+// (runevents.StoredTraceSize): the store keeps only the first
+// MaxTraceContent bytes of a trace's text, so a long trace (a large LLM
+// request or error) is stored truncated, as DeerFlow stores it, rather
+// than refused. The batch's size counts every byte as given.
 type ThreadLimits struct {
 	// MaxEventBytes bounds one event. Defaults to DefaultMaxEventBytes.
 	MaxEventBytes int
@@ -350,14 +349,14 @@ func (l *ThreadLog) checkSizes(events []runevents.NewEvent, stage string) error 
 }
 
 // checkEventSize refuses event i of a batch when its content and metadata
-// are above MaxEventBytes (stage says when: as sent, once redacted); the
-// content of a trace event counts up to MaxTraceContent (ThreadLimits).
+// are above MaxEventBytes (stage says when: as sent, once redacted); a
+// trace event counts what the store keeps of it (ThreadLimits).
 func (l *ThreadLog) checkEventSize(i int, e runevents.NewEvent, stage string) error {
-	content := len(e.Content)
+	size := len(e.Content) + len(e.Metadata)
 	if category, ok := runevents.Lookup(e.EventType); ok && category == runevents.CategoryTrace {
-		content = min(content, l.limits.MaxTraceContent)
+		size = runevents.StoredTraceSize(e.Content, e.Metadata, l.limits.MaxTraceContent)
 	}
-	if size := content + len(e.Metadata); size > l.limits.MaxEventBytes {
+	if size > l.limits.MaxEventBytes {
 		return runstream.Errorf(runstream.CodePayloadTooLarge, "events[%d] has %d bytes of content and metadata%s, the limit is %d", i, size, stage, l.limits.MaxEventBytes).
 			WithDetail("index", i).WithDetail("limit", l.limits.MaxEventBytes)
 	}

@@ -301,6 +301,12 @@ func TestThreadAppendLimits(t *testing.T) {
 			newEvent("r1", runevents.EventLLMError, `"`+strings.Repeat("x", 300<<10)+`"`, `{}`)}, ""},
 		{"trace whose metadata is over the event limit", eventlog.ThreadLimits{MaxEventBytes: 20 << 10}, []runevents.NewEvent{
 			newEvent("r1", runevents.EventLLMError, `"x"`, `{"m":"`+strings.Repeat("x", 20<<10)+`"}`)}, runstream.CodePayloadTooLarge},
+		// What is stored of a trace counts: the first 1,000 bytes of its
+		// text, as a JSON string of six bytes per control character.
+		{"trace stored over the event limit", eventlog.ThreadLimits{MaxEventBytes: 2000, MaxTraceContent: 1000}, []runevents.NewEvent{
+			newEvent("r1", runevents.EventLLMError, `"`+strings.Repeat(`\u0001`, 10000)+`"`, `{}`)}, runstream.CodePayloadTooLarge},
+		{"trace stored under the event limit", eventlog.ThreadLimits{MaxEventBytes: 2000, MaxTraceContent: 1000}, []runevents.NewEvent{
+			newEvent("r1", runevents.EventLLMError, `"`+strings.Repeat("x", 10000)+`"`, `{}`)}, ""},
 		{"trace over a batch's bytes", eventlog.ThreadLimits{MaxBatchBytes: 100 << 10}, []runevents.NewEvent{
 			newEvent("r1", runevents.EventLLMError, `"`+strings.Repeat("x", 200<<10)+`"`, `{}`)}, runstream.CodePayloadTooLarge},
 		// Under the limit as sent, over it once each "a" is a redaction marker.

@@ -121,6 +121,26 @@ func PrepareBatch(events []NewEvent, now time.Time, maxTraceContent int) ([]Reco
 	return out, nil
 }
 
+// StoredTraceSize returns the bytes of content and metadata a store keeps
+// of a trace event given with content and metadata: those as given when
+// the content's text fits maxTraceContent, else the truncated content, as
+// a JSON string (up to six times its text's bytes with escapes), and the
+// metadata that records the truncation (see Prepare).
+func StoredTraceSize(content, metadata []byte, maxTraceContent int) int {
+	size := len(content) + len(metadata)
+	if len(content) <= maxTraceContent {
+		return size // the text of a JSON string is no longer than the string
+	}
+	if len(metadata) == 0 {
+		metadata = []byte(`{}`)
+	}
+	rec := Record{Content: content, Metadata: metadata}
+	if truncateTrace(&rec, maxTraceContent) != nil {
+		return size // not an event Prepare accepts: it refuses it
+	}
+	return len(rec.Content) + len(rec.Metadata)
+}
+
 // truncateTrace replaces over-long trace content by its first max bytes (cut
 // at a UTF-8 boundary) as a JSON string, and records the truncation in
 // metadata.
