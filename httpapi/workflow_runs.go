@@ -99,7 +99,7 @@ func (s *Server) checkCursorInRun(r *http.Request, run workflow.Run, cursor int6
 	if cursor <= fresh.LastSeq {
 		return nil
 	}
-	return runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "the cursor %d is past the run's last event, seq %d: resume after an id the stream sent", cursor, fresh.LastSeq).
+	return runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "the cursor is past the run's last event, seq %d: resume after an id the stream sent", fresh.LastSeq).
 		WithDetail("last_seq", fresh.LastSeq)
 }
 

@@ -288,6 +288,9 @@ func TestStreamCursorPastTheEnd(t *testing.T) {
 			fmt.Sprint(body.Details["last_seq"]) != strconv.FormatInt(live, 10) {
 			t.Errorf("live run, %s: %d %+v (%v); want 400 WORKFLOW_INVALID_CURSOR with last_seq %d", header[1], c.resp.StatusCode, body, err, live)
 		}
+		if strings.Contains(body.Message, header[1]) {
+			t.Errorf("live run, %s: the message %q gives the caller's cursor back", header[1], body.Message)
+		}
 	}
 	if c := env.open(t, "", "Last-Event-ID", strconv.FormatInt(live, 10)); c.resp.StatusCode != 200 {
 		t.Errorf("a cursor at the last event: %d", c.resp.StatusCode)
