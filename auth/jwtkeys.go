@@ -5,10 +5,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -75,10 +73,7 @@ func verifyKeyID(k verifyKey) (string, error) {
 		}
 		material = der
 	}
-	h := sha256.New()
-	h.Write([]byte(jwtKeyIDContext + k.alg + "."))
-	h.Write(material)
-	return hex.EncodeToString(h.Sum(nil)[:16]), nil
+	return fingerprint(jwtKeyIDContext+k.alg+".", material), nil
 }
 
 // jwk is the part of a JSON Web Key (RFC 7517) that is read.

@@ -58,9 +58,16 @@ const keyIDContext = "runstream-key-id-v1."
 // derived from the stored hash, so every instance with the same keys
 // file computes the same one, and it is a hash of that hash, so a session
 // value that carries it reveals neither the key nor its line of the file.
-func keyID(hash [sha256.Size]byte) string {
-	sum := sha256.Sum256(append([]byte(keyIDContext), hash[:]...))
-	return hex.EncodeToString(sum[:16])
+func keyID(hash [sha256.Size]byte) string { return fingerprint(keyIDContext, hash[:]) }
+
+// fingerprint returns the first 16 bytes, in hex, of the SHA-256 of
+// context and material: a key's KeyID, which tells keys apart without
+// revealing them.
+func fingerprint(context string, material []byte) string {
+	h := sha256.New()
+	h.Write([]byte(context))
+	h.Write(material)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // keyEntry is one line of a keys file.
