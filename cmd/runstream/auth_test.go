@@ -617,3 +617,50 @@ func TestKeysChangedBeforeTheWatchStarts(t *testing.T) {
 		t.Errorf("alice's key after the change: %v", err)
 	}
 }
+
+// The polling of a keys file reloads a change once it stayed for one
+// poll, never the poll that first sees it, so a file caught half-written
+// is not applied; a change that goes on waits until it stops; a file that
+// becomes unreadable is warned of once, and reloaded when it is back and
+// stayed.
+func TestKeysFileWatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a")
+	info, _ := os.Stat(path)
+	w := keysFileWatch{loaded: info}
+	poll := func(step string, want int) {
+		t.Helper()
+		info, err := os.Stat(path)
+		got := w.tick(info, err)
+		if got != want {
+			t.Fatalf("%s: %d, want %d", step, got, want)
+		}
+		if got == keysChanged {
+			w.reloaded(info)
+		}
+	}
+	poll("unchanged", keysUnchanged)
+	write("ab")
+	poll("a change, first seen", keysUnchanged)
+	poll("the change, stayed", keysChanged)
+	poll("reloaded", keysUnchanged)
+	write("abc")
+	poll("a change being written", keysUnchanged)
+	write("abcd")
+	poll("still being written", keysUnchanged)
+	poll("written", keysChanged)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	poll("gone", keysUnreadable)
+	poll("still gone", keysUnchanged)
+	write("abcde")
+	poll("back, first seen", keysUnchanged)
+	poll("back, stayed", keysChanged)
+}

@@ -218,14 +218,10 @@ func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 		tick = ticker.C
 		context.AfterFunc(ctx, ticker.Stop)
 	}
-	// loaded is the file as stat'ed before it was last read (nil: it
-	// could not be), seen a change not yet reloaded, waiting to stay one
-	// more interval.
-	loaded := a.keysLoaded
-	var seen os.FileInfo
+	watch := keysFileWatch{loaded: a.keysLoaded}
 	// reload reads the file, which info describes as stat'ed just before.
 	reload := func(why string, info os.FileInfo) {
-		loaded, seen = info, nil
+		watch.reloaded(info)
 		if err := a.reload(); err != nil {
 			logger.Error("reload the keys", "auth", a.mode, "on", why, "error", err)
 			return
@@ -243,23 +239,55 @@ func (a *authFlags) reloadKeys(ctx context.Context, logger *slog.Logger) {
 				reload("SIGHUP", info)
 			case <-tick:
 				info, err := os.Stat(a.keysFile)
-				switch {
-				case err != nil:
-					if loaded != nil || seen != nil {
-						logger.Warn("the key file cannot be read; the keys in use stay", "auth", a.mode, "error", err)
-					}
-					loaded, seen = nil, nil
-				case sameFile(info, loaded):
-					seen = nil
-				case !sameFile(info, seen):
-					seen = info // changed: reload if it stays so
-				default: // the file as seen, and stat'ed, one interval ago
+				switch watch.tick(info, err) {
+				case keysUnreadable:
+					logger.Warn("the key file cannot be read; the keys in use stay", "auth", a.mode, "error", err)
+				case keysChanged:
 					reload("change of "+a.keysFile, info)
 				}
 			}
 		}
 	}()
 }
+
+// keysFileWatch is what the polling of a keys file knows of it: the file
+// as stat'ed before it was last read (nil: it could not be), and a change
+// seen but not reloaded yet, waiting to stay one more interval.
+type keysFileWatch struct {
+	loaded, seen os.FileInfo
+}
+
+// What a poll of the keys file calls for (keysFileWatch.tick).
+const (
+	keysUnchanged  = iota // nothing: as loaded, or a change not yet stable
+	keysChanged           // reload: a change that stayed one interval
+	keysUnreadable        // warn: the file just became unreadable
+)
+
+// tick takes the file's stat of one poll (info, or err) and tells what it
+// calls for. A change (size, modification time or identity) is reloaded
+// at the poll after the one that saw it, if the file is still as seen
+// then: a file being written is not read half-way.
+func (w *keysFileWatch) tick(info os.FileInfo, err error) int {
+	switch {
+	case err != nil:
+		warn := w.loaded != nil || w.seen != nil
+		w.loaded, w.seen = nil, nil
+		if warn {
+			return keysUnreadable
+		}
+	case sameFile(info, w.loaded):
+		w.seen = nil
+	case !sameFile(info, w.seen):
+		w.seen = info // changed: reload if it stays so
+	default: // the file as seen, and stat'ed, one interval ago
+		return keysChanged
+	}
+	return keysUnchanged
+}
+
+// reloaded records that the file, as info describes it, was read.
+func (w *keysFileWatch) reloaded(info os.FileInfo) { w.loaded, w.seen = info, nil }
 
 // sameFile reports whether a and b (either may be nil) describe the same
 // file at the same size and modification time.
