@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream/httpapi"
+	"github.com/runstream/runstream/internal/apitest"
 	"github.com/runstream/runstream/langgraph"
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/sse"
@@ -70,16 +71,7 @@ func (in *chunkInstance) push(t *testing.T, run string, first int, events []stri
 // id", closed at the end of the stream.
 func (in *chunkInstance) follow(t *testing.T, run string) <-chan string {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", in.url+"/api/threads/t1/runs/"+run+"/stream", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Last-Event-ID", "-1")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
+	resp := apitest.Get(t, in.url+"/api/threads/t1/runs/"+run+"/stream", "Last-Event-ID", "-1")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("join: status %d", resp.StatusCode)
 	}
