@@ -154,7 +154,10 @@ func synthesisedTerminal(run workflow.Run) ([]byte, error) {
 
 // failedNodeID is run.failed's failedNodeId for a run's stored error:
 // the node the error names (its nodeId), or nil for an error of the run
-// itself.
+// itself. With the stores of this repository a run has a stored error
+// only once its run.failed event is stored, so no synthesised frame
+// carries one; this keeps a store that sets the two apart (a
+// hand-mended row, another implementation) answering as the engine does.
 func failedNodeID(errObj json.RawMessage) any {
 	var e struct {
 		NodeID string `json:"nodeId"`
