@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,6 +299,39 @@ func TestStreamCursorPastTheEnd(t *testing.T) {
 	last := env.complete(t)
 	if c := env.open(t, "?after="+strconv.FormatInt(last+10, 10)); c.resp.StatusCode != 400 {
 		t.Errorf("finished run, a cursor past its end: %d, want 400", c.resp.StatusCode)
+	}
+}
+
+// staleFirstRead is a store whose first GetRun answers the run as it was
+// before its last event, as a read shared by streams opening at once may,
+// when it started before the event a client resumes after was committed.
+type staleFirstRead struct {
+	workflow.Store
+	reads atomic.Int32
+}
+
+func (s *staleFirstRead) GetRun(ctx context.Context, id string, owner runstream.Owner) (workflow.Run, error) {
+	run, err := s.Store.GetRun(ctx, id, owner)
+	if s.reads.Add(1) == 1 {
+		run.LastSeq--
+	}
+	return run, err
+}
+
+// A cursor past a stale read of the run is checked against a fresh one:
+// a client resuming after the run's last event is not refused.
+func TestStreamCursorPastAStaleRead(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	env.progress(t, 1)
+	last := env.run.LastSeq + 1
+	store := &staleFirstRead{Store: env.store}
+	env.api.workflows = workflowsvc.New(store, nil, env.hub, workflowsvc.Config{})
+	if c := env.open(t, "", "Last-Event-ID", strconv.FormatInt(last, 10)); c.resp.StatusCode != 200 {
+		t.Errorf("a cursor at the last event, past a stale read of the run: %d, want 200", c.resp.StatusCode)
+	}
+	if n := store.reads.Load(); n < 2 {
+		t.Errorf("%d reads of the run, want the stale one and a fresh one", n)
 	}
 }
 
