@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -10,15 +11,32 @@ import (
 )
 
 // NotFound is a store's answer for a workflow that does not exist or that
-// the caller may not see. The id is the caller's: the message quotes an
-// excerpt of it (redact.Quote).
+// the caller may not see. The id is the caller's: the message quotes it
+// whole when it is shaped as an id, else an excerpt of it (quoteID).
 func NotFound(id string) error {
-	return runstream.Errorf(runstream.CodeWorkflowNotFound, "workflow %s not found", redact.Quote(id))
+	return runstream.Errorf(runstream.CodeWorkflowNotFound, "workflow %s not found", quoteID(id))
 }
 
 // RunNotFound is NotFound for a workflow run.
 func RunNotFound(id string) error {
-	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %s not found", redact.Quote(id))
+	return runstream.Errorf(runstream.CodeWorkflowRunNotFound, "workflow run %s not found", quoteID(id))
+}
+
+// quoteID quotes id whole when it has the shape of an id (1 to 64 ASCII
+// letters, digits and _ . : -, as the ids runstream makes) and holds
+// nothing the redaction rules find, so that an answer names the id it was
+// asked; anything else is a value of the caller's, of which it quotes a
+// redacted excerpt (redact.Quote).
+func quoteID(id string) string {
+	if len(id) == 0 || len(id) > 64 || redact.Text(id) != id {
+		return redact.Quote(id)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.:-", c) >= 0) {
+			return redact.Quote(id)
+		}
+	}
+	return `"` + id + `"`
 }
 
 // Page limits of event reads.
