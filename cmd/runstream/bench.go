@@ -248,6 +248,10 @@ type benchResult struct {
 	StalledCut              int          `json:"stalled_cut,omitempty"`
 	Without                 *benchResult `json:"without_stalled,omitempty"`
 	PostP99Ratio            float64      `json:"post_p99_ratio,omitempty"`
+	// Commits is the producing server's group commits while the POSTs
+	// ran (thread scenarios, runstream on SQLite or PostgreSQL): how many
+	// writes each commit carried, which sets what a write costs.
+	Commits groupCommits `json:"commits,omitzero"`
 	// With --cuts: the cuts per follower, the resumes made (followers ×
 	// cuts), and the time from a cut to the resumed stream's headers.
 	Cuts            int     `json:"cuts_per_follower,omitempty"`
@@ -280,6 +284,9 @@ func (r benchResult) String() string {
 	}
 	if r.PerSecond > 0 {
 		fmt.Fprintf(&b, "\n  throughput: %.0f per second", r.PerSecond)
+	}
+	if r.Commits.Count > 0 {
+		fmt.Fprintf(&b, "\n  store: %d group commits, %.1f writes each", r.Commits.Count, r.Commits.Writes/float64(r.Commits.Count))
 	}
 	if r.RSSMiB > 0 && r.BaselineMiB == 0 {
 		fmt.Fprintf(&b, "\n  server RSS at the end: %.1f MiB", r.RSSMiB)

@@ -70,7 +70,7 @@ func TestFollowThreadResumesAfterItsCursor(t *testing.T) {
 func TestBenchThreadCuts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	servers, served := serveBench(t, ctx)
+	servers, served := serveBench(t, ctx, "memory:")
 
 	const followers, events, cuts = 4, 300, 2
 	cfg := benchConfig{events: events, eventBytes: 200, batch: 1, concurrency: 4, threads: 1, runs: 1, cuts: cuts}
@@ -93,17 +93,17 @@ func TestBenchThreadCuts(t *testing.T) {
 	}
 }
 
-// serveBench runs "bench serve" on a memory store in this process until
-// ctx ends, and returns it as the benchmark's one server (its process,
+// serveBench runs "bench serve" on the store at storeURL in this process
+// until ctx ends, and returns it as the benchmark's one server (its process,
 // whose CPU and memory the scenarios read, is this one) and the channel
 // that gets benchServe's error once it returned.
-func serveBench(t *testing.T, ctx context.Context) ([]*benchServer, <-chan error) {
+func serveBench(t *testing.T, ctx context.Context, storeURL string) ([]*benchServer, <-chan error) {
 	t.Helper()
 	out, in := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
 		m := &Main{Getenv: func(string) string { return "" }}
-		served <- m.benchServe(ctx, []string{"--store", "memory:"}, in, io.Discard)
+		served <- m.benchServe(ctx, []string{"--store", storeURL}, in, io.Discard)
 		in.Close()
 	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
@@ -125,7 +125,7 @@ func serveBench(t *testing.T, ctx context.Context) ([]*benchServer, <-chan error
 func TestBenchThreadIdle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	servers, served := serveBench(t, ctx)
+	servers, served := serveBench(t, ctx, "memory:")
 	res, err := benchThreadIdle(ctx, servers, benchConfig{followers: 20, settle: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

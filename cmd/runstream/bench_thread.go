@@ -382,6 +382,10 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		stalledAt = time.Now()
 	}
 
+	commits0, err := producer.groupCommits(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
 	cpu0, err := serversCPU(servers)
 	if err != nil {
 		return benchResult{}, err
@@ -400,6 +404,10 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 	published := time.Since(start)
 	if err := <-profiled; err != nil {
 		return benchResult{}, fmt.Errorf("CPU profile: %w", err)
+	}
+	commits1, err := producer.groupCommits(ctx)
+	if err != nil {
+		return benchResult{}, err
 	}
 	// Every frame is on its way once the last POST is answered: give the
 	// followers a bounded time to read them.
@@ -435,6 +443,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		Events: cfg.events, Followers: followers, Delivered: delivered.Load(), Seconds: elapsed.Seconds(),
 		AppendSeconds: published.Seconds(), PublishPerSecond: float64(cfg.events) / published.Seconds(),
 		ServerCPUSeconds: (cpu1 - cpu0).Seconds(), RSSMiB: rss,
+		Commits: commits1.sub(commits0),
 	}
 	if len(postLat) > 0 {
 		res.PostMaxAtSeconds = postBegan[slowest(postLat)].Seconds()
@@ -580,4 +589,68 @@ func (s *benchServer) cpuProfile(ctx context.Context, path string, seconds int) 
 		return err
 	}
 	return f.Close()
+}
+
+// groupCommits is what the store's runstream_store_group_commit_size
+// histogram counted: group transactions, and the writes they carried.
+type groupCommits struct {
+	Count  int64   `json:"count"`
+	Writes float64 `json:"writes"`
+}
+
+// sub returns the commits of g that were not yet in before.
+func (g groupCommits) sub(before groupCommits) groupCommits {
+	return groupCommits{Count: g.Count - before.Count, Writes: g.Writes - before.Writes}
+}
+
+// groupCommits reads the server's group commits so far from its /metrics;
+// zero for a server of another kind (Centrifugo) or a store that does not
+// group writes (memory, JSONL).
+func (s *benchServer) groupCommits(ctx context.Context) (groupCommits, error) {
+	if s.peer != "" {
+		return groupCommits{}, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/metrics", nil)
+	if err != nil {
+		return groupCommits{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return groupCommits{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return groupCommits{}, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return parseGroupCommits(resp.Body)
+}
+
+// parseGroupCommits sums, over its labels, the count and sum of the
+// group commit histogram in a Prometheus text exposition.
+func parseGroupCommits(r io.Reader) (groupCommits, error) {
+	const name = "runstream_store_group_commit_size"
+	var g groupCommits
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		series, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		metric, _, _ := strings.Cut(series, "{")
+		if metric != name+"_count" && metric != name+"_sum" {
+			continue
+		}
+		f, err := strconv.ParseFloat(value, 64) // the format writes counts as floats too
+		if err != nil {
+			return groupCommits{}, fmt.Errorf("metrics: %s: %w", metric, err)
+		}
+		if metric == name+"_count" {
+			g.Count += int64(f)
+		} else {
+			g.Writes += f
+		}
+	}
+	return g, sc.Err()
 }
