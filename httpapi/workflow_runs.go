@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -82,27 +81,6 @@ func (s *Server) listWorkflowRunEvents(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
-// checkCursorInRun refuses a stream cursor past run's last event
-// (WORKFLOW_INVALID_CURSOR): no id the stream sent can be, and a follower
-// past the end would skip the events up to its cursor, the terminal one
-// included, and wait for ever. run may be a read shared with other
-// openings, started before the event the client resumes after was
-// committed: a cursor past it is checked against a fresh read first.
-func (s *Server) checkCursorInRun(r *http.Request, run workflow.Run, cursor int64) error {
-	if cursor <= run.LastSeq {
-		return nil
-	}
-	fresh, err := s.workflows.GetRun(r.Context(), userOf(r), run.ID)
-	if err != nil {
-		return err
-	}
-	if cursor <= fresh.LastSeq {
-		return nil
-	}
-	return runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "the cursor is past the run's last event, seq %d: resume after an id the stream sent", fresh.LastSeq).
-		WithDetail("last_seq", fresh.LastSeq)
-}
-
 // streamWorkflowRun follows a run's events over SSE
 // (workflowsvc.Service.OpenRunStream); the run's status when the stream
 // opened is in X-Workflow-Run-Status.
@@ -115,7 +93,7 @@ func (s *Server) streamWorkflowRun(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := s.checkCursorInRun(r, st.Run(), cursor); err != nil {
+	if _, err := s.workflows.CheckCursor(r.Context(), userOf(r), st.Run(), cursor); err != nil {
 		return err
 	}
 	w.Header().Set("X-Workflow-Run-Status", string(st.Run().Status))

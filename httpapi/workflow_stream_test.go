@@ -302,6 +302,39 @@ func TestStreamCursorPastTheEnd(t *testing.T) {
 	}
 }
 
+// The event page takes the stream's cursors: one past the run's last
+// event is refused with its last seq, one at it answers an empty page,
+// and one past a stale read of the run is checked against a fresh one.
+func TestEventPageCursorPastTheEnd(t *testing.T) {
+	t.Parallel()
+	env := newWorkflowEnv(t, StreamConfig{})
+	last := env.run.LastSeq
+	page := func(after int64) (*http.Response, errorBody) {
+		t.Helper()
+		resp, err := http.Get(env.srv.URL + "/api/workflows/runs/" + env.run.ID + "/events?after=" + strconv.FormatInt(after, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body errorBody
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp, body
+	}
+	if resp, body := page(last + 1); resp.StatusCode != 400 || body.Code != runstream.CodeWorkflowInvalidCursor ||
+		fmt.Sprint(body.Details["last_seq"]) != strconv.FormatInt(last, 10) {
+		t.Errorf("after the last seq + 1: %d %+v; want 400 WORKFLOW_INVALID_CURSOR with last_seq %d", resp.StatusCode, body, last)
+	}
+	if resp, _ := page(last); resp.StatusCode != 200 {
+		t.Errorf("after the last seq: %d, want 200", resp.StatusCode)
+	}
+	env.progress(t, 1)
+	store := &staleFirstRead{Store: env.store}
+	env.api.workflows = workflowsvc.New(store, nil, env.hub, workflowsvc.Config{})
+	if resp, body := page(last + 1); resp.StatusCode != 200 {
+		t.Errorf("after the last seq, past a stale read of the run: %d %+v, want 200", resp.StatusCode, body)
+	}
+}
+
 // staleFirstRead is a store whose first GetRun answers the run as it was
 // before its last event, as a read shared by streams opening at once may,
 // when it started before the event a client resumes after was committed.

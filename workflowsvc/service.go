@@ -232,6 +232,29 @@ func (s *Service) GetRun(ctx context.Context, user, runID string) (workflow.Run,
 	return s.store.GetRun(ctx, runID, runstream.OwnedBy(user))
 }
 
+// CheckCursor refuses a cursor past the run's last event
+// (WORKFLOW_INVALID_CURSOR, with the last seq in details.last_seq): no
+// event the run sent has that seq, and a follower past the end would skip
+// the events up to it, the terminal one included, and wait for ever. run
+// may be a read made before the event the client resumes after was
+// committed (one shared by several openings, say): a cursor past it is
+// checked against a fresh read of the user's run, which CheckCursor
+// returns; otherwise it returns run.
+func (s *Service) CheckCursor(ctx context.Context, user string, run workflow.Run, cursor int64) (workflow.Run, error) {
+	if cursor <= run.LastSeq {
+		return run, nil
+	}
+	fresh, err := s.store.GetRun(ctx, run.ID, runstream.OwnedBy(user))
+	if err != nil {
+		return workflow.Run{}, err
+	}
+	if cursor > fresh.LastSeq {
+		return workflow.Run{}, runstream.Errorf(runstream.CodeWorkflowInvalidCursor, "the cursor is past the run's last event, seq %d", fresh.LastSeq).
+			WithDetail("last_seq", fresh.LastSeq)
+	}
+	return fresh, nil
+}
+
 // EventPage is a page of a run's events.
 type EventPage struct {
 	Events []workflow.Envelope
@@ -246,6 +269,9 @@ type EventPage struct {
 func (s *Service) ListEvents(ctx context.Context, user, runID string, after int64, limit int) (EventPage, error) {
 	run, err := s.store.GetRun(ctx, runID, runstream.OwnedBy(user))
 	if err != nil {
+		return EventPage{}, err
+	}
+	if run, err = s.CheckCursor(ctx, user, run, after); err != nil {
 		return EventPage{}, err
 	}
 	events, err := s.store.ListEvents(ctx, run.ID, after, limit)
