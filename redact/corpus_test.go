@@ -59,6 +59,12 @@ var secretContexts = []secretContext{
 		out, _ := r.Value("curl -H 'Authorization: token " + c.Text + "' https://api.example.com")
 		return out
 	}},
+	{name: "glued to a name", applies: func(c redacttest.Secret) bool { return c.Token }, run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
+		// A field name or file name that runs into the key, as in an
+		// error that quotes an unknown JSON member.
+		out, _ := r.Value(`unknown field "extraSecret_` + c.Text + `"`)
+		return out
+	}},
 	{name: "JSON string", run: func(t *testing.T, r *Redactor, c redacttest.Secret) any {
 		raw, _ := json.Marshal(map[string]any{"type": "tool_result", "content": c.Text, "seq": 3})
 		return redactJSON(t, r, raw)

@@ -112,8 +112,10 @@
 // (looksRandom: two or more digits or inner capitals), so
 // "sk-this-is-a-phrase", "bearer tokens" and "Bearer Authentication" stay;
 // a Basic value is redacted only when it decodes to printable "user:pass",
-// so "basic authentication" stays. Words that merely contain a prefix
-// ("task-list") are not at a word boundary and stay.
+// so "basic authentication" stays. A prefix inside a word ("task-list")
+// starts no key; one after an underscore does, so a key glued to a name
+// ("extra_sk-ant-…", as an error quoting an unknown field shows it) is
+// found.
 //
 // # Idempotency
 //

@@ -50,6 +50,12 @@ const (
 	urlPass = `[^\s/?#\[\]"'<>` + "`" + `\\]*`
 )
 
+// lead is what may come before a provider key: the start of the string
+// or a character that is not a letter or digit. An underscore counts, so
+// a key glued to a name ("extra_sk-ant-…") is found, while a prefix inside
+// a word ("task-list") is not; the key itself is the rule's group 1.
+const lead = `(?:^|[^A-Za-z0-9])`
+
 // valueRules run in this order: whole PEM blocks first, then the
 // provider-specific shapes (their names are the most useful), then the
 // contextual shapes (URLs with userinfo, Bearer/Basic values) that would
@@ -64,24 +70,28 @@ var valueRules = []valueRule{
 	{
 		name:     "anthropic_key",
 		triggers: []string{"sk-ant-"},
-		re:       regexp.MustCompile(`\bsk-ant-` + b64url + `{20,}`),
+		re:       regexp.MustCompile(lead + `(sk-ant-` + b64url + `{20,})`),
+		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("sk-ant-"):]) },
 	},
 	{
 		name:     "openai_key",
 		triggers: []string{"sk-"},
-		re:       regexp.MustCompile(`\bsk-` + b64url + `{20,}`),
+		re:       regexp.MustCompile(lead + `(sk-` + b64url + `{20,})`),
+		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("sk-"):]) },
 	},
 	{
 		name:     "github_token",
 		triggers: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
-		re:       regexp.MustCompile(`\b(?:gh[pousr]_` + alnum + `{36,}|github_pat_[A-Za-z0-9_]{22,})`),
+		re:       regexp.MustCompile(lead + `(gh[pousr]_` + alnum + `{36,}|github_pat_[A-Za-z0-9_]{22,})`),
+		group:    1,
 	},
 	{
 		name:     "gitlab_token",
 		triggers: []string{"glpat-"},
-		re:       regexp.MustCompile(`\bglpat-` + b64url + `{20,}`),
+		re:       regexp.MustCompile(lead + `(glpat-` + b64url + `{20,})`),
+		group:    1,
 	},
 	{
 		name:     "slack_webhook",
@@ -93,29 +103,34 @@ var valueRules = []valueRule{
 	{
 		name:     "slack_token",
 		triggers: []string{"xox", "xapp-"},
-		re:       regexp.MustCompile(`\b(?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,}`),
+		re:       regexp.MustCompile(lead + `((?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,})`),
+		group:    1,
 		accept:   looksRandom,
 	},
 	{
 		name:     "stripe_key",
 		triggers: []string{"_live_", "_test_", "whsec_"},
-		re:       regexp.MustCompile(`\b(?:[rs]k_(?:live|test)_` + alnum + `{16,}|whsec_` + alnum + `{24,})`),
+		re:       regexp.MustCompile(lead + `([rs]k_(?:live|test)_` + alnum + `{16,}|whsec_` + alnum + `{24,})`),
+		group:    1,
 	},
 	{
 		name:     "google_api_key",
 		triggers: []string{"AIza"},
-		re:       regexp.MustCompile(`\bAIza` + b64url + `{35}`),
+		re:       regexp.MustCompile(lead + `(AIza` + b64url + `{35})`),
+		group:    1,
 	},
 	{
 		name:     "huggingface_token",
 		triggers: []string{"hf_"},
-		re:       regexp.MustCompile(`\bhf_` + alnum + `{30,}`),
+		re:       regexp.MustCompile(lead + `(hf_` + alnum + `{30,})`),
+		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("hf_"):]) },
 	},
 	{
 		name:     "aws_access_key_id",
 		triggers: []string{"AKIA", "ASIA"},
-		re:       regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`),
+		re:       regexp.MustCompile(lead + `((?:AKIA|ASIA)[A-Z0-9]{16})\b`),
+		group:    1,
 	},
 	{
 		name:     "aws_secret_key",
@@ -126,7 +141,8 @@ var valueRules = []valueRule{
 	{
 		name:     "jwt",
 		triggers: []string{"eyJ"},
-		re:       regexp.MustCompile(`\beyJ` + b64url + `{10,}\.` + b64url + `{2,}\.` + b64url + `*`),
+		re:       regexp.MustCompile(lead + `(eyJ` + b64url + `{10,}\.` + b64url + `{2,}\.` + b64url + `*)`),
+		group:    1,
 	},
 	{
 		name:     "dsn",
