@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/threadsvc"
@@ -37,13 +38,15 @@ func (s *Server) pageThreadMessages(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	if _, ok := r.URL.Query()["after_seq"]; ok {
-		// DeerFlow's own check, answered with a string detail.
-		return runstream.Errorf(runstream.CodeValidationFailed, "after_seq is not supported by this backward-only endpoint")
-	}
-	c, err := parseHistoryCursors(r)
+	q := r.URL.Query()
+	c, err := parseBackwardCursors(q)
 	if err != nil {
 		return err
+	}
+	if _, ok := q["after_seq"]; ok {
+		// DeerFlow's own check in its handler, after the declared
+		// parameters were validated, answered with a string detail.
+		return runstream.Errorf(runstream.CodeValidationFailed, "after_seq is not supported by this backward-only endpoint")
 	}
 	page, err := s.threads.MessagePage(r.Context(), userOf(r), threadID, c)
 	if err != nil {
@@ -97,14 +100,22 @@ func (s *Server) listRunMessages(w http.ResponseWriter, r *http.Request) error {
 // endpoints: limit 1…200 (default 50), before_seq and after_seq >= 1.
 func parseHistoryCursors(r *http.Request) (threadsvc.Cursors, error) {
 	q := r.URL.Query()
+	c, err := parseBackwardCursors(q)
+	if err != nil {
+		return c, err
+	}
+	c.After, err = querySeq(q, "after_seq")
+	return c, err
+}
+
+// parseBackwardCursors reads the limit (1…200, default 50) and
+// before_seq of a history page.
+func parseBackwardCursors(q url.Values) (threadsvc.Cursors, error) {
 	var c threadsvc.Cursors
 	var err error
 	if c.Limit, err = queryLimit(q, 50, 200); err != nil {
 		return c, err
 	}
-	if c.Before, err = querySeq(q, "before_seq"); err != nil {
-		return c, err
-	}
-	c.After, err = querySeq(q, "after_seq")
+	c.Before, err = querySeq(q, "before_seq")
 	return c, err
 }

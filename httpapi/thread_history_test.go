@@ -381,6 +381,16 @@ func testHistoryParameters(t *testing.T, b threadBackend) {
 		env.get(t, "/api/threads/t1/messages/page?"+q, "")
 		env.get(t, "/api/threads/t1/messages?"+q, "")
 	}
+	// A cursor past int64 is told the range, not a bound it meets.
+	for q, want := range map[string]string{
+		"before_seq=99999999999999999999":  "before_seq: must be an integer from 1 to 9223372036854775807",
+		"before_seq=-99999999999999999999": "before_seq: must be an integer from 1 to 9223372036854775807",
+		"before_seq=0":                     "before_seq: must be an integer >= 1",
+	} {
+		if body := wantError(t, env.do(t, "GET", "/api/threads/t1/messages/page?"+q, ""), 422, runstream.CodeValidationFailed); body.Message != want {
+			t.Errorf("%s: message %q, want %q", q, body.Message, want)
+		}
+	}
 	wantError(t, env.do(t, "GET", "/api/threads/bad.id/messages/page", ""), 422, runstream.CodeValidationFailed)
 	if rec := env.do(t, "GET", "/api/threads/t-none/messages/page", ""); rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"data":[],"has_more":false,"next_before_seq":null}` {
 		t.Errorf("unknown thread's page: %d %s, want the empty page", rec.Code, rec.Body)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -39,7 +40,7 @@ func queryInt(q url.Values, name string, min, max int64) (*int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < min || n > max {
-		if max == maxInt64 {
+		if max == maxInt64 && !errors.Is(err, strconv.ErrRange) {
 			return nil, badParam(name, "must be an integer >= %d", min)
 		}
 		return nil, badParam(name, "must be an integer from %d to %d", min, max)

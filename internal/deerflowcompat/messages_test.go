@@ -93,7 +93,10 @@ func TestMessagesPage(t *testing.T) {
 		// before_seq are FastAPI's list naming the query parameter.
 		c.detail(422, "GET", "/api/threads/t1/messages/page?after_seq=1", nil, "after_seq is not supported by this backward-only endpoint")
 		c.detail(422, "GET", "/api/threads/t1/messages/page?after_seq=", nil, "after_seq is not supported by this backward-only endpoint")
-		for q, param := range map[string]string{"limit=0": "limit", "limit=201": "limit", "before_seq=0": "before_seq"} {
+		for q, param := range map[string]string{"limit=0": "limit", "limit=201": "limit", "before_seq=0": "before_seq",
+			// FastAPI validates the declared parameters before the
+			// handler looks for after_seq.
+			"limit=0&after_seq=1": "limit", "before_seq=0&after_seq=1": "before_seq"} {
 			if got := locs(c.want(422, "GET", "/api/threads/t1/messages/page?"+q, nil)); !sameJSON(got, [][]any{{"query", param}}) {
 				t.Errorf("%s: detail locs %v, want [[query %s]]", q, got, param)
 			}
