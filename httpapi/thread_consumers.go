@@ -44,7 +44,7 @@ func (s *Server) listThreadRunEvents(w http.ResponseWriter, r *http.Request) err
 			return badParam("event_types", "names at most %d event types", maxEventTypesFilter)
 		}
 	}
-	if p.TaskID, _, err = queryValue(q, "task_id"); err != nil {
+	if p.TaskID, p.HasTaskID, err = queryValue(q, "task_id"); err != nil {
 		return err
 	}
 	if p.Limit, err = queryLimit(q, defaultRunEventsLimit, maxRunEventsLimit); err != nil {

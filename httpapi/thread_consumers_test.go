@@ -190,6 +190,7 @@ func testRunEventsFilters(t *testing.T, b threadBackend) {
 		{"?event_types=subagent.start,subagent.start,subagent.start", 43},
 		{"?event_types=llm.ai.response", 43},
 		{"?task_id=B", 43},
+		{"?task_id=", 0}, // matched by equality: no row's task_id is ""
 		{"?after_seq=290", 10},
 	} {
 		if got := count(tc.query); got != tc.want {

@@ -50,7 +50,7 @@ func (s *RunEventStore) ListEvents(_ context.Context, p runevents.ListEventsPara
 			a := &t.attrs[e.attr]
 			return p.Owner.Sees(a.userID) &&
 				(len(p.EventTypes) == 0 || slices.Contains(p.EventTypes, a.eventType)) &&
-				(p.TaskID == "" || a.taskID == p.TaskID)
+				(!p.FiltersTask() || (a.hasTaskID && a.taskID == p.TaskID))
 		})
 	})
 }

@@ -66,6 +66,7 @@ type attrs struct {
 	category  runevents.Category
 	userID    string
 	taskID    string // metadata.task_id when it is a JSON string
+	hasTaskID bool   // whether it is
 	// middleware reports metadata.caller starting with "middleware:".
 	middleware bool
 	// legacy marks a line that parsePlain does not accept (written by
@@ -110,14 +111,14 @@ func (t *thread) add(e entry) {
 // attrsOf returns the filter fields of rec.
 func attrsOf(rec *runevents.Record, legacy bool) attrs {
 	f := runevents.FiltersOf(rec.Metadata)
-	taskID, middleware := f.TaskID, f.Middleware
 	return attrs{
 		run:        rec.RunID,
 		eventType:  rec.EventType,
 		category:   rec.Category,
 		userID:     rec.UserID,
-		taskID:     taskID,
-		middleware: middleware,
+		taskID:     f.TaskID,
+		hasTaskID:  f.HasTaskID,
+		middleware: f.Middleware,
 		legacy:     legacy,
 	}
 }

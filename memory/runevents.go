@@ -233,7 +233,7 @@ func (s *RunEventStore) ListEvents(_ context.Context, p runevents.ListEventsPara
 		if len(p.EventTypes) > 0 && !slices.Contains(p.EventTypes, rec.EventType) {
 			return false
 		}
-		if p.TaskID != "" {
+		if p.FiltersTask() {
 			f := runevents.FiltersOf(rec.Metadata)
 			return f.HasTaskID && f.TaskID == p.TaskID
 		}

@@ -150,7 +150,7 @@ func listEventsQuery(p runevents.ListEventsParams) (sql string, args []any, ok b
 		}
 		q.add("event_type = ANY(?)", types)
 	}
-	if p.TaskID != "" {
+	if p.FiltersTask() {
 		q.add("task_id = ?", []byte(p.TaskID))
 	}
 	if !q.owner(p.Owner) {

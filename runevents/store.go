@@ -69,11 +69,20 @@ type ListEventsParams struct {
 	// TaskID, when not empty, keeps rows whose metadata.task_id is this
 	// string. It is applied before Limit.
 	TaskID string
+	// HasTaskID makes an empty TaskID a filter too: only rows whose
+	// metadata.task_id is the empty string, or null, which reads as it
+	// (Filters); a query's ?task_id= given empty matches by equality, as
+	// DeerFlow's does.
+	HasTaskID bool
 	// AfterSeq, when set, keeps rows with seq > *AfterSeq.
 	AfterSeq *int64
 	// Limit is the maximum number of rows, the first ones in seq order.
 	Limit int
 }
+
+// FiltersTask reports whether p keeps only the rows of one task:
+// TaskID is not empty, or HasTaskID is set.
+func (p ListEventsParams) FiltersTask() bool { return p.TaskID != "" || p.HasTaskID }
 
 // LastVisibleAIParams selects runs for LastVisibleAISeqByRun.
 type LastVisibleAIParams struct {

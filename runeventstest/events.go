@@ -124,4 +124,22 @@ var listEventsTests = []test{
 			t.Errorf("task_id \"7\" matched %d rows; a numeric metadata.task_id must never match", len(n))
 		}
 	}},
+	{"EmptyTaskID", func(t *testing.T, s runevents.Store) {
+		// An empty task id given (HasTaskID) matches by equality: the rows
+		// whose metadata.task_id is "" (or null, which reads as "", see
+		// runevents.Filters), not those without one.
+		recs := putBatch(t, s, []runevents.NewEvent{
+			withMeta(ev("t1", "r1", runevents.EventRunStart, runevents.CategoryTrace, `{}`), `{}`),
+			withMeta(ev("t1", "r1", runevents.EventRunStart, runevents.CategoryTrace, `{}`), `{"task_id":""}`),
+			withMeta(ev("t1", "r1", runevents.EventRunStart, runevents.CategoryTrace, `{}`), `{"task_id":null}`),
+			withMeta(ev("t1", "r1", runevents.EventRunStart, runevents.CategoryTrace, `{}`), `{"task_id":"a"}`),
+		})
+		got := listEvents(t, s, runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: asAlice, Limit: 100, HasTaskID: true})
+		if !equalSeqs(seqs(got), []int64{recs[1].Seq, recs[2].Seq}) {
+			t.Errorf("task_id \"\" given: %v, want the rows whose task_id is \"\" or null (%d, %d)", seqs(got), recs[1].Seq, recs[2].Seq)
+		}
+		if all := listEvents(t, s, runevents.ListEventsParams{ThreadID: "t1", RunID: "r1", Owner: asAlice, Limit: 100}); len(all) != 4 {
+			t.Errorf("no task filter: %d rows, want 4", len(all))
+		}
+	}},
 }

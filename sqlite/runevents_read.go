@@ -105,7 +105,7 @@ func listEventsQuery(p runevents.ListEventsParams) query {
 		}
 		w.in("event_type", types)
 	}
-	if p.TaskID != "" {
+	if p.FiltersTask() {
 		w.add("task_id = ?", p.TaskID)
 	}
 	w.cursors(p.AfterSeq, nil)
