@@ -170,7 +170,9 @@ type RunStore interface {
 	// GetRun returns the row of (threadID, runID).
 	GetRun(ctx context.Context, threadID, runID string, owner Owner) (ThreadRun, error)
 	// FindRun returns the row of runID in whatever thread holds it, for the
-	// stateless /api/runs/{run_id} endpoints.
+	// stateless /api/runs/{run_id} endpoints. Run ids are meant to be
+	// unique; of several threads holding one, the oldest row visible to
+	// owner is found (by created_at, then thread id).
 	FindRun(ctx context.Context, runID string, owner Owner) (ThreadRun, error)
 	// ListRuns returns the thread's runs, oldest first.
 	ListRuns(ctx context.Context, threadID string, owner Owner) ([]ThreadRun, error)
