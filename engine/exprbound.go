@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
+	"regexp/syntax"
 	"strings"
 
 	"github.com/expr-lang/expr"
@@ -32,6 +34,14 @@ const (
 	// exprVMMemoryBudget is the expression library's own budget, in
 	// elements of ranges, literals and loop iterations.
 	exprVMMemoryBudget = 1_000_000
+	// exprMatchSteps bounds the work of one matches: the bytes of its
+	// string times the instructions of its compiled pattern, the bound of
+	// Go's regexp engine on it (about a tenth of a second of CPU). A match
+	// cannot be interrupted, so this and the context checked before each
+	// one is what lets a timeout or a cancel stop a loop of them.
+	exprMatchSteps = 20_000_000
+	// exprMaxPatterns bounds the compiled patterns one evaluation keeps.
+	exprMaxPatterns = 16
 )
 
 // LimitExpressionBudget is details.limit of an evaluation that ran out of
@@ -46,6 +56,45 @@ var errExprBudget = errors.New("the expression exceeds its budget")
 type exprMeter struct {
 	ctx  context.Context
 	left int64
+	// patterns are the evaluation's compiled matches patterns.
+	patterns map[string]*meteredPattern
+}
+
+// meteredPattern is a compiled matches pattern and its size in
+// instructions.
+type meteredPattern struct {
+	re    *regexp.Regexp
+	insts int64
+}
+
+// pattern returns p compiled, charging its bytes the first time.
+func (m *exprMeter) pattern(p string) (*meteredPattern, error) {
+	if c, ok := m.patterns[p]; ok {
+		return c, nil
+	}
+	if err := m.charge(int64(len(p))); err != nil {
+		return nil, err
+	}
+	parsed, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	c := &meteredPattern{re: re, insts: int64(len(prog.Inst))}
+	if m.patterns == nil {
+		m.patterns = map[string]*meteredPattern{}
+	}
+	if len(m.patterns) < exprMaxPatterns {
+		m.patterns[p] = c
+	}
+	return c, nil
 }
 
 func newExprMeter(ctx context.Context) *exprMeter {
@@ -150,6 +199,7 @@ const (
 	meteredEqual = "metered =="
 	meteredNot   = "metered !="
 	meteredIn    = "metered in"
+	meteredMatch = "metered matches"
 	meteredAfter = "metered result"
 )
 
@@ -193,6 +243,8 @@ func (meterPatcher) Visit(node *ast.Node) {
 			}
 		case "in":
 			name = meteredIn
+		case "matches":
+			name = meteredMatch
 		}
 		if name != "" {
 			ast.Patch(node, meteredCall(name, n.Left, n.Right))
@@ -277,6 +329,22 @@ func meterOptions() []expr.Option {
 			return nil, err
 		}
 		return runtime.In(a[0], a[1]), nil
+	})
+	add(meteredMatch, func(m *exprMeter, a []any) (any, error) {
+		s, ok1 := a[0].(string)
+		p, ok2 := a[1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("matches takes strings, not %T and %T", a[0], a[1])
+		}
+		c, err := m.pattern(p)
+		if err != nil {
+			return nil, err
+		}
+		if (int64(len(s))+1)*c.insts > exprMatchSteps {
+			m.left = 0
+			return nil, errExprBudget
+		}
+		return c.re.MatchString(s), nil
 	})
 	add(meteredAfter, func(m *exprMeter, a []any) (any, error) {
 		if err := m.shallow(a[0]); err != nil {

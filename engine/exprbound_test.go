@@ -32,6 +32,10 @@ func TestExprBombsExceedTheBudget(t *testing.T) {
 		`len(reduce(1..100000, upper(#acc), repeat("x", 100000)))`,
 		`len(reduce(1..1000000, #acc + "x", ""))`,
 		`len(1..100000000)`,
+		// A match Go's regexp would spend minutes on: a long string
+		// against a pattern of thousands of instructions.
+		`repeat("a", 1000000) matches (repeat("(a|b)", 3000) + "c")`,
+		`repeat("a", 100000) matches repeat("a?", 300)`,
 	} {
 		t.Run(src, func(t *testing.T) {
 			t.Parallel()
@@ -72,27 +76,30 @@ func TestExprMeteredOperationsKeepTheirMeaning(t *testing.T) {
 		t.Fatal(err)
 	}
 	for src, want := range map[string]string{
-		`input.s + "c"`:                       `"abc"`,
-		`input.n + 1`:                         `3`,
-		`1 + 2`:                               `3`,
-		`repeat(input.s, 3)`:                  `"ababab"`,
-		`replace("a-b-c", "-", "+")`:          `"a+b+c"`,
-		`join(["a", "b"], ",")`:               `"a,b"`,
-		`join(["a", "b"])`:                    `"ab"`,
-		`toJSON(input.o)`:                     `"{\n  \"k\": \"v\"\n}"`,
-		`string(1)`:                           `"1"`,
-		`flatten([[1], [2, [3]]])`:            `[1,2,3]`,
-		`input.a == [1, 2]`:                   `true`,
-		`input.a != [1, 2]`:                   `false`,
-		`2 in input.a`:                        `true`,
-		`"k" in input.o`:                      `true`,
-		`upper(input.s)`:                      `"AB"`,
-		`map(input.a, # * 2)`:                 `[2,4]`,
-		`len(filter(1..10, # % 2 == 0))`:      `5`,
-		`concat(input.a, [3])`:                `[1,2,3]`,
-		`reduce(1..4, #acc + #acc, "x")`:      `"xxxxxxxxxxxxxxxx"`,
-		`split("a,b", ",")`:                   `["a","b"]`,
-		`input.s == "ab" && input.o.k == "v"`: `true`,
+		`input.s + "c"`:                         `"abc"`,
+		`input.n + 1`:                           `3`,
+		`1 + 2`:                                 `3`,
+		`repeat(input.s, 3)`:                    `"ababab"`,
+		`replace("a-b-c", "-", "+")`:            `"a+b+c"`,
+		`join(["a", "b"], ",")`:                 `"a,b"`,
+		`join(["a", "b"])`:                      `"ab"`,
+		`toJSON(input.o)`:                       `"{\n  \"k\": \"v\"\n}"`,
+		`string(1)`:                             `"1"`,
+		`flatten([[1], [2, [3]]])`:              `[1,2,3]`,
+		`input.a == [1, 2]`:                     `true`,
+		`input.a != [1, 2]`:                     `false`,
+		`2 in input.a`:                          `true`,
+		`"k" in input.o`:                        `true`,
+		`upper(input.s)`:                        `"AB"`,
+		`map(input.a, # * 2)`:                   `[2,4]`,
+		`len(filter(1..10, # % 2 == 0))`:        `5`,
+		`concat(input.a, [3])`:                  `[1,2,3]`,
+		`reduce(1..4, #acc + #acc, "x")`:        `"xxxxxxxxxxxxxxxx"`,
+		`split("a,b", ",")`:                     `["a","b"]`,
+		`input.s matches "^a+b$"`:               `true`,
+		`"xyz" matches "^a"`:                    `false`,
+		`all(["ab", "abb"], # matches "^ab+$")`: `true`,
+		`input.s == "ab" && input.o.k == "v"`:   `true`,
 	} {
 		e, err := engine.CompileExpr(src)
 		if err != nil {
