@@ -147,6 +147,25 @@ func TestRunRowsAndFeedbackRedacted(t *testing.T) {
 			if p, ok := holdsSecret(rec.Body.String(), secrets); ok || strings.Contains(rec.Body.String(), testDSNPassword) {
 				t.Errorf("PUT feedback (%s) answers %q: %s", s.Kind, p, rec.Body)
 			}
+			if len(s.Text) <= 256 { // a message id's bound
+				fb, _ = json.Marshal(map[string]any{"rating": -1, "message_id": s.Text})
+				rec = env.do(t, "POST", "/api/threads/t1/runs/"+run+"/feedback", string(fb))
+				if rec.Code/100 != 2 {
+					t.Fatalf("POST feedback with a message id (%s) = %d %s", s.Kind, rec.Code, rec.Body)
+				}
+				if p, ok := holdsSecret(rec.Body.String(), secrets); ok {
+					t.Errorf("POST feedback with a message id (%s) answers %q: %s", s.Kind, p, rec.Body)
+				}
+				stored, err := env.runs.ListRunFeedback(t.Context(), "t1", run, runevents.OwnedBy("alice"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range stored {
+					if p, ok := holdsSecret(f.MessageID, secrets); ok {
+						t.Errorf("stored feedback message id (%s) holds %q", s.Kind, p)
+					}
+				}
+			}
 		}
 		runs, err := env.runs.ListRuns(t.Context(), "t1", runevents.OwnedBy("alice"))
 		if err != nil || len(runs) != len(secrets) {

@@ -371,18 +371,23 @@ func TestPushUsesKit(t *testing.T) {
 
 func TestPushRedactsCredentialsKeepsReasoning(t *testing.T) {
 	f := newFixture(t, langgraph.Config{})
+	token := "ghp_" + strings.Repeat("a1B2", 9) // a GitHub token's shape, in an event name
 	body := `{"thread_id":"t1","epoch":1,"first_index":0,"chunks":[{"event":"messages","data":
-		[{"content":"hello","additional_kwargs":{"reasoning_content":"let me think"}},{"api_key":"sk-live-0123456789abcdefghij"}]}]}`
+		[{"content":"hello","additional_kwargs":{"reasoning_content":"let me think"}},{"api_key":"sk-live-0123456789abcdefghij"}]},
+		{"event":"custom|` + token + `","data":null}]}`
 	if status, resp := f.call(t, "POST", "/api/runs/r1/stream-chunks", body); status != 200 {
 		t.Fatalf("push: %d %v", status, resp)
 	}
 	chunks, err := f.store.ReadChunks(context.Background(), "r1", -1, 10)
-	if err != nil || len(chunks) != 1 {
+	if err != nil || len(chunks) != 2 {
 		t.Fatalf("chunks = %v, %v", chunks, err)
 	}
 	data := string(chunks[0].Data)
 	if !strings.Contains(data, "let me think") || strings.Contains(data, "sk-live") || strings.Contains(data, "\n") {
 		t.Fatalf("stored data = %s", data)
+	}
+	if ev := chunks[1].Event; ev != "custom|[REDACTED:github_token]" {
+		t.Errorf("stored event name = %q, want its token redacted", ev)
 	}
 }
 

@@ -260,7 +260,8 @@ func (s *Service) prepare(user, runID string, req PushRequest) (runchunks.Push, 
 		if err != nil {
 			return p, err
 		}
-		p.Chunks = append(p.Chunks, runchunks.Chunk{Event: c.Event, Data: data})
+		// The event name is stored and streamed too: its secrets go.
+		p.Chunks = append(p.Chunks, runchunks.Chunk{Event: redact.Text(c.Event), Data: data})
 	}
 	if req.End != nil {
 		if !runchunks.Terminal(req.End.Status) {

@@ -96,7 +96,8 @@
 // keys by their documented shapes (Anthropic sk-ant-, OpenAI sk- and
 // sk-proj-, GitHub ghp_/gho_/ghu_/ghs_/ghr_/github_pat_, GitLab glpat-,
 // Slack xox?- and xapp- tokens and hooks.slack.com URLs, Stripe sk_/rk_
-// live and test keys and whsec_, Google AIza, Hugging Face hf_, AWS
+// live and test keys and whsec_, Google AIza, Hugging Face hf_, npm npm_,
+// runstream's own API keys rsk_, AWS
 // AKIA/ASIA key ids and 40-character secrets after aws_secret_access_key);
 // JWTs (three base64url segments, the first starting "eyJ"); the userinfo
 // of any URL with a password (scheme and host kept; "dsn" for database and

@@ -32,6 +32,7 @@ var defaultKeyNames = []keyName{
 	{"authorization", true}, {"credential", true}, {"credentials", true},
 	{"privatekey", true}, {"apikey", true}, {"apikeys", true},
 	{"connectionstring", true}, {"cookie", true}, {"cookies", true},
+	{"accountkey", true}, {"sharedaccesskey", true}, // Azure connection strings
 	// Weak: short or common words; whole key or a word-start suffix.
 	{"token", false}, {"pwd", false}, {"dsn", false}, {"sessionid", false},
 	// Glued spellings of token names ("accesstoken", "x-authtoken").

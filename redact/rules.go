@@ -139,6 +139,20 @@ var valueRules = []valueRule{
 		group:    1,
 	},
 	{
+		// runstream's own API keys (auth.NewKey).
+		name:     "runstream_key",
+		triggers: []string{"rsk_"},
+		re:       regexp.MustCompile(lead + `(rsk_` + b64url + `{32,})`),
+		group:    1,
+		accept:   func(s string) bool { return looksRandom(s[len("rsk_"):]) },
+	},
+	{
+		name:     "npm_token",
+		triggers: []string{"npm_"},
+		re:       regexp.MustCompile(lead + `(npm_` + alnum + `{36})\b`),
+		group:    1,
+	},
+	{
 		name:     "jwt",
 		triggers: []string{"eyJ"},
 		re:       regexp.MustCompile(lead + `(eyJ` + b64url + `{10,}\.` + b64url + `{2,}\.` + b64url + `*)`),

@@ -209,12 +209,13 @@ func RedactRun(run runevents.ThreadRun) (runevents.ThreadRun, error) {
 	return run, nil
 }
 
-// RedactFeedback returns f with the secrets of its comment and of a
+// RedactFeedback returns f with the secrets of its comment, message id and of a
 // rating string replaced by the redact package's markers; a rating that
 // is not JSON is INVALID_ARGUMENT. Every feedback a store is given passes
 // through it: the thread API's and the DeerFlow import's.
 func RedactFeedback(f runevents.Feedback) (runevents.Feedback, error) {
 	f.Comment = redact.Text(f.Comment)
+	f.MessageID = redact.Text(f.MessageID) // a key too, but nothing secret is kept
 	rating, _, err := rowRedactor.JSON(f.Rating)
 	if err != nil {
 		return f, runstream.Wrap(err, runstream.CodeInvalidArgument, "feedback rating must be a JSON number or string").WithDetail("field", "rating")

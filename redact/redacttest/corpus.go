@@ -64,6 +64,8 @@ func Secrets(rng *rand.Rand) []Secret {
 		tok("huggingface", "huggingface_token", "hf_"+randString(rng, upperChars+lowerChars, 34)),
 		tok("aws-access-key-id", "aws_access_key_id", "AKIA"+randString(rng, upperChars+digitChars, 16)),
 		tok("aws-session-key-id", "aws_access_key_id", "ASIA"+randString(rng, upperChars+digitChars, 16)),
+		tok("runstream", "runstream_key", "rsk_"+rurl(43)),
+		tok("npm", "npm_token", "npm_"+r62(36)),
 	)
 	for _, p := range []string{"ghp", "gho", "ghu", "ghs", "ghr"} {
 		cs = append(cs, tok("github-"+p, "github_token", p+"_"+r62(36)))
@@ -121,6 +123,10 @@ func Secrets(rng *rand.Rand) []Secret {
 	pw = pass()
 	basic := base64.StdEncoding.EncodeToString([]byte("app:" + pw))
 	cs = append(cs, Secret{Kind: "basic", Marker: "basic_auth", Inline: true, Text: "Basic " + basic, Parts: []string{basic}})
+	secret = base64.StdEncoding.EncodeToString([]byte(r62(64)))
+	cs = append(cs, Secret{Kind: "azure-storage", Marker: "key", Inline: true,
+		Text:  "DefaultEndpointsProtocol=https;AccountName=app" + randString(rng, lowerChars, 4) + ";AccountKey=" + secret + ";EndpointSuffix=core.windows.net",
+		Parts: []string{secret}})
 	secret = randString(rng, lowerChars, 24)
 	cs = append(cs, Secret{Kind: "env-token", Marker: "key", Inline: true, Text: "GITHUB_TOKEN=" + secret, Parts: []string{secret}})
 	// Header lines: only at a line start.
