@@ -153,7 +153,11 @@ func CompileTemplate(src string) (*Template, error) {
 // evaluation budget (see ExprBudgetBytes), which the rendered text counts
 // against too.
 func (t *Template) Render(env Env) (string, error) {
-	m := newExprMeter(context.Background())
+	return t.render(newExprMeter(context.Background()), env)
+}
+
+// render renders the template, its expressions charged to m.
+func (t *Template) render(m *exprMeter, env Env) (string, error) {
 	var b strings.Builder
 	for _, p := range t.parts {
 		if p.expr == nil {

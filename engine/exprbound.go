@@ -473,3 +473,16 @@ func evalError(prefix string, err error) error {
 	}
 	return fmt.Errorf("%s: %s", prefix, shorten(msg))
 }
+
+// RenderError is a node's error for a template that failed to render,
+// what naming it ("url", "header X"…): an exceeded budget keeps its code
+// and details (WORKFLOW_NODE_LIMIT_EXCEEDED, details.limit), any other
+// failure is WORKFLOW_NODE_FAILED.
+func RenderError(what string, err error) error {
+	if rerr, ok := errors.AsType[*runstream.Error](err); ok && rerr.Code == runstream.CodeWorkflowNodeLimitExceeded {
+		out := *rerr
+		out.Message = what + ": " + rerr.Message
+		return &out
+	}
+	return runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s: %s", what, err.Error())
+}

@@ -161,3 +161,38 @@ func TestRunOutputExpressionBomb(t *testing.T) {
 		t.Errorf("run.failed: %+v", failed.Error)
 	}
 }
+
+// TestTemplateBombFailsItsNode: a template of an http or llm node whose
+// expression runs out of its budget fails the node with
+// WORKFLOW_NODE_LIMIT_EXCEEDED and details.limit, as a transform does,
+// before any request is sent.
+func TestTemplateBombFailsItsNode(t *testing.T) {
+	t.Parallel()
+	const bomb = `{{ repeat(\"x\", 100000000) }}`
+	for name, node := range map[string]string{
+		"http url":    `{"type":"http","config":{"url":"https://example.com/` + bomb + `"}}`,
+		"http header": `{"type":"http","config":{"url":"https://example.com/","headers":{"X-A":"` + bomb + `"}}}`,
+		"http json":   `{"type":"http","config":{"method":"post","url":"https://example.com/","json":{"a":"` + bomb + `"}}}`,
+		"llm text":    `{"type":"llm","config":{"provider":"scripted","text":"` + bomb + `"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := enginetest.Start(t, memory.NewWorkflowStore(), engine.DefaultRegistry(), nil)
+			node := `{"id":"n",` + node[1:]
+			run, events := e.Run(t, `{"name":"bomb","nodes":[`+node+`]}`, `{}`)
+			if run.Status != workflow.StatusFailed {
+				t.Fatalf("run %s, want failed", run.Status)
+			}
+			var failed struct {
+				Error struct {
+					Code    runstream.ErrorCode
+					Details map[string]any
+				}
+			}
+			enginetest.Data(t, events, workflow.EventNodeFailed, "n", 0, &failed)
+			if failed.Error.Code != runstream.CodeWorkflowNodeLimitExceeded || failed.Error.Details["limit"] != engine.LimitExpressionBudget {
+				t.Errorf("node.failed: %+v", failed.Error)
+			}
+		})
+	}
+}

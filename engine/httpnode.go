@@ -210,14 +210,14 @@ func (r *httpRequest) send(ctx context.Context, env Env, client *http.Client, se
 	rawURL, u, err := r.url.render(env, secrets, *used)
 	*used = u
 	if err != nil {
-		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "url: %s", err.Error())
+		return nil, RenderError("url", err)
 	}
 	header := http.Header{}
 	for name, t := range r.headers {
 		v, u, err := t.render(env, secrets, *used)
 		*used = u
 		if err != nil {
-			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "header %s: %s", name, err.Error())
+			return nil, RenderError("header "+name, err)
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
 			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "header %s has a value with a line break or NUL", name)
@@ -229,12 +229,12 @@ func (r *httpRequest) send(ctx context.Context, env Env, client *http.Client, se
 	case r.body != nil:
 		s, err := r.body.Render(env)
 		if err != nil {
-			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "body: %s", err.Error())
+			return nil, RenderError("body", err)
 		}
 		body = []byte(s)
 	case r.json != nil:
 		if body, err = r.json.Render(env); err != nil {
-			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "json: %s", err.Error())
+			return nil, RenderError("json", err)
 		}
 		if header.Get("Content-Type") == "" {
 			header.Set("Content-Type", "application/json")

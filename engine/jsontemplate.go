@@ -2,12 +2,11 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/expr-lang/expr"
 )
 
 // JSONTemplate is a JSON value whose strings are templates (see
@@ -100,9 +99,10 @@ func compileJSONNode(v any, depth int) (jsonNode, error) {
 	return jsonNode{kind: 'l', literal: v}, nil
 }
 
-// Render renders the template over env into JSON.
+// Render renders the template over env into JSON. Its expressions share
+// one evaluation budget (see ExprBudgetBytes), as a Template's do.
 func (t *JSONTemplate) Render(env Env) (json.RawMessage, error) {
-	v, err := t.root.render(env)
+	v, err := t.root.render(newExprMeter(context.Background()), env)
 	if err != nil {
 		return nil, err
 	}
@@ -113,20 +113,23 @@ func (t *JSONTemplate) Render(env Env) (json.RawMessage, error) {
 	return out, nil
 }
 
-func (n jsonNode) render(env Env) (any, error) {
+func (n jsonNode) render(m *exprMeter, env Env) (any, error) {
 	switch n.kind {
 	case 't':
-		return n.tmpl.Render(env)
+		return n.tmpl.render(m, env)
 	case 'e':
-		v, err := expr.Run(n.expr.program, env)
+		v, err := n.expr.run(m, env)
+		if err == nil {
+			err = m.size(v)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("template: expression failed: %s", shorten(firstLine(err.Error())))
+			return nil, evalError("template: expression failed", err)
 		}
 		return v, nil
 	case 'o':
 		out := make(map[string]any, len(n.object))
 		for k, c := range n.object {
-			v, err := c.render(env)
+			v, err := c.render(m, env)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +139,7 @@ func (n jsonNode) render(env Env) (any, error) {
 	case 'a':
 		out := make([]any, len(n.array))
 		for i, c := range n.array {
-			v, err := c.render(env)
+			v, err := c.render(m, env)
 			if err != nil {
 				return nil, err
 			}

@@ -21,6 +21,9 @@ func TestJSONTemplate(t *testing.T) {
 		{"TextTemplate", `{"s":"{{ input.who }} has {{ input.n }}"}`, `{"s":"Ada has 3"}`},
 		{"Nested", `[{"x":{"y":"{{ nodes.prev.output.text }}!"}}]`, `[{"x":{"y":"hi!"}}]`},
 		{"BigNumberKept", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`},
+		// Whole expressions with metered operations (string +, repeat, ==).
+		{"MeteredWholeExpression", `{"s":"{{ input.who + \"!\" }}","r":"{{ repeat(\"ab\", 2) }}","e":"{{ input.tags == [\"a\", \"b\"] }}"}`,
+			`{"e":true,"r":"abab","s":"Ada!"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -200,7 +200,7 @@ func scriptedToolCalls(ctx context.Context, n *NodeRun, script []scriptedCall) (
 	for _, tc := range script {
 		input, err := tc.input.Render(env)
 		if err != nil {
-			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "tool call %s: input: %s", tc.ID, err.Error())
+			return nil, RenderError("tool call "+tc.ID+": input", err)
 		}
 		res := toolCallResult{ID: tc.ID, Name: tc.Name, Status: "ok"}
 		if tc.tool != nil {
@@ -248,7 +248,7 @@ func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, script []scr
 		}
 		s, err := text.Render(env)
 		if err != nil {
-			return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s", err.Error())
+			return nil, RenderError("text", err)
 		}
 		tokens = SplitTokens(s)
 	}

@@ -219,12 +219,15 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 		params.MaxCompletionTokens = openai.Int(n.cfg.MaxTokens)
 	}
 	system, err := n.system.Render(env)
-	if err == nil && system != "" {
+	if err != nil {
+		return nil, engine.RenderError("system", err)
+	}
+	if system != "" {
 		params.Messages = append(params.Messages, openai.SystemMessage(system))
 	}
-	prompt, perr := n.prompt.Render(env)
-	if err = errors.Join(err, perr); err != nil {
-		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "%s", err.Error())
+	prompt, err := n.prompt.Render(env)
+	if err != nil {
+		return nil, engine.RenderError("prompt", err)
 	}
 	params.Messages = append(params.Messages, openai.UserMessage(prompt))
 

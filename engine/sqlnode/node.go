@@ -314,7 +314,7 @@ func NodeType(dbs *Databases) engine.NodeType {
 			}
 			rendered, err := params.Render(env)
 			if err != nil {
-				return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "params: %s", err.Error())
+				return nil, engine.RenderError("params", err)
 			}
 			args, err := sqlArgs(rendered)
 			if err != nil {
