@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/redact"
 )
 
 // Secrets resolves the secret references of definitions,
@@ -174,15 +175,61 @@ var authSchemes = []string{"bearer", "basic", "token", "digest", "bot", "apikey"
 var credentialParams = []string{"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret", "password", "pass", "pwd", "sig", "signature", "client_secret"}
 
 // literalCredential reports whether a template holds a credential in
-// clear: what is left of it once its {{ … }} are removed is more than an
-// authentication scheme's name.
+// clear: its written-out text, what is left once its {{ … }} are removed
+// and the string literals inside them ({{ "Bearer " + secrets.T }}), is
+// more than an authentication scheme's name.
 func literalCredential(src string) bool {
-	for _, w := range strings.Fields(templateExpr.ReplaceAllString(src, " ")) {
+	for _, w := range strings.Fields(writtenOut(src)) {
 		if !containsFold(authSchemes, w) {
 			return true
 		}
 	}
 	return false
+}
+
+// writtenOut returns the text a template writes out in its definition:
+// its text outside {{ … }} and the string literals of its expressions,
+// separated by spaces.
+func writtenOut(src string) string {
+	var b strings.Builder
+	b.WriteString(templateExpr.ReplaceAllString(src, " "))
+	for _, e := range templateExpr.FindAllString(src, -1) {
+		for _, lit := range stringLiterals(e) {
+			b.WriteByte(' ')
+			b.WriteString(lit)
+		}
+	}
+	return b.String()
+}
+
+// stringLiterals returns the contents of the quoted strings ("…", '…'
+// and `…`) of an expression's text, escapes left as written.
+func stringLiterals(src string) []string {
+	var out []string
+	for i := 0; i < len(src); i++ {
+		q := src[i]
+		if q != '"' && q != '\'' && q != '`' {
+			continue
+		}
+		j := i + 1
+		for j < len(src) && src[j] != q {
+			if src[j] == '\\' && q != '`' {
+				j++
+			}
+			j++
+		}
+		out = append(out, src[i+1:min(j, len(src))])
+		i = j
+	}
+	return out
+}
+
+// secretShaped reports whether a template writes out text in the shape of
+// a secret the redact package knows (a provider's key, a JWT, a URL's
+// password…), whatever header or part of the URL holds it.
+func secretShaped(src string) bool {
+	text := writtenOut(src)
+	return redact.Text(text) != text
 }
 
 func containsFold(list []string, s string) bool {
@@ -204,11 +251,17 @@ func checkCredentials(rawURL string, headers map[string]string) error {
 	}
 	for name, value := range headers {
 		lower := strings.ToLower(name)
+		if secretShaped(value) {
+			return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
+		}
 		for _, w := range credentialHeaderWords {
 			if strings.Contains(lower, w) && literalCredential(value) {
 				return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
 			}
 		}
+	}
+	if secretShaped(rawURL) {
+		return deny("the url holds a literal credential")
 	}
 	// The URL's credentials and query, with its expressions replaced, so
 	// that an expression's text is not read as a password.

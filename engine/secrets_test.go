@@ -86,6 +86,15 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 		`{"url":"https://{{ secrets.USER }}:sk-live-abcdef123456@api.example.com/"}`,
 		`{"url":"https://api.example.com/x?api_key=sk-live-abcdef123456"}`,
 		`{"url":"https://api.example.com/x?a=1&token=sk-live-abcdef123456#f"}`,
+		// Written out inside an expression: a string literal is as clear.
+		`{"url":"https://api.example.com/","headers":{"Authorization":"Bearer {{ \"sk-live-abcdef123456\" }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"Authorization":"{{ 'Bearer ' + 'sk-live-abcdef123456' }}"}}`,
+		`{"url":"http://u:{{ \"sk-live-abcdef123456\" }}@api.example.com/"}`,
+		`{"url":"https://api.example.com/x?api_key={{ \"sk-live-abcdef123456\" }}"}`,
+		// A secret's shape under any header name, or anywhere in the URL.
+		`{"url":"https://api.example.com/","headers":{"X-Foo":"Bearer ghp_` + strings.Repeat("a1B2", 9) + `"}}`,
+		`{"url":"https://api.example.com/","headers":{"X-Foo":"{{ \"ghp_` + strings.Repeat("a1B2", 9) + `\" }}"}}`,
+		`{"url":"https://api.example.com/ghp_` + strings.Repeat("a1B2", 9) + `/x"}`,
 	}
 	for _, config := range refused {
 		_, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`))
@@ -94,7 +103,7 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 			t.Errorf("%s: %v, want WORKFLOW_DEFINITION_INVALID %s on node call", config, err, engine.RuleLiteralCredential)
 			continue
 		}
-		if strings.Contains(re.Message, "sk-live") {
+		if strings.Contains(re.Message, "sk-live") || strings.Contains(re.Message, "a1B2") {
 			t.Errorf("%s: the error shows the credential: %s", config, re.Message)
 		}
 	}
@@ -105,6 +114,7 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 		`{"url":"https://{{ secrets.USER }}:{{ secrets.PASS }}@api.example.com/"}`,
 		`{"url":"https://alice@api.example.com/x?q=tea&page=2"}`,
 		`{"url":"https://api.example.com/x?api_key={{ secrets.KEY }}"}`,
+		`{"url":"https://api.example.com/{{ input.path ?? \"index\" }}","headers":{"X-Trace":"{{ input.id ?? \"none\" }}"}}`,
 	}
 	for _, config := range allowed {
 		if _, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`)); err != nil {
