@@ -25,6 +25,9 @@ const (
 	DefaultResumeTokenTTL = 24 * time.Hour
 	// DefaultMaxOutputBytes bounds a node's output (its JSON).
 	DefaultMaxOutputBytes = 1 << 20
+	// DefaultMaxRunOutputBytes bounds the node outputs of one run, all
+	// together.
+	DefaultMaxRunOutputBytes = 32 << 20
 	// DefaultMaxArtifactBytes bounds the content of an artifact.
 	DefaultMaxArtifactBytes = 1 << 20
 	// DefaultProgressInterval is the shortest time between two stored
@@ -96,6 +99,12 @@ type Config struct {
 	// run.completed event (Log.MaxEventBytes). Defaults to
 	// DefaultMaxOutputBytes.
 	MaxOutputBytes int
+	// MaxRunOutputBytes bounds the outputs of a run's nodes all together
+	// (what the run keeps in memory and stores for its nodes); the node
+	// whose output would pass it fails with WORKFLOW_NODE_LIMIT_EXCEEDED
+	// (details.limit "run_output_bytes"). Defaults to
+	// DefaultMaxRunOutputBytes.
+	MaxRunOutputBytes int
 	// MaxArtifactBytes bounds the content of an artifact; a node past it
 	// fails with WORKFLOW_NODE_LIMIT_EXCEEDED (details.limit
 	// "artifact_bytes"). An artifact is its node's output, so
@@ -199,6 +208,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxOutputBytes <= 0 {
 		cfg.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if cfg.MaxRunOutputBytes <= 0 {
+		cfg.MaxRunOutputBytes = DefaultMaxRunOutputBytes
 	}
 	if cfg.MaxArtifactBytes <= 0 {
 		cfg.MaxArtifactBytes = DefaultMaxArtifactBytes

@@ -6,9 +6,10 @@ import "github.com/runstream/runstream"
 // bound a node or a run tripped (see also LimitExpressionBudget and
 // sqlnode.LimitOutputBytes).
 const (
-	LimitOutputBytes   = "output_bytes"
-	LimitArtifactBytes = "artifact_bytes"
-	LimitEventBytes    = "event_bytes"
+	LimitOutputBytes    = "output_bytes"
+	LimitRunOutputBytes = "run_output_bytes"
+	LimitArtifactBytes  = "artifact_bytes"
+	LimitEventBytes     = "event_bytes"
 )
 
 // limitError returns WORKFLOW_NODE_LIMIT_EXCEEDED with details.limit. It

@@ -54,6 +54,28 @@ func TestNodeOutputBound(t *testing.T) {
 	wantLimit(t, run, events, "big", engine.LimitOutputBytes)
 }
 
+// TestRunOutputBound: the node whose output takes the run's node outputs
+// past MaxRunOutputBytes fails with the bound's error, though its own
+// output is under MaxOutputBytes; the nodes before it completed, and
+// nothing more was stored for it.
+func TestRunOutputBound(t *testing.T) {
+	t.Parallel()
+	store := memory.NewWorkflowStore()
+	e := enginetest.Start(t, store, engine.DefaultRegistry(), func(c *engine.Config) { c.MaxOutputBytes, c.MaxRunOutputBytes = 1000, 2500 })
+	run, events := e.Run(t, `{"name":"many","nodes":[
+		{"id":"a","type":"transform","config":{"expression":"repeat(\"x\", 900)"}},
+		{"id":"b","type":"transform","needs":["a"],"config":{"expression":"repeat(\"x\", 900)"}},
+		{"id":"c","type":"transform","needs":["b"],"retry":{"maxAttempts":3},"config":{"expression":"repeat(\"x\", 900)"}}]}`, `{}`)
+	wantLimit(t, run, events, "c", engine.LimitRunOutputBytes)
+	outs, err := store.NodeOutputs(t.Context(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2 || outs["c"] != nil {
+		t.Errorf("stored outputs of %d nodes, want a's and b's only", len(outs))
+	}
+}
+
 // TestArtifactBound: an artifact past MaxArtifactBytes fails its node.
 func TestArtifactBound(t *testing.T) {
 	t.Parallel()

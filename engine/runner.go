@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/runstream/runstream"
@@ -89,7 +90,10 @@ type runner struct {
 	plan    *Plan
 	planErr *runstream.Error
 	outputs map[string]json.RawMessage
-	results chan nodeResult
+	// outputBytes is the bytes of the run's node outputs, those loaded
+	// and those its attempts returned (MaxRunOutputBytes).
+	outputBytes atomic.Int64
+	results     chan nodeResult
 	// artifacts lists the run's artifacts, for run.completed: those of its
 	// stored events, then those its nodes create.
 	artifacts []artifactRef
@@ -159,6 +163,9 @@ func (r *runner) drive() outcome {
 		// rather than at once in a loop while the store fails.
 		r.e.logger.ErrorContext(r.ctx, "load run", "run_id", r.run.ID, "error", err)
 		return lost
+	}
+	for _, out := range outputs {
+		r.outputBytes.Add(int64(len(out)))
 	}
 	if r.run.Status == workflow.StatusQueued {
 		started := runEvent(workflow.EventRunStarted, runStartedData{StartedAt: timestamp(r.e.now()), WorkerID: r.e.cfg.WorkerID})
@@ -423,6 +430,10 @@ func (r *runner) attempt(ctx context.Context, pn *planNode, n *NodeRun) (out jso
 	}
 	if len(out) > r.e.cfg.MaxOutputBytes {
 		return nil, limitError(LimitOutputBytes, "node %s returned %d bytes of output, the limit is %d", n.NodeID, len(out), r.e.cfg.MaxOutputBytes)
+	}
+	if total := r.outputBytes.Add(int64(len(out))); total > int64(r.e.cfg.MaxRunOutputBytes) {
+		r.outputBytes.Add(-int64(len(out)))
+		return nil, limitError(LimitRunOutputBytes, "node %s returned %d bytes of output, past the %d the run's nodes may return all together", n.NodeID, len(out), r.e.cfg.MaxRunOutputBytes)
 	}
 	if !json.Valid(out) {
 		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s returned an output that is not JSON", n.NodeID)
