@@ -30,10 +30,7 @@ func (s *Server) listThreadRunEvents(w http.ResponseWriter, r *http.Request) err
 	}
 	q := r.URL.Query()
 	p := runevents.ListEventsParams{ThreadID: threadID, RunID: runID}
-	types, _, err := queryValue(q, "event_types")
-	if err != nil {
-		return err
-	}
+	types, _, errTypes := queryValue(q, "event_types")
 	if types != "" {
 		for _, t := range strings.Split(types, ",") {
 			if !slices.Contains(p.EventTypes, runevents.EventType(t)) {
@@ -41,16 +38,14 @@ func (s *Server) listThreadRunEvents(w http.ResponseWriter, r *http.Request) err
 			}
 		}
 		if len(p.EventTypes) > maxEventTypesFilter {
-			return badParam("event_types", "names at most %d event types", maxEventTypesFilter)
+			errTypes = badParam("event_types", "names at most %d event types", maxEventTypesFilter)
 		}
 	}
-	if p.TaskID, p.HasTaskID, err = queryValue(q, "task_id"); err != nil {
-		return err
-	}
-	if p.Limit, err = queryLimit(q, defaultRunEventsLimit, maxRunEventsLimit); err != nil {
-		return err
-	}
-	if p.AfterSeq, err = querySeq(q, "after_seq"); err != nil {
+	var errTask, errLimit, errAfter error
+	p.TaskID, p.HasTaskID, errTask = queryValue(q, "task_id")
+	p.Limit, errLimit = queryLimit(q, defaultRunEventsLimit, maxRunEventsLimit)
+	p.AfterSeq, errAfter = querySeq(q, "after_seq")
+	if err := queryProblems(errTypes, errTask, errLimit, errAfter); err != nil {
 		return err
 	}
 	recs, err := s.threads.RunEvents(r.Context(), userOf(r), p)

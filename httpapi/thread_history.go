@@ -100,22 +100,20 @@ func (s *Server) listRunMessages(w http.ResponseWriter, r *http.Request) error {
 // endpoints: limit 1…200 (default 50), before_seq and after_seq >= 1.
 func parseHistoryCursors(r *http.Request) (threadsvc.Cursors, error) {
 	q := r.URL.Query()
-	c, err := parseBackwardCursors(q)
-	if err != nil {
-		return c, err
-	}
-	c.After, err = querySeq(q, "after_seq")
-	return c, err
+	var c threadsvc.Cursors
+	var errLimit, errBefore, errAfter error
+	c.Limit, errLimit = queryLimit(q, 50, 200)
+	c.Before, errBefore = querySeq(q, "before_seq")
+	c.After, errAfter = querySeq(q, "after_seq")
+	return c, queryProblems(errLimit, errBefore, errAfter)
 }
 
 // parseBackwardCursors reads the limit (1…200, default 50) and
 // before_seq of a history page.
 func parseBackwardCursors(q url.Values) (threadsvc.Cursors, error) {
 	var c threadsvc.Cursors
-	var err error
-	if c.Limit, err = queryLimit(q, 50, 200); err != nil {
-		return c, err
-	}
-	c.Before, err = querySeq(q, "before_seq")
-	return c, err
+	var errLimit, errBefore error
+	c.Limit, errLimit = queryLimit(q, 50, 200)
+	c.Before, errBefore = querySeq(q, "before_seq")
+	return c, queryProblems(errLimit, errBefore)
 }

@@ -19,6 +19,40 @@ func badParam(name, format string, args ...any) error {
 		WithDetail("parameter", name).WithDetail("in", "query")
 }
 
+// queryProblems joins the outcomes of reading a request's query
+// parameters, as FastAPI reports every parameter that fails: nil when
+// none failed, the error when one did, else VALIDATION_FAILED whose
+// details.parameters lists each ({parameter, in, message}). An error that
+// is no parameter's (badParam's) is returned as it is.
+func queryProblems(errs ...error) error {
+	var failed []*runstream.Error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		rerr, ok := errors.AsType[*runstream.Error](err)
+		if !ok || rerr.Code != runstream.CodeValidationFailed || rerr.Details["parameter"] == nil {
+			return err
+		}
+		failed = append(failed, rerr)
+	}
+	switch len(failed) {
+	case 0:
+		return nil
+	case 1:
+		return failed[0]
+	}
+	msgs := make([]string, len(failed))
+	params := make([]map[string]string, len(failed))
+	for i, f := range failed {
+		msgs[i] = f.Message
+		name, _ := f.Details["parameter"].(string)
+		in, _ := f.Details["in"].(string)
+		params[i] = map[string]string{"parameter": name, "in": in, "message": f.Message}
+	}
+	return runstream.Errorf(runstream.CodeValidationFailed, "%s", strings.Join(msgs, "; ")).WithDetail("parameters", params)
+}
+
 // queryValue returns the one value of a query parameter and whether it is
 // present.
 func queryValue(q url.Values, name string) (string, bool, error) {

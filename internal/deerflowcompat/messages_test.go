@@ -101,6 +101,13 @@ func TestMessagesPage(t *testing.T) {
 				t.Errorf("%s: detail locs %v, want [[query %s]]", q, got, param)
 			}
 		}
+		// FastAPI lists every parameter that fails.
+		if got := locs(c.want(422, "GET", "/api/threads/t1/messages/page?limit=0&before_seq=0", nil)); !sameJSON(got, [][]any{{"query", "limit"}, {"query", "before_seq"}}) {
+			t.Errorf("limit=0&before_seq=0: detail locs %v, want both", got)
+		}
+		if got := locs(c.want(422, "GET", "/api/threads/t1/messages?limit=0&before_seq=0&after_seq=-1", nil)); !sameJSON(got, [][]any{{"query", "limit"}, {"query", "before_seq"}, {"query", "after_seq"}}) {
+			t.Errorf("legacy feed, three bad parameters: detail locs %v, want all three", got)
+		}
 	})
 }
 

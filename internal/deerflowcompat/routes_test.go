@@ -85,6 +85,9 @@ func TestTaskEvents(t *testing.T) {
 				t.Errorf("%s: detail locs %v", q, got)
 			}
 		}
+		if got := locs(c.want(422, "GET", "/api/threads/t1/runs/r1/events?limit=0&after_seq=0", nil)); !sameJSON(got, [][]any{{"query", "limit"}, {"query", "after_seq"}}) {
+			t.Errorf("limit=0&after_seq=0: detail locs %v, want both", got)
+		}
 	})
 }
 

@@ -24,8 +24,10 @@ type Item struct {
 // error says where it is (details.in: "query", "path" or "header").
 var pathParameters = map[string]bool{"thread_id": true, "run_id": true, "feedback_id": true}
 
-// Detail returns what FastAPI's detail member would say of an error: for VALIDATION_FAILED that names a parameter (details.parameter)
-// or members of the body (details.problems), a list of {loc, msg, type}
+// Detail returns what FastAPI's detail member would say of an error: for
+// VALIDATION_FAILED that names a parameter (details.parameter), several
+// (details.parameters: {parameter, in, message} each) or members of the
+// body (details.problems), a list of {loc, msg, type}
 // whose loc names it (["path","thread_id"], ["query","limit"],
 // ["body","events",0,"run_id"]); otherwise the message.
 func Detail(code runstream.ErrorCode, msg string, details map[string]any) any {
@@ -33,18 +35,16 @@ func Detail(code runstream.ErrorCode, msg string, details map[string]any) any {
 		return msg
 	}
 	if name, ok := details["parameter"].(string); ok {
-		where := "query"
-		switch in, _ := details["in"].(string); {
-		case in != "": // the error says where the parameter is
-			where = in
-		case pathParameters[name]:
-			where = "path"
-		case strings.Contains(name, "-"):
-			where = "header"
-		}
-		return []Item{{Loc: []any{where, name}, Msg: msg, Type: detailType(msg)}}
+		in, _ := details["in"].(string)
+		return []Item{{Loc: parameterLoc(name, in), Msg: msg, Type: detailType(msg)}}
 	}
 	var items []Item
+	if params, ok := details["parameters"].([]map[string]string); ok {
+		// Several parameters failed: FastAPI lists each.
+		for _, p := range params {
+			items = append(items, Item{Loc: parameterLoc(p["parameter"], p["in"]), Msg: p["message"], Type: detailType(p["message"])})
+		}
+	}
 	switch problems := details["problems"].(type) {
 	case []map[string]string:
 		for _, p := range problems {
@@ -59,6 +59,21 @@ func Detail(code runstream.ErrorCode, msg string, details map[string]any) any {
 		return msg
 	}
 	return items
+}
+
+// parameterLoc is the loc of a request parameter: where it is (in, when
+// the error says; else by its name), then its name.
+func parameterLoc(name, in string) []any {
+	where := "query"
+	switch {
+	case in != "":
+		where = in
+	case pathParameters[name]:
+		where = "path"
+	case strings.Contains(name, "-"):
+		where = "header"
+	}
+	return []any{where, name}
 }
 
 // bodyLoc turns a JSON pointer into FastAPI's loc: "body", then each

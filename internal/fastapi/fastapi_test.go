@@ -30,6 +30,10 @@ func TestDetail(t *testing.T) {
 			{Path: "/events/1/event_type", Message: "required"}, {Path: "/a~1b", Message: "bad"}}},
 			[]Item{{Loc: []any{"body", "events", 1, "event_type"}, Msg: "required", Type: "missing"},
 				{Loc: []any{"body", "a/b"}, Msg: "bad", Type: "value_error"}}},
+		{"several parameters", runstream.CodeValidationFailed, map[string]any{"parameters": []map[string]string{
+			{"parameter": "limit", "in": "query", "message": "limit: bad"}, {"parameter": "thread_id", "message": "thread_id: bad"}}},
+			[]Item{{Loc: []any{"query", "limit"}, Msg: "limit: bad", Type: "value_error"},
+				{Loc: []any{"path", "thread_id"}, Msg: "thread_id: bad", Type: "value_error"}}},
 		{"validation naming nothing", runstream.CodeValidationFailed, nil, "boom"},
 	} {
 		if got := Detail(c.code, "boom", c.details); !reflect.DeepEqual(got, c.want) {
