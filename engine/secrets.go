@@ -175,11 +175,18 @@ var authSchemes = []string{"bearer", "basic", "token", "digest", "bot", "apikey"
 var credentialParams = []string{"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret", "password", "pass", "pwd", "sig", "signature", "client_secret"}
 
 // literalCredential reports whether a template holds a credential in
-// clear: its written-out text, what is left once its {{ … }} are removed
-// and the string literals inside them ({{ "Bearer " + secrets.T }}), is
-// more than an authentication scheme's name.
+// clear: its written-out text, what is left once its references are
+// removed, is more than an authentication scheme's name. A placeholder of
+// string literals only ({{ "Bearer " + "sk-…" }}) is written out too; one
+// that reads anything (input, nodes, secrets) is a reference.
 func literalCredential(src string) bool {
-	for _, w := range strings.Fields(writtenOut(src)) {
+	text := templateExpr.ReplaceAllStringFunc(src, func(e string) string {
+		if lit, ok := constantText(e); ok {
+			return " " + lit + " "
+		}
+		return " "
+	})
+	for _, w := range strings.Fields(text) {
 		if !containsFold(authSchemes, w) {
 			return true
 		}
@@ -187,19 +194,39 @@ func literalCredential(src string) bool {
 	return false
 }
 
-// writtenOut returns the text a template writes out in its definition:
-// its text outside {{ … }} and the string literals of its expressions,
-// separated by spaces.
-func writtenOut(src string) string {
+// constantText returns the text of a placeholder made of string literals
+// joined by + only, and whether it is one.
+func constantText(placeholder string) (string, bool) {
+	src := strings.TrimSuffix(strings.TrimPrefix(placeholder, "{{"), "}}")
 	var b strings.Builder
-	b.WriteString(templateExpr.ReplaceAllString(src, " "))
-	for _, e := range templateExpr.FindAllString(src, -1) {
-		for _, lit := range stringLiterals(e) {
-			b.WriteByte(' ')
-			b.WriteString(lit)
+	seen := false
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case ' ', '\t', '\n', '\r', '+':
+		case '"', '\'', '`':
+			j := closingQuote(src, i)
+			b.WriteString(src[i+1 : min(j, len(src))])
+			seen, i = true, j
+		default:
+			return "", false
 		}
 	}
-	return b.String()
+	return b.String(), seen
+}
+
+// closingQuote returns the index of the quote closing the string that
+// opens at src[i] (len(src) when it is not closed); a backslash escapes
+// the next byte except in a backquoted string.
+func closingQuote(src string, i int) int {
+	q := src[i]
+	j := i + 1
+	for j < len(src) && src[j] != q {
+		if src[j] == '\\' && q != '`' {
+			j++
+		}
+		j++
+	}
+	return j
 }
 
 // stringLiterals returns the contents of the quoted strings ("…", '…'
@@ -207,29 +234,41 @@ func writtenOut(src string) string {
 func stringLiterals(src string) []string {
 	var out []string
 	for i := 0; i < len(src); i++ {
-		q := src[i]
-		if q != '"' && q != '\'' && q != '`' {
+		if c := src[i]; c != '"' && c != '\'' && c != '`' {
 			continue
 		}
-		j := i + 1
-		for j < len(src) && src[j] != q {
-			if src[j] == '\\' && q != '`' {
-				j++
-			}
-			j++
-		}
+		j := closingQuote(src, i)
 		out = append(out, src[i+1:min(j, len(src))])
 		i = j
 	}
 	return out
 }
 
+// referenceMarker stands for a placeholder that reads a value, in the text
+// secretShaped gives the redact package: a marker, which it never takes
+// for a secret, and the end of a line, so that the words after it are not
+// read as a value it starts ("password: {{ secrets.P }} mode").
+const referenceMarker = "[REDACTED:reference]\n"
+
 // secretShaped reports whether a template writes out text in the shape of
 // a secret the redact package knows (a provider's key, a JWT, a URL's
-// password…), whatever header or part of the URL holds it.
+// password…), whatever header or part of the URL holds it: in its text,
+// or in a string literal of one of its placeholders.
 func secretShaped(src string) bool {
-	text := writtenOut(src)
-	return redact.Text(text) != text
+	var literals []string
+	text := templateExpr.ReplaceAllStringFunc(src, func(e string) string {
+		if lit, ok := constantText(e); ok {
+			return lit
+		}
+		literals = append(literals, stringLiterals(e)...)
+		return referenceMarker
+	})
+	for _, t := range append(literals, text) {
+		if redact.Text(t) != t {
+			return true
+		}
+	}
+	return false
 }
 
 func containsFold(list []string, s string) bool {

@@ -115,6 +115,12 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 		`{"url":"https://alice@api.example.com/x?q=tea&page=2"}`,
 		`{"url":"https://api.example.com/x?api_key={{ secrets.KEY }}"}`,
 		`{"url":"https://api.example.com/{{ input.path ?? \"index\" }}","headers":{"X-Trace":"{{ input.id ?? \"none\" }}"}}`,
+		// Literals in expressions that read values are no credential.
+		`{"url":"https://api.example.com/","headers":{"X-Session-Id":"{{ input.session ?? \"anonymous\" }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"Authorization":"{{ input.env == \"prod\" ? input.a : input.b }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"Cookie":"{{ \"lang=\" + input.lang }}"}}`,
+		`{"url":"https://api.example.com/x?token={{ input.page_token ?? \"start\" }}"}`,
+		`{"url":"https://api.example.com/","headers":{"X-Custom":"password: {{ secrets.T }} mode"}}`,
 	}
 	for _, config := range allowed {
 		if _, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`)); err != nil {
