@@ -34,12 +34,16 @@ const (
 	// exprVMMemoryBudget is the expression library's own budget, in
 	// elements of ranges, literals and loop iterations.
 	exprVMMemoryBudget = 1_000_000
-	// exprMatchSteps bounds the work of one matches: the bytes of its
-	// string times the instructions of its compiled pattern, the bound of
-	// Go's regexp engine on it (about a tenth of a second of CPU). A match
-	// cannot be interrupted, so this and the context checked before each
-	// one is what lets a timeout or a cancel stop a loop of them.
-	exprMatchSteps = 20_000_000
+	// exprMatchSteps bounds the work of one evaluation's matches all
+	// together: for each, the bytes of its string times the instructions
+	// of its compiled pattern (the bound of Go's regexp engine on it), and
+	// exprCompileSteps per instruction of each pattern it compiles; about
+	// a quarter of a second of CPU. A match cannot be interrupted, so this
+	// bound, rather than the context, is what ends a loop of them.
+	exprMatchSteps   = 50_000_000
+	exprCompileSteps = 64
+	// exprMaxPattern bounds the bytes of a matches pattern.
+	exprMaxPattern = 4096
 	// exprMaxPatterns bounds the compiled patterns one evaluation keeps.
 	exprMaxPatterns = 16
 )
@@ -51,11 +55,16 @@ const LimitExpressionBudget = "expression_budget"
 // errExprBudget is returned by metered operations past the budget.
 var errExprBudget = errors.New("the expression exceeds its budget")
 
+// errMatchBudget is returned by a matches past the budget of matching.
+var errMatchBudget = fmt.Errorf("%w of regular expression matching", errExprBudget)
+
 // exprMeter is one evaluation's budget. Expressions reach it through the
 // Env field the patched tree names; it is not safe for concurrent use.
 type exprMeter struct {
 	ctx  context.Context
 	left int64
+	// matchLeft is what is left of the matching budget (exprMatchSteps).
+	matchLeft int64
 	// patterns are the evaluation's compiled matches patterns.
 	patterns map[string]*meteredPattern
 }
@@ -67,10 +76,24 @@ type meteredPattern struct {
 	insts int64
 }
 
-// pattern returns p compiled, charging its bytes the first time.
+// matchWork takes steps from the matching budget.
+func (m *exprMeter) matchWork(steps int64) error {
+	if steps > m.matchLeft {
+		m.matchLeft = 0
+		return errMatchBudget
+	}
+	m.matchLeft -= steps
+	return nil
+}
+
+// pattern returns p compiled, charging its bytes and its compiling the
+// first time.
 func (m *exprMeter) pattern(p string) (*meteredPattern, error) {
 	if c, ok := m.patterns[p]; ok {
 		return c, nil
+	}
+	if len(p) > exprMaxPattern {
+		return nil, errMatchBudget
 	}
 	if err := m.charge(int64(len(p))); err != nil {
 		return nil, err
@@ -81,6 +104,9 @@ func (m *exprMeter) pattern(p string) (*meteredPattern, error) {
 	}
 	prog, err := syntax.Compile(parsed.Simplify())
 	if err != nil {
+		return nil, err
+	}
+	if err := m.matchWork(exprCompileSteps * int64(len(prog.Inst))); err != nil {
 		return nil, err
 	}
 	re, err := regexp.Compile(p)
@@ -98,7 +124,7 @@ func (m *exprMeter) pattern(p string) (*meteredPattern, error) {
 }
 
 func newExprMeter(ctx context.Context) *exprMeter {
-	return &exprMeter{ctx: ctx, left: ExprBudgetBytes}
+	return &exprMeter{ctx: ctx, left: ExprBudgetBytes, matchLeft: exprMatchSteps}
 }
 
 // charge takes n bytes from the budget and checks the context.
@@ -244,7 +270,11 @@ func (meterPatcher) Visit(node *ast.Node) {
 		case "in":
 			name = meteredIn
 		case "matches":
-			name = meteredMatch
+			// A fixed pattern that does not compile is left to the
+			// library, which refuses it when the expression compiles.
+			if str, ok := n.Right.(*ast.StringNode); !ok || validPattern(str.Value) {
+				name = meteredMatch
+			}
 		}
 		if name != "" {
 			ast.Patch(node, meteredCall(name, n.Left, n.Right))
@@ -259,6 +289,11 @@ func (meterPatcher) Visit(node *ast.Node) {
 			ast.Patch(node, meteredCall(meteredAfter, n))
 		}
 	}
+}
+
+func validPattern(p string) bool {
+	_, err := regexp.Compile(p)
+	return err == nil
 }
 
 func meteredCall(name string, args ...ast.Node) ast.Node {
@@ -340,9 +375,8 @@ func meterOptions() []expr.Option {
 		if err != nil {
 			return nil, err
 		}
-		if (int64(len(s))+1)*c.insts > exprMatchSteps {
-			m.left = 0
-			return nil, errExprBudget
+		if err := m.matchWork((int64(len(s)) + 1) * c.insts); err != nil {
+			return nil, err
 		}
 		return c.re.MatchString(s), nil
 	})
@@ -466,6 +500,11 @@ func callBuiltin(name string, args []any) (any, error) {
 // WORKFLOW_NODE_LIMIT_EXCEEDED, any other a caller-safe message.
 func evalError(prefix string, err error) error {
 	msg := firstLine(err.Error())
+	if errors.Is(err, errMatchBudget) {
+		return runstream.Errorf(runstream.CodeWorkflowNodeLimitExceeded,
+			"%s: the expression's regular expression matching exceeds its budget (%d steps of string bytes times pattern instructions, patterns of at most %d bytes)", prefix, exprMatchSteps, exprMaxPattern).
+			WithDetail("limit", LimitExpressionBudget)
+	}
 	if errors.Is(err, errExprBudget) || strings.Contains(msg, "memory budget exceeded") {
 		return runstream.Errorf(runstream.CodeWorkflowNodeLimitExceeded,
 			"%s: the expression exceeds its budget (%d bytes, %d elements)", prefix, ExprBudgetBytes, exprVMMemoryBudget).

@@ -36,6 +36,12 @@ func TestExprBombsExceedTheBudget(t *testing.T) {
 		// against a pattern of thousands of instructions.
 		`repeat("a", 1000000) matches (repeat("(a|b)", 3000) + "c")`,
 		`repeat("a", 100000) matches repeat("a?", 300)`,
+		// Matches that are cheap one by one, in a loop: the matching
+		// budget is the evaluation's, all together.
+		`let s = repeat("a", 1000); len(filter(1..100000, s matches "(a|b)+c"))`,
+		// A pattern past its bytes, or compiled over and over.
+		`"a" matches repeat("a", 5000)`,
+		`len(filter(1..100000, "a" matches ("(" + string(#) + "|[a-z]{100})")))`,
 	} {
 		t.Run(src, func(t *testing.T) {
 			t.Parallel()
@@ -99,7 +105,8 @@ func TestExprMeteredOperationsKeepTheirMeaning(t *testing.T) {
 		`input.s matches "^a+b$"`:               `true`,
 		`"xyz" matches "^a"`:                    `false`,
 		`all(["ab", "abb"], # matches "^ab+$")`: `true`,
-		`input.s == "ab" && input.o.k == "v"`:   `true`,
+		`repeat("x", 1000000) matches "error|fail|timeout"`: `false`,
+		`input.s == "ab" && input.o.k == "v"`:               `true`,
 	} {
 		e, err := engine.CompileExpr(src)
 		if err != nil {
@@ -182,5 +189,17 @@ func TestTemplateBombFailsItsNode(t *testing.T) {
 			run, events := e.Run(t, `{"name":"bomb","nodes":[`+node+`]}`, `{}`)
 			wantLimit(t, run, events, "n", engine.LimitExpressionBudget)
 		})
+	}
+}
+
+// TestExprInvalidPatternRefusedAtCompile: a fixed pattern that does not
+// compile is refused when the expression compiles, not when it runs.
+func TestExprInvalidPatternRefusedAtCompile(t *testing.T) {
+	t.Parallel()
+	if _, err := engine.CompileExpr(`"a" matches "("`); err == nil {
+		t.Errorf(`CompileExpr("a" matches "(") succeeded, want an error`)
+	}
+	if _, err := engine.CompileExpr(`"a" matches "^a$"`); err != nil {
+		t.Errorf(`CompileExpr("a" matches "^a$"): %v`, err)
 	}
 }
