@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -73,6 +74,40 @@ func TestRunOutputBound(t *testing.T) {
 	}
 	if len(outs) != 2 || outs["c"] != nil {
 		t.Errorf("stored outputs of %d nodes, want a's and b's only", len(outs))
+	}
+}
+
+// flakyBlobs fails its first fails Puts with a retryable error.
+type flakyBlobs struct {
+	engine.ArtifactBlobs
+	fails atomic.Int32
+}
+
+func (b *flakyBlobs) Put(ctx context.Context, runID, artifactID string, data []byte) error {
+	if b.fails.Add(-1) >= 0 {
+		return runstream.Errorf(runstream.CodeUnavailable, "the blob store is down")
+	}
+	return b.ArtifactBlobs.Put(ctx, runID, artifactID, data)
+}
+
+// TestRunOutputBoundCountsKeptOutputs: the output of an attempt that
+// failed after it (its artifact not stored) does not count against the
+// run's bound, so its retries are not refused.
+func TestRunOutputBoundCountsKeptOutputs(t *testing.T) {
+	t.Parallel()
+	blobs := &flakyBlobs{ArtifactBlobs: engine.NewMemoryBlobs()}
+	blobs.fails.Store(2)
+	e := enginetest.Start(t, memory.NewWorkflowStore(), engine.DefaultRegistry(), func(c *engine.Config) {
+		c.MaxOutputBytes, c.MaxRunOutputBytes, c.Artifacts = 1000, 2500, blobs
+	})
+	run, events := e.Run(t, `{"name":"retry","nodes":[
+		{"id":"report","type":"transform","retry":{"maxAttempts":3,"backoffMs":1},"artifact":{"name":"r.txt","mimeType":"text/plain"},
+		 "config":{"expression":"repeat(\"x\", 900)"}}]}`, `{}`)
+	if run.Status != workflow.StatusCompleted {
+		t.Errorf("run %s (%s), want completed on the third attempt", run.Status, run.Error)
+	}
+	if n := len(enginetest.Attempts(t, events, "report")); n != 3 {
+		t.Errorf("%d attempts, want 3", n)
 	}
 }
 

@@ -339,12 +339,17 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		}
 		actx, span := startAttemptSpan(r.nodesCtx, pn.spec.Type, n)
 		out, err := r.attempt(actx, pn, n)
+		if err == nil {
+			err = r.reserveOutput(id, out)
+		}
 		r.observeAttempt(pn, begin, err)
 		var art *workflow.Artifact
 		if err == nil && pn.spec.Artifact != nil {
 			var a workflow.Artifact
 			if a, err = r.putArtifact(actx, n, pn.spec.Artifact, out); err == nil {
 				art = &a
+			} else {
+				r.outputBytes.Add(-int64(len(out))) // not kept: this attempt failed
 			}
 		}
 		if err == nil {
@@ -386,6 +391,17 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		r.e.cfg.Observer.NodeRetried(pn.spec.Type)
 		wait = pn.backoffAfter(attempt)
 	}
+}
+
+// reserveOutput counts out, a node's redacted output, in the run's node
+// outputs (MaxRunOutputBytes), or fails the attempt when it would take
+// them past the bound.
+func (r *runner) reserveOutput(id string, out json.RawMessage) error {
+	if total := r.outputBytes.Add(int64(len(out))); total > int64(r.e.cfg.MaxRunOutputBytes) {
+		r.outputBytes.Add(-int64(len(out)))
+		return limitError(LimitRunOutputBytes, "node %s returned %d bytes of output, past the %d the run's nodes may return all together", id, len(out), r.e.cfg.MaxRunOutputBytes)
+	}
+	return nil
 }
 
 // observeAttempt tells the engine's observer how an attempt of pn that
@@ -431,10 +447,6 @@ func (r *runner) attempt(ctx context.Context, pn *planNode, n *NodeRun) (out jso
 	if len(out) > r.e.cfg.MaxOutputBytes {
 		return nil, limitError(LimitOutputBytes, "node %s returned %d bytes of output, the limit is %d", n.NodeID, len(out), r.e.cfg.MaxOutputBytes)
 	}
-	if total := r.outputBytes.Add(int64(len(out))); total > int64(r.e.cfg.MaxRunOutputBytes) {
-		r.outputBytes.Add(-int64(len(out)))
-		return nil, limitError(LimitRunOutputBytes, "node %s returned %d bytes of output, past the %d the run's nodes may return all together", n.NodeID, len(out), r.e.cfg.MaxRunOutputBytes)
-	}
 	if !json.Valid(out) {
 		return nil, runstream.Errorf(runstream.CodeWorkflowNodeFailed, "node %s returned an output that is not JSON", n.NodeID)
 	}
@@ -471,11 +483,7 @@ func (r *runner) complete() outcome {
 			out, err = r.plan.output.Eval(env)
 		}
 		if err != nil {
-			rerr := runstream.Errorf(runstream.CodeWorkflowNodeFailed, "output: %s", err.Error())
-			if re, ok := errors.AsType[*runstream.Error](err); ok && re.Code == runstream.CodeWorkflowNodeLimitExceeded {
-				// The output expression ran out of its budget.
-				rerr = runstream.Errorf(re.Code, "output: %s", re.Message).WithDetail("limit", re.Details["limit"])
-			}
+			rerr, _ := errors.AsType[*runstream.Error](RenderError("output", err))
 			return r.failRun("", mustJSON(newErrorObject(rerr)))
 		}
 	case def.Output != "":
