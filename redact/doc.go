@@ -23,8 +23,8 @@
 // A redacted secret is replaced by "[REDACTED:<rule>]", where <rule> names
 // the rule that found it: key, private_key, anthropic_key, openai_key,
 // github_token, gitlab_token, slack_token, slack_webhook, stripe_key,
-// google_api_key, huggingface_token, aws_access_key_id, aws_secret_key,
-// jwt, dsn, url_credentials, bearer, basic_auth. Only the secret part is
+// google_api_key, huggingface_token, runstream_key, npm_token,
+// aws_access_key_id, aws_secret_key, jwt, dsn, url_credentials, bearer, basic_auth. Only the secret part is
 // replaced: "postgres://[REDACTED:dsn]@db.example:5432/app",
 // "Authorization: Bearer [REDACTED:bearer]".
 //

@@ -20,7 +20,9 @@
 //     window AfterSeq < seq < BeforeSeq: the first Limit rows when AfterSeq is
 //     given, the last Limit rows otherwise. Results are always ascending.
 //   - ListEvents matches TaskID against metadata.task_id (a JSON string
-//     equal to it; a number never matches) before applying the limit.
+//     equal to it; a number never matches) before applying the limit, when
+//     TaskID is not empty or HasTaskID is set (an empty task id given:
+//     the rows whose task_id is "" or null).
 //   - Returned records are copies: changing one never changes the store.
 //   - Content is any JSON value and round-trips byte-for-byte in compact
 //     form; Metadata is a JSON object ({} when the writer gave none). A nil

@@ -66,8 +66,8 @@ type ListEventsParams struct {
 	Owner    Owner
 	// EventTypes keeps rows whose type is in the list; empty means all.
 	EventTypes []EventType
-	// TaskID, when not empty, keeps rows whose metadata.task_id is this
-	// string. It is applied before Limit.
+	// TaskID, when not empty or when HasTaskID is set, keeps rows whose
+	// metadata.task_id is this string. It is applied before Limit.
 	TaskID string
 	// HasTaskID makes an empty TaskID a filter too: only rows whose
 	// metadata.task_id is the empty string, or null, which reads as it
