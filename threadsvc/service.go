@@ -46,9 +46,6 @@ type Service struct {
 	windows map[string]int64
 	// heads shares the head reads of simultaneous stream openings.
 	heads singleflight.Group
-	// catchUps shares the identical catch-up reads of simultaneous
-	// followers (ThreadStream.ReadRange).
-	catchUps singleflight.Group
 	// writes serialises each thread's ownership check with the write
 	// that follows it (see claim).
 	writes threadLocks

@@ -2,12 +2,10 @@ package threadsvc
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/streams"
-	"golang.org/x/sync/singleflight"
 )
 
 // ThreadStream is one follower's view of a thread: its hub subscription
@@ -19,8 +17,6 @@ import (
 type ThreadStream struct {
 	reader runevents.ThreadReader
 	hub    *live.Hub
-	// shared shares identical catch-up reads among the service's streams.
-	shared *singleflight.Group
 	view   streams.ThreadStream
 	// head is the thread's newest seq when the stream opened, when the
 	// store tells it (runevents.ThreadHead); else -1.
@@ -35,7 +31,7 @@ func (s *Service) OpenStream(ctx context.Context, user, threadID, runID string, 
 	if s.hub == nil {
 		return nil, unavailable("live hub")
 	}
-	st := &ThreadStream{reader: s.threads, hub: s.hub, shared: &s.catchUps, head: -1,
+	st := &ThreadStream{reader: s.threads, hub: s.hub, head: -1,
 		view: streams.ThreadStream{ThreadID: threadID, UserID: user, RunID: runID, Category: category}}
 	if h, ok := s.threads.(runevents.ThreadHead); ok {
 		head, err := s.readHead(ctx, h, threadID)
@@ -107,44 +103,12 @@ func (st *ThreadStream) ReadAfter(ctx context.Context, buf []byte, after int64, 
 func (st *ThreadStream) Head() int64 { return st.head }
 
 // ReadRange is ReadAfter of the view's rows with after < seq <= through
-// (none when through <= after). The rows of a range are stored ones, the
-// same for every follower of the view that asks: the followers of a
-// thread opening or resuming at once from the same cursor (after a
-// restart, say) share one store read of it rather than queue on the
-// store's pool with a read each. A follower stops waiting when ctx ends.
+// (none when through <= after).
 func (st *ThreadStream) ReadRange(ctx context.Context, buf []byte, after, through int64, limit int) ([]byte, int, int64, bool, error) {
 	if through <= after {
 		return buf, 0, after, false, nil
 	}
-	p := st.view.ListParams(after, through+1, limit)
-	if st.shared == nil {
-		return st.read(ctx, buf, p)
-	}
-	key := fmt.Sprintf("%q %q %q %q %d %d %d", p.ThreadID, st.view.UserID, p.RunID, p.Category, after, through, limit)
-	read := st.shared.DoChan(key, func() (any, error) {
-		// Not cancelled with the first follower: the others wait on it.
-		frames, n, last, _, err := st.read(context.WithoutCancel(ctx), nil, p)
-		return sharedRange{frames, n, last}, err
-	})
-	select {
-	case res := <-read:
-		if res.Err != nil {
-			return buf, 0, after, false, res.Err
-		}
-		r := res.Val.(sharedRange)
-		return append(buf, r.frames...), r.n, r.last, false, nil
-	case <-ctx.Done():
-		return buf, 0, after, false, ctx.Err()
-	}
-}
-
-// sharedRange is the outcome of a catch-up read that several followers
-// share: its frames, which none of them may modify, their count and last
-// seq.
-type sharedRange struct {
-	frames []byte
-	n      int
-	last   int64
+	return st.read(ctx, buf, st.view.ListParams(after, through+1, limit))
 }
 
 // read appends to buf the frames of the rows p selects.

@@ -3,7 +3,6 @@ package threadsvc
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,75 +95,6 @@ func TestOpenStreamStopsWaitingWhenItsRequestEnds(t *testing.T) {
 		<-done
 		if second == nil || second.head != 7 || reader.calls.Load() != 1 {
 			t.Fatalf("second stream %+v after %d reads, want head 7 from the one read", second, reader.calls.Load())
-		}
-	})
-}
-
-// blockingRows is a thread reader whose ListThreadEvents waits for
-// release, counts its calls and answers rows seq after+1 … before-1.
-type blockingRows struct {
-	runevents.ThreadReader
-	release chan struct{}
-	calls   atomic.Int32
-}
-
-func (b *blockingRows) ListThreadEvents(ctx context.Context, p runevents.ListThreadEventsParams) ([]runevents.Record, error) {
-	b.calls.Add(1)
-	<-b.release
-	var recs []runevents.Record
-	for seq := p.AfterSeq + 1; seq < p.BeforeSeq && len(recs) < p.Limit; seq++ {
-		recs = append(recs, runevents.Record{ThreadID: p.ThreadID, RunID: "r1", Seq: seq, EventType: runevents.EventRunStart,
-			Category: runevents.CategoryTrace, Content: []byte(`{}`), Metadata: []byte(`{}`)})
-	}
-	return recs, nil
-}
-
-// The followers of a view catching up on the same range at once share
-// one store read of it, and each gets its frames after what its buffer
-// held; other views, and later reads, read on their own.
-func TestCatchUpsShareOneRangeRead(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		reader := &blockingRows{release: make(chan struct{})}
-		s := New(nil, reader, nil, nil, live.New(live.Config{}), Config{})
-		open := func(user string) *ThreadStream {
-			st, err := s.OpenStream(t.Context(), user, "t-1", "", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}
-		const followers = 10
-		outs := make([][]byte, followers)
-		var wg sync.WaitGroup
-		for i := range followers {
-			st := open("alice")
-			wg.Go(func() {
-				out, n, last, _, err := st.ReadRange(t.Context(), []byte("held:"), 2, 5, 100)
-				if err != nil || n != 3 || last != 5 {
-					t.Errorf("ReadRange = %d rows, last %d, %v; want 3 rows, last 5", n, last, err)
-				}
-				outs[i] = out
-			})
-		}
-		bob := open("bob")
-		var bobOut []byte
-		wg.Go(func() { bobOut, _, _, _, _ = bob.ReadRange(t.Context(), nil, 2, 5, 100) })
-		synctest.Wait() // every follower waits on a read in flight
-		close(reader.release)
-		wg.Wait()
-		if n := reader.calls.Load(); n != 2 {
-			t.Fatalf("%d store reads for %d followers of one view and one of another, want 2", n, followers)
-		}
-		for i, out := range outs {
-			if string(out) != string(outs[0]) || !strings.HasPrefix(string(out), "held:id: 3\n") {
-				t.Fatalf("follower %d got %q, want its buffer then the frames of 3…5 as the others", i, out)
-			}
-		}
-		if string(bobOut) != strings.TrimPrefix(string(outs[0]), "held:") {
-			t.Errorf("another user's view got %q", bobOut)
-		}
-		if _, _, _, _, err := open("alice").ReadRange(t.Context(), nil, 2, 5, 100); err != nil || reader.calls.Load() != 3 {
-			t.Errorf("a later read: %v after %d reads, want a read of its own", err, reader.calls.Load())
 		}
 	})
 }
