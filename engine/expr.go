@@ -153,7 +153,18 @@ func CompileTemplate(src string) (*Template, error) {
 // evaluation budget (see ExprBudgetBytes), which the rendered text counts
 // against too.
 func (t *Template) Render(env Env) (string, error) {
-	return t.render(newExprMeter(context.Background()), env)
+	return t.RenderContext(context.Background(), env)
+}
+
+// RenderContext is Render that stops, with ctx's cause, at the first
+// metered operation after ctx is done: a node renders its templates with
+// its attempt's context, so its timeout and a cancel stop them.
+func (t *Template) RenderContext(ctx context.Context, env Env) (string, error) {
+	s, err := t.render(newExprMeter(ctx), env)
+	if err != nil && ctx.Err() != nil {
+		return "", fmt.Errorf("template stopped: %w", context.Cause(ctx))
+	}
+	return s, err
 }
 
 // render renders the template, its expressions charged to m.

@@ -203,3 +203,30 @@ func TestExprInvalidPatternRefusedAtCompile(t *testing.T) {
 		t.Errorf(`CompileExpr("a" matches "^a$"): %v`, err)
 	}
 }
+
+// TestTemplatesStopWithTheirContext: a template rendered with a context
+// that is done stops at its first metered operation, with the context's
+// cause, as a node's templates do at its timeout or a cancel.
+func TestTemplatesStopWithTheirContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancelCause(t.Context())
+	stop := errors.New("the node timed out")
+	cancel(stop)
+	tmpl, err := engine.CompileTemplate(`{{ string(1) + "x" }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := tmpl.Render(engine.Env{}); err != nil || s != "1x" {
+		t.Fatalf("Render = %q, %v", s, err)
+	}
+	if _, err := tmpl.RenderContext(ctx, engine.Env{}); !errors.Is(err, stop) {
+		t.Errorf("RenderContext with a done context = %v, want its cause", err)
+	}
+	jt, err := engine.CompileJSONTemplate([]byte(`{"a":"{{ string(1) + \"x\" }}","b":"n={{ string(2) }}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jt.RenderContext(ctx, engine.Env{}); !errors.Is(err, stop) {
+		t.Errorf("JSONTemplate.RenderContext with a done context = %v, want its cause", err)
+	}
+}

@@ -207,14 +207,14 @@ func (r *httpRequest) do(ctx context.Context, env Env, client *http.Client, secr
 }
 
 func (r *httpRequest) send(ctx context.Context, env Env, client *http.Client, secrets Secrets, used *[]string) (json.RawMessage, error) {
-	rawURL, u, err := r.url.render(env, secrets, *used)
+	rawURL, u, err := r.url.render(ctx, env, secrets, *used)
 	*used = u
 	if err != nil {
 		return nil, RenderError("url", err)
 	}
 	header := http.Header{}
 	for name, t := range r.headers {
-		v, u, err := t.render(env, secrets, *used)
+		v, u, err := t.render(ctx, env, secrets, *used)
 		*used = u
 		if err != nil {
 			return nil, RenderError("header "+name, err)
@@ -227,13 +227,13 @@ func (r *httpRequest) send(ctx context.Context, env Env, client *http.Client, se
 	var body []byte
 	switch {
 	case r.body != nil:
-		s, err := r.body.Render(env)
+		s, err := r.body.RenderContext(ctx, env)
 		if err != nil {
 			return nil, RenderError("body", err)
 		}
 		body = []byte(s)
 	case r.json != nil:
-		if body, err = r.json.Render(env); err != nil {
+		if body, err = r.json.RenderContext(ctx, env); err != nil {
 			return nil, RenderError("json", err)
 		}
 		if header.Get("Content-Type") == "" {

@@ -102,8 +102,17 @@ func compileJSONNode(v any, depth int) (jsonNode, error) {
 // Render renders the template over env into JSON. Its expressions share
 // one evaluation budget (see ExprBudgetBytes), as a Template's do.
 func (t *JSONTemplate) Render(env Env) (json.RawMessage, error) {
-	v, err := t.root.render(newExprMeter(context.Background()), env)
+	return t.RenderContext(context.Background(), env)
+}
+
+// RenderContext is Render that stops, with ctx's cause, at the first
+// metered operation after ctx is done (see Template.RenderContext).
+func (t *JSONTemplate) RenderContext(ctx context.Context, env Env) (json.RawMessage, error) {
+	v, err := t.root.render(newExprMeter(ctx), env)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("template stopped: %w", context.Cause(ctx))
+		}
 		return nil, err
 	}
 	out, err := json.Marshal(v)

@@ -198,7 +198,7 @@ func scriptedToolCalls(ctx context.Context, n *NodeRun, script []scriptedCall) (
 		return nil, err
 	}
 	for _, tc := range script {
-		input, err := tc.input.Render(env)
+		input, err := tc.input.RenderContext(ctx, env)
 		if err != nil {
 			return nil, RenderError("tool call "+tc.ID+": input", err)
 		}
@@ -246,7 +246,7 @@ func runScripted(ctx context.Context, n *NodeRun, c scriptedConfig, script []scr
 		if err != nil {
 			return nil, err
 		}
-		s, err := text.Render(env)
+		s, err := text.RenderContext(ctx, env)
 		if err != nil {
 			return nil, RenderError("text", err)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,11 +135,11 @@ func compileSecretTemplate(src string) (*secretTemplate, error) {
 // render renders the template over env, resolving secrets from secrets;
 // it appends the secret values it used to used. A secret the server does
 // not have fails the node (not retryable).
-func (st *secretTemplate) render(env Env, secrets Secrets, used []string) (string, []string, error) {
+func (st *secretTemplate) render(ctx context.Context, env Env, secrets Secrets, used []string) (string, []string, error) {
 	var b strings.Builder
 	for _, p := range st.parts {
 		if p.tmpl != nil {
-			s, err := p.tmpl.Render(env)
+			s, err := p.tmpl.RenderContext(ctx, env)
 			if err != nil {
 				return "", used, err
 			}

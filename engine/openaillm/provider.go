@@ -218,14 +218,14 @@ func (n *node) run(ctx context.Context, nr *engine.NodeRun) (json.RawMessage, er
 	if n.cfg.MaxTokens > 0 {
 		params.MaxCompletionTokens = openai.Int(n.cfg.MaxTokens)
 	}
-	system, err := n.system.Render(env)
+	system, err := n.system.RenderContext(ctx, env)
 	if err != nil {
 		return nil, engine.RenderError("system", err)
 	}
 	if system != "" {
 		params.Messages = append(params.Messages, openai.SystemMessage(system))
 	}
-	prompt, err := n.prompt.Render(env)
+	prompt, err := n.prompt.RenderContext(ctx, env)
 	if err != nil {
 		return nil, engine.RenderError("prompt", err)
 	}

@@ -312,7 +312,7 @@ func NodeType(dbs *Databases) engine.NodeType {
 			if err != nil {
 				return nil, err
 			}
-			rendered, err := params.Render(env)
+			rendered, err := params.RenderContext(ctx, env)
 			if err != nil {
 				return nil, engine.RenderError("params", err)
 			}
