@@ -524,3 +524,42 @@ func TestStopWhileAClaimHangs(t *testing.T) {
 		pa.heal()
 	})
 }
+
+// A run taken over counts the node outputs it loads against its bound:
+// the engine that continues it refuses the output that would take the
+// run past MaxRunOutputBytes, its predecessor's included.
+func TestRunOutputBoundAfterTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		ctxA, killA := context.WithCancel(context.Background())
+		defer killA()
+		a, err := engine.New(engine.Config{Store: e.store, Log: e.log, WorkerID: "a", LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond,
+			MaxRunOutputBytes: 1500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Start(ctxA)
+		run := e.createRun(t, `{"name":"big","nodes":[
+			{"id":"first","type":"transform","config":{"expression":"repeat(\"x\", 900)"}},
+			{"id":"slow","type":"delay","needs":["first"],"retry":{"maxAttempts":2},"config":{"ms":10000,"progressEveryMs":5000}},
+			{"id":"last","type":"transform","needs":["slow"],"config":{"expression":"repeat(\"y\", 900)"}}]}`, `{}`)
+		e.wait(t, run.ID, "slow's first progress", func(_ workflow.Run, envs []workflow.Envelope) bool {
+			return slices.Contains(enginetest.Sequence(envs), "node.progress:slow")
+		})
+		killA()
+		if err := a.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		e.start(t, func(c *engine.Config) {
+			c.WorkerID, c.MaxRunOutputBytes = "b", 1500
+			c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
+		})
+		got, events := e.waitTerminal(t, run.ID)
+		if got.Status != workflow.StatusFailed {
+			t.Fatalf("run %s, want failed: first's loaded output and last's are past the bound", got.Status)
+		}
+		if code, limit, _ := nodeFailure(t, events, "last"); code != runstream.CodeWorkflowNodeLimitExceeded || limit != engine.LimitRunOutputBytes {
+			t.Errorf("node.failed of last: %s %v, want %s %s", code, limit, runstream.CodeWorkflowNodeLimitExceeded, engine.LimitRunOutputBytes)
+		}
+	})
+}
