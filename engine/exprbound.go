@@ -86,8 +86,29 @@ func (m *exprMeter) matchWork(steps int64) error {
 	return nil
 }
 
+// compilePattern compiles a matches pattern of at most exprMaxPattern
+// bytes (errMatchBudget past it) and counts its instructions.
+func compilePattern(p string) (*meteredPattern, error) {
+	if len(p) > exprMaxPattern {
+		return nil, errMatchBudget
+	}
+	parsed, err := syntax.Parse(p, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, err
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	return &meteredPattern{re: re, insts: int64(len(prog.Inst))}, nil
+}
+
 // pattern returns p compiled, charging its bytes and its compiling the
-// first time.
+// first time in the evaluation.
 func (m *exprMeter) pattern(p string) (*meteredPattern, error) {
 	if c, ok := m.patterns[p]; ok {
 		return c, nil
@@ -98,22 +119,13 @@ func (m *exprMeter) pattern(p string) (*meteredPattern, error) {
 	if err := m.charge(int64(len(p))); err != nil {
 		return nil, err
 	}
-	parsed, err := syntax.Parse(p, syntax.Perl)
+	c, err := compilePattern(p)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := syntax.Compile(parsed.Simplify())
-	if err != nil {
+	if err := m.matchWork(exprCompileSteps * c.insts); err != nil {
 		return nil, err
 	}
-	if err := m.matchWork(exprCompileSteps * int64(len(prog.Inst))); err != nil {
-		return nil, err
-	}
-	re, err := regexp.Compile(p)
-	if err != nil {
-		return nil, err
-	}
-	c := &meteredPattern{re: re, insts: int64(len(prog.Inst))}
 	if m.patterns == nil {
 		m.patterns = map[string]*meteredPattern{}
 	}
@@ -270,9 +282,18 @@ func (meterPatcher) Visit(node *ast.Node) {
 		case "in":
 			name = meteredIn
 		case "matches":
-			// A fixed pattern that does not compile is left to the
+			str, fixed := n.Right.(*ast.StringNode)
+			if !fixed {
+				name = meteredMatch
+				break
+			}
+			// A fixed pattern is compiled once, here, not at each
+			// evaluation; one that does not compile is left to the
 			// library, which refuses it when the expression compiles.
-			if str, ok := n.Right.(*ast.StringNode); !ok || validPattern(str.Value) {
+			switch c, err := compilePattern(str.Value); {
+			case err == nil:
+				ast.Patch(node, meteredCall(meteredMatch, n.Left, &ast.ConstantNode{Value: c}))
+			case errors.Is(err, errMatchBudget): // too long: fails when it runs
 				name = meteredMatch
 			}
 		}
@@ -289,11 +310,6 @@ func (meterPatcher) Visit(node *ast.Node) {
 			ast.Patch(node, meteredCall(meteredAfter, n))
 		}
 	}
-}
-
-func validPattern(p string) bool {
-	_, err := regexp.Compile(p)
-	return err == nil
 }
 
 func meteredCall(name string, args ...ast.Node) ast.Node {
@@ -366,14 +382,21 @@ func meterOptions() []expr.Option {
 		return runtime.In(a[0], a[1]), nil
 	})
 	add(meteredMatch, func(m *exprMeter, a []any) (any, error) {
-		s, ok1 := a[0].(string)
-		p, ok2 := a[1].(string)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("matches takes strings, not %T and %T", a[0], a[1])
+		s, ok := a[0].(string)
+		if !ok {
+			return nil, fmt.Errorf("matches takes a string, not %T", a[0])
 		}
-		c, err := m.pattern(p)
-		if err != nil {
-			return nil, err
+		var c *meteredPattern
+		switch p := a[1].(type) {
+		case *meteredPattern: // a fixed pattern, compiled with the expression
+			c = p
+		case string:
+			var err error
+			if c, err = m.pattern(p); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("matches takes a string pattern, not %T", a[1])
 		}
 		if err := m.matchWork((int64(len(s)) + 1) * c.insts); err != nil {
 			return nil, err

@@ -36,6 +36,7 @@ func TestExprBombsExceedTheBudget(t *testing.T) {
 		// against a pattern of thousands of instructions.
 		`repeat("a", 1000000) matches (repeat("(a|b)", 3000) + "c")`,
 		`repeat("a", 100000) matches repeat("a?", 300)`,
+		`repeat("a", 2000000) matches "(ab|cd|ef|gh|ij|kl|mn|op|qr|st)+x"`, // a fixed pattern, compiled with the expression
 		// Matches that are cheap one by one, in a loop: the matching
 		// budget is the evaluation's, all together.
 		`let s = repeat("a", 1000); len(filter(1..100000, s matches "(a|b)+c"))`,
