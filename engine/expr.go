@@ -86,8 +86,8 @@ func (e *Expr) EvalContext(ctx context.Context, env Env) (json.RawMessage, error
 		err = m.size(v)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("expression stopped: %w", context.Cause(ctx))
+		if stopped := stoppedError(ctx, "expression"); stopped != nil {
+			return nil, stopped
 		}
 		return nil, evalError("expression failed", err)
 	}
@@ -161,10 +161,22 @@ func (t *Template) Render(env Env) (string, error) {
 // its attempt's context, so its timeout and a cancel stop them.
 func (t *Template) RenderContext(ctx context.Context, env Env) (string, error) {
 	s, err := t.render(newExprMeter(ctx), env)
-	if err != nil && ctx.Err() != nil {
-		return "", fmt.Errorf("template stopped: %w", context.Cause(ctx))
+	if err != nil {
+		if stopped := stoppedError(ctx, "template"); stopped != nil {
+			return "", stopped
+		}
 	}
 	return s, err
+}
+
+// stoppedError is the error of an evaluation of what ("expression",
+// "template") that failed because ctx is done, wrapping ctx's cause; nil
+// while ctx is not done.
+func stoppedError(ctx context.Context, what string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("%s stopped: %w", what, context.Cause(ctx))
 }
 
 // render renders the template, its expressions charged to m.

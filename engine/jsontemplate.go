@@ -110,8 +110,8 @@ func (t *JSONTemplate) Render(env Env) (json.RawMessage, error) {
 func (t *JSONTemplate) RenderContext(ctx context.Context, env Env) (json.RawMessage, error) {
 	v, err := t.root.render(newExprMeter(ctx), env)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("template stopped: %w", context.Cause(ctx))
+		if stopped := stoppedError(ctx, "template"); stopped != nil {
+			return nil, stopped
 		}
 		return nil, err
 	}
