@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/runstream/runstream"
@@ -290,37 +291,45 @@ func checkCredentials(rawURL string, headers map[string]string) error {
 			WithDetail("rule", RuleLiteralCredential)
 	}
 	for name, value := range headers {
-		lower := strings.ToLower(name)
-		if secretShaped(value) {
+		if secretShaped(value) || credentialHeader(name) && literalCredential(value) {
 			return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
 		}
-		for _, w := range credentialHeaderWords {
-			if strings.Contains(lower, w) && literalCredential(value) {
-				return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
-			}
-		}
+	}
+	if where := urlCredential(rawURL); where != "" {
+		return deny("%s holds a literal credential", where)
 	}
 	if secretShaped(rawURL) {
 		return deny("the url holds a literal credential")
 	}
-	// The URL's credentials and query, with its expressions replaced, so
-	// that an expression's text is not read as a password.
+	return nil
+}
+
+// credentialHeader reports whether a header's name says it carries a
+// credential (credentialHeaderWords).
+func credentialHeader(name string) bool {
+	lower := strings.ToLower(name)
+	return slices.ContainsFunc(credentialHeaderWords, func(w string) bool { return strings.Contains(lower, w) })
+}
+
+// urlCredential names the part of rawURL that holds a credential in
+// clear, its password or a credential query parameter, or returns "".
+// Its expressions are replaced first, so that an expression's text is not
+// read as a password.
+func urlCredential(rawURL string) string {
 	u := templateExpr.ReplaceAllString(rawURL, "x")
 	_, rest, ok := strings.Cut(u, "://")
 	if !ok {
-		return nil
+		return ""
 	}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		authority, tail = rest[:i], rest[i:]
 	}
 	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		if _, pass, ok := strings.Cut(authority[:at], ":"); ok && pass != "" {
-			// The password is literal unless the whole of it, in the
-			// original, is one expression.
-			if literalPassword(rawURL) {
-				return deny("the url holds a literal password")
-			}
+		// The password is literal unless the whole of it, in the
+		// original, is one expression.
+		if _, pass, ok := strings.Cut(authority[:at], ":"); ok && pass != "" && literalPassword(rawURL) {
+			return "the url's password"
 		}
 	}
 	if _, query, ok := strings.Cut(tail, "?"); ok {
@@ -328,11 +337,11 @@ func checkCredentials(rawURL string, headers map[string]string) error {
 		for _, pair := range strings.Split(query, "&") {
 			k, v, _ := strings.Cut(pair, "=")
 			if containsFold(credentialParams, k) && v != "" && literalCredential(queryValue(rawURL, k)) {
-				return deny("the url's query parameter %s holds a literal credential", shorten(k))
+				return "the url's query parameter " + shorten(k)
 			}
 		}
 	}
-	return nil
+	return ""
 }
 
 // literalPassword reports whether the password of rawURL's user

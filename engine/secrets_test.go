@@ -107,6 +107,17 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 			t.Errorf("%s: the error shows the credential: %s", config, re.Message)
 		}
 	}
+	// The error names the part of the URL, before the shape test's
+	// "the url" can.
+	for config, part := range map[string]string{
+		`{"url":"https://alice:sk-live-abcdef123456@api.example.com/"}`:    "the url's password",
+		`{"url":"https://api.example.com/x?api_key=sk-live-abcdef123456"}`: "the url's query parameter api_key",
+	} {
+		_, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`))
+		if re := runstream.AsError(err); re == nil || !strings.Contains(re.Message, part) {
+			t.Errorf("%s: %v, want it to name %s", config, err, part)
+		}
+	}
 	allowed := []string{
 		`{"url":"https://api.example.com/","headers":{"Authorization":"Bearer {{ secrets.API_TOKEN }}"}}`,
 		`{"url":"https://api.example.com/","headers":{"Authorization":"{{ input.auth }}"}}`,
