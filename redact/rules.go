@@ -56,6 +56,10 @@ const (
 // a word ("task-list") is not; the key itself is the rule's group 1.
 const lead = `(?:^|[^A-Za-z0-9])`
 
+// afterLead compiles the expression of a provider key's shape: the key,
+// as group 1, after lead.
+func afterLead(shape string) *regexp.Regexp { return regexp.MustCompile(lead + "(" + shape + ")") }
+
 // valueRules run in this order: whole PEM blocks first, then the
 // provider-specific shapes (their names are the most useful), then the
 // contextual shapes (URLs with userinfo, Bearer/Basic values) that would
@@ -70,27 +74,27 @@ var valueRules = []valueRule{
 	{
 		name:     "anthropic_key",
 		triggers: []string{"sk-ant-"},
-		re:       regexp.MustCompile(lead + `(sk-ant-` + b64url + `{20,})`),
+		re:       afterLead(`sk-ant-` + b64url + `{20,}`),
 		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("sk-ant-"):]) },
 	},
 	{
 		name:     "openai_key",
 		triggers: []string{"sk-"},
-		re:       regexp.MustCompile(lead + `(sk-` + b64url + `{20,})`),
+		re:       afterLead(`sk-` + b64url + `{20,}`),
 		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("sk-"):]) },
 	},
 	{
 		name:     "github_token",
 		triggers: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"},
-		re:       regexp.MustCompile(lead + `(gh[pousr]_` + alnum + `{36,}|github_pat_[A-Za-z0-9_]{22,})`),
+		re:       afterLead(`gh[pousr]_` + alnum + `{36,}|github_pat_[A-Za-z0-9_]{22,}`),
 		group:    1,
 	},
 	{
 		name:     "gitlab_token",
 		triggers: []string{"glpat-"},
-		re:       regexp.MustCompile(lead + `(glpat-` + b64url + `{20,})`),
+		re:       afterLead(`glpat-` + b64url + `{20,}`),
 		group:    1,
 	},
 	{
@@ -103,26 +107,26 @@ var valueRules = []valueRule{
 	{
 		name:     "slack_token",
 		triggers: []string{"xox", "xapp-"},
-		re:       regexp.MustCompile(lead + `((?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,})`),
+		re:       afterLead(`(?:xox[abeprs]|xapp)-[A-Za-z0-9-]{10,}`),
 		group:    1,
 		accept:   looksRandom,
 	},
 	{
 		name:     "stripe_key",
 		triggers: []string{"_live_", "_test_", "whsec_"},
-		re:       regexp.MustCompile(lead + `([rs]k_(?:live|test)_` + alnum + `{16,}|whsec_` + alnum + `{24,})`),
+		re:       afterLead(`[rs]k_(?:live|test)_` + alnum + `{16,}|whsec_` + alnum + `{24,}`),
 		group:    1,
 	},
 	{
 		name:     "google_api_key",
 		triggers: []string{"AIza"},
-		re:       regexp.MustCompile(lead + `(AIza` + b64url + `{35})`),
+		re:       afterLead(`AIza` + b64url + `{35}`),
 		group:    1,
 	},
 	{
 		name:     "huggingface_token",
 		triggers: []string{"hf_"},
-		re:       regexp.MustCompile(lead + `(hf_` + alnum + `{30,})`),
+		re:       afterLead(`hf_` + alnum + `{30,}`),
 		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("hf_"):]) },
 	},
@@ -142,7 +146,7 @@ var valueRules = []valueRule{
 		// runstream's own API keys (auth.NewKey).
 		name:     "runstream_key",
 		triggers: []string{"rsk_"},
-		re:       regexp.MustCompile(lead + `(rsk_` + b64url + `{32,})`),
+		re:       afterLead(`rsk_` + b64url + `{32,}`),
 		group:    1,
 		accept:   func(s string) bool { return looksRandom(s[len("rsk_"):]) },
 	},
@@ -155,7 +159,7 @@ var valueRules = []valueRule{
 	{
 		name:     "jwt",
 		triggers: []string{"eyJ"},
-		re:       regexp.MustCompile(lead + `(eyJ` + b64url + `{10,}\.` + b64url + `{2,}\.` + b64url + `*)`),
+		re:       afterLead(`eyJ` + b64url + `{10,}\.` + b64url + `{2,}\.` + b64url + `*`),
 		group:    1,
 	},
 	{
