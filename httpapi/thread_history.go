@@ -100,20 +100,25 @@ func (s *Server) listRunMessages(w http.ResponseWriter, r *http.Request) error {
 // endpoints: limit 1…200 (default 50), before_seq and after_seq >= 1.
 func parseHistoryCursors(r *http.Request) (threadsvc.Cursors, error) {
 	q := r.URL.Query()
-	var c threadsvc.Cursors
-	var errLimit, errBefore, errAfter error
-	c.Limit, errLimit = queryLimit(q, 50, 200)
-	c.Before, errBefore = querySeq(q, "before_seq")
+	c, errs := readBackwardCursors(q)
+	var errAfter error
 	c.After, errAfter = querySeq(q, "after_seq")
-	return c, queryProblems(errLimit, errBefore, errAfter)
+	return c, queryProblems(append(errs, errAfter)...)
 }
 
 // parseBackwardCursors reads the limit (1…200, default 50) and
 // before_seq of a history page.
 func parseBackwardCursors(q url.Values) (threadsvc.Cursors, error) {
+	c, errs := readBackwardCursors(q)
+	return c, queryProblems(errs...)
+}
+
+// readBackwardCursors reads the limit and before_seq of a history page,
+// and returns each one's error (nil when it is good).
+func readBackwardCursors(q url.Values) (threadsvc.Cursors, []error) {
 	var c threadsvc.Cursors
 	var errLimit, errBefore error
 	c.Limit, errLimit = queryLimit(q, 50, 200)
 	c.Before, errBefore = querySeq(q, "before_seq")
-	return c, queryProblems(errLimit, errBefore)
+	return c, []error{errLimit, errBefore}
 }
