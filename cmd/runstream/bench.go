@@ -355,7 +355,13 @@ func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) 
 }
 
 func (s *benchServer) post(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", s.url+path, nil)
+	return s.call(ctx, "POST", path)
+}
+
+// call sends a request without a body to the server and returns the
+// body of its 200 answer.
+func (s *benchServer) call(ctx context.Context, method, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +372,7 @@ func (s *benchServer) post(ctx context.Context, path string) ([]byte, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("POST %s: %s: %s", path, resp.Status, body)
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, body)
 	}
 	return body, err
 }

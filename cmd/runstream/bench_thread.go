@@ -610,19 +610,11 @@ func (s *benchServer) groupCommits(ctx context.Context) (groupCommits, error) {
 	if s.peer != "" {
 		return groupCommits{}, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", s.url+"/metrics", nil)
+	metrics, err := s.call(ctx, "GET", "/metrics")
 	if err != nil {
 		return groupCommits{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return groupCommits{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return groupCommits{}, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return parseGroupCommits(resp.Body)
+	return parseGroupCommits(bytes.NewReader(metrics))
 }
 
 // parseGroupCommits sums, over its labels, the count and sum of the
