@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -96,6 +97,20 @@ func TestPublishInvalidDefinition(t *testing.T) {
 		if details["rule"] != tc.rule || (tc.node != "" && body["nodeId"] != tc.node) {
 			t.Errorf("%s: %v", tc.rule, body)
 		}
+	}
+	// A credential written in an http node, inside an expression or not:
+	// refused, naming the header, neither echoed nor stored.
+	key := "ghp_" + strings.Repeat("a1B2", 9)
+	for _, header := range []string{`"X-Foo":"Bearer ` + key + `"`, `"Authorization":"Bearer {{ \"` + key + `\" }}"`} {
+		def := `{"name":"x","nodes":[{"id":"call","type":"http","config":{"url":"https://api.example.com/","headers":{` + header + `}}}]}`
+		body := wantError(t, "literal credential", 422, runstream.CodeWorkflowDefinitionInvalid)(s.post(t, "/api/workflows", `{"definition":`+def+`}`))
+		details, _ := body["details"].(map[string]any)
+		if details["rule"] != "literal_credential" || body["nodeId"] != "call" || strings.Contains(fmt.Sprint(body), "a1B2") {
+			t.Errorf("%s: %v, want literal_credential on call without the key", header, body)
+		}
+	}
+	if page := must(t, http.StatusOK)(s.get(t, "/api/workflows")); len(workflowIDs(page["workflows"])) != 0 {
+		t.Errorf("refused definitions were stored: %v", page)
 	}
 	wantError(t, "unknown request field", 400, runstream.CodeInvalidArgument)(s.post(t, "/api/workflows", `{"definition":`+simpleFlow+`,"owner":"x"}`))
 	wantError(t, "duplicate key", 400, runstream.CodeInvalidJSON)(s.post(t, "/api/workflows", `{"name":"a","name":"b"}`))
