@@ -89,6 +89,18 @@ func runServe(t *testing.T, env map[string]string, args ...string) *serveRun {
 	return nil
 }
 
+// waitLog waits up to within for serve's log to hold want, and fails the
+// test with the log if it does not. A line logged after the effect a test
+// observes (a reload logs once it applied) is read this way, not at once.
+func (p *serveRun) waitLog(t *testing.T, want string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !strings.Contains(p.stderr.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("serve's log lacks %q after %v:\n%s", want, within, p.stderr)
+		}
+	}
+}
+
 func get(t *testing.T, url string) (int, string, http.Header) {
 	t.Helper()
 	resp, err := http.Get(url)

@@ -44,13 +44,7 @@ func TestServeShutdownLetsInFlightAppendsFinish(t *testing.T) {
 	// The handler is reading the body; now the shutdown begins.
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.stop() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.stderr.String(), "shutting down") {
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not begin its shutdown:\n%s", p.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.waitLog(t, "shutting down", 10*time.Second)
 	// New connections are refused once the listener is closed.
 	if _, err := http.Get(p.base + "/healthz"); err == nil {
 		t.Error("a new request was served after the shutdown began")
