@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/hmac"
@@ -223,9 +224,10 @@ func hasAudience(aud json.RawMessage, want string) bool {
 
 // decodeSegment decodes a base64url JSON object segment into v, a
 // struct whose members name the header's or claims' names. A member
-// whose name differs from one of them only in case ("Sub", "EXP") makes
-// the segment invalid: encoding/json would match it to the claim, and the
-// last of "sub" and "Sub" would win.
+// named twice (as written, or through a \u escape), or whose name differs
+// from one of v's only in case ("Sub", "EXP"), makes the segment invalid:
+// which of the two counts would depend on the parser (encoding/json
+// takes the last, and matches names in any case).
 func decodeSegment(seg string, v any) bool {
 	raw, err := strictB64.DecodeString(seg)
 	if err != nil || len(raw) == 0 || raw[0] != '{' {
@@ -233,6 +235,9 @@ func decodeSegment(seg string, v any) bool {
 	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	if n, ok := memberCount(raw); !ok || n != len(members) {
 		return false
 	}
 	t := reflect.TypeOf(v).Elem()
@@ -245,6 +250,23 @@ func decodeSegment(seg string, v any) bool {
 		}
 	}
 	return json.Unmarshal(raw, v) == nil
+}
+
+// memberCount returns how many members the JSON object raw has, a name
+// counted as often as it is written.
+func memberCount(raw []byte) (int, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0, false
+	}
+	n := 0
+	for ; dec.More(); n++ {
+		var value json.RawMessage
+		if _, err := dec.Token(); err != nil || dec.Decode(&value) != nil {
+			return 0, false
+		}
+	}
+	return n, true
 }
 
 // verifyKey is one verification key and the one algorithm it verifies.

@@ -23,7 +23,13 @@ import (
 func Token(header, claims map[string]any, sign func(signed []byte) []byte) string {
 	h, _ := json.Marshal(header)
 	c, _ := json.Marshal(claims)
-	signed := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
+	return RawToken(string(h), string(c), sign)
+}
+
+// RawToken is Token with the header and claims given as JSON text, for
+// tokens encoding/json would not write (a claim named twice, say).
+func RawToken(header, claims string, sign func(signed []byte) []byte) string {
+	signed := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString([]byte(claims))
 	var sig []byte
 	if sign != nil {
 		sig = sign([]byte(signed))
