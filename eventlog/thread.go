@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,10 @@ type ThreadLog struct {
 	hub       *live.Hub
 	redactor  *redact.Redactor
 	limits    ThreadLimits
+	// storePublishes is true when the store hands its group commits to
+	// publishGroup (runevents.GroupCommitter): the plain appends are
+	// published from there, one publication per commit and thread.
+	storePublishes bool
 	// Observer is told of checks, redactions and appends (metrics); set
 	// it before the log is used. Nil: none.
 	Observer Observer
@@ -86,7 +91,12 @@ func NewThreadLog(store runevents.Store, validator *contracts.Validator, hub *li
 	if limits.MaxTraceContent <= 0 {
 		limits.MaxTraceContent = runevents.DefaultMaxTraceContent
 	}
-	return &ThreadLog{store: store, validator: validator, hub: hub, redactor: redact.New(redact.Options{}), limits: limits}
+	l := &ThreadLog{store: store, validator: validator, hub: hub, redactor: redact.New(redact.Options{}), limits: limits}
+	if gc, ok := store.(runevents.GroupCommitter); ok && hub != nil {
+		gc.OnGroupCommit(l.publishGroup)
+		l.storePublishes = true
+	}
+	return l
 }
 
 // Limits returns the log's limits, defaults filled in.
@@ -145,7 +155,9 @@ func (l *ThreadLog) AppendWritable(ctx context.Context, userID string, events []
 	if err != nil {
 		return nil, err
 	}
-	l.publish(recs)
+	if !l.storePublishes {
+		l.publish(recs)
+	}
 	return recs, nil
 }
 
@@ -423,6 +435,9 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 	if l.hub == nil || len(recs) == 0 {
 		return
 	}
+	if l.hub.Followed(streams.ThreadStreamKey(recs[0].ThreadID)) == 0 {
+		return // the followers that come later read the store, which has recs
+	}
 	events := make([]live.Event, 0, len(recs))
 	for _, rec := range recs {
 		ev, err := streams.ThreadFrame(rec)
@@ -438,4 +453,31 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 	}
 	// A batch belongs to one thread (prepare); PutIfAbsent stores one row.
 	l.hub.Publish(streams.ThreadStreamKey(recs[0].ThreadID), events)
+}
+
+// publishGroup publishes the records of one group commit of the store
+// (runevents.GroupCommitter): each thread's records in one publication,
+// so that its followers are woken once for the commit.
+func (l *ThreadLog) publishGroup(recs []runevents.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	first := recs[0].ThreadID
+	mixed := slices.ContainsFunc(recs, func(r runevents.Record) bool { return r.ThreadID != first })
+	if !mixed {
+		l.publish(recs)
+		return
+	}
+	// Each thread's records ascend by seq; keep that order.
+	var threads []string
+	byThread := map[string][]runevents.Record{}
+	for _, r := range recs {
+		if byThread[r.ThreadID] == nil {
+			threads = append(threads, r.ThreadID)
+		}
+		byThread[r.ThreadID] = append(byThread[r.ThreadID], r)
+	}
+	for _, t := range threads {
+		l.publish(byThread[t])
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -555,5 +556,51 @@ func TestThreadAppendOutlivesItsCaller(t *testing.T) {
 	}
 	if rows := env.rows(t); len(rows) != 2 {
 		t.Errorf("%d rows; want 2", len(rows))
+	}
+}
+
+// groupingStore is a store that hands its commits to OnGroupCommit, as
+// SQLite's does; here the test decides what a commit holds.
+type groupingStore struct {
+	*memory.RunEventStore
+	committed func(recs []runevents.Record)
+}
+
+func (s *groupingStore) OnGroupCommit(f func(recs []runevents.Record)) { s.committed = f }
+
+// With a store that hands its group commits over, the log publishes what
+// the store hands it, each thread's records under the thread's key in seq
+// order, and no longer publishes an append itself.
+func TestThreadAppendPublishesTheStoresGroupCommits(t *testing.T) {
+	t.Parallel()
+	env := newThreadEnv(t, eventlog.ThreadLimits{})
+	store := &groupingStore{RunEventStore: env.store}
+	log := eventlog.NewThreadLog(store, mustValidator(t), env.hub, eventlog.ThreadLimits{})
+	if store.committed == nil {
+		t.Fatal("NewThreadLog did not register with the store's group commits")
+	}
+	t1 := env.follow(t, streams.ThreadStream{})
+	t2 := env.hub.Subscribe(streams.ThreadStream{ThreadID: "t2"}.Key(), 0)
+	defer t2.Close()
+
+	var recs []runevents.Record
+	for _, thread := range []string{"t1", "t2", "t1"} {
+		e := startEvent("r1")
+		e.ThreadID = thread
+		got, err := log.Append(t.Context(), "u", []runevents.NewEvent{e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, got...)
+	}
+	if events, _ := t1.Take(); len(events) != 0 {
+		t.Errorf("the appends published %v themselves", seqsOf(events))
+	}
+	store.committed(recs) // the three appends committed as one group
+	if events, _ := t1.Take(); !reflect.DeepEqual(seqsOf(events), []int64{1, 2}) {
+		t.Errorf("t1 received %v, want [1 2]", seqsOf(events))
+	}
+	if events, _ := t2.Take(); !reflect.DeepEqual(seqsOf(events), []int64{1}) {
+		t.Errorf("t2 received %v, want [1]", seqsOf(events))
 	}
 }

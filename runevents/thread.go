@@ -98,6 +98,20 @@ type OwnedAppender interface {
 	PutBatchOwned(ctx context.Context, userID string, events []NewEvent) ([]Record, error)
 }
 
+// GroupCommitter is implemented by the backends that commit concurrent
+// appends together, in one transaction: they hand each group's records to
+// one function, so that the live fan-out (package eventlog) publishes a
+// commit at once and a follower writes its events in one frame batch,
+// where appends published one by one would wake it once per append.
+type GroupCommitter interface {
+	// OnGroupCommit sets f (nil: none), called after every commit of
+	// appends made by Put, PutBatch and PutBatchOwned, before they return,
+	// with their records: ascending by seq within each thread. f runs in
+	// the store's writer: it must be quick, must not call the store, and
+	// must not keep recs.
+	OnGroupCommit(f func(recs []Record))
+}
+
 // IdempotentResponse is the first response to a request made with an
 // Idempotency-Key.
 type IdempotentResponse struct {

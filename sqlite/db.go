@@ -93,6 +93,10 @@ type DB struct {
 	// and before its commit: stores write there what their ops deferred.
 	// Set while Open runs; used by the write loop only.
 	beforeCommit []writeOp
+	// afterCommit run, in order, after every group transaction committed,
+	// before its callers are answered. Set while Open runs; used by the
+	// write loop only.
+	afterCommit []func(tx *sql.Tx)
 
 	runEvents   *RunEventStore
 	workflows   *WorkflowStore

@@ -31,6 +31,12 @@ type RunEventStore struct {
 	// Only the write loop uses them.
 	pendingTx *sql.Tx
 	pending   []*pendingAppend
+	// The appends transaction flushedTx wrote (flushAppends), handed to
+	// onGroupCommit once it committed. Only the write loop uses them.
+	flushedTx     *sql.Tx
+	flushed       []*pendingAppend
+	onGroupCommit func(recs []runevents.Record)
+	committedRecs []runevents.Record // afterCommit's buffer
 }
 
 // insertSizes is the number of multi-row insert statements: 1, 2, 4, … 64
@@ -39,9 +45,10 @@ type RunEventStore struct {
 const insertSizes = 7
 
 var (
-	_ runevents.Store         = (*RunEventStore)(nil)
-	_ runevents.Durability    = (*RunEventStore)(nil)
-	_ runevents.OwnedAppender = (*RunEventStore)(nil)
+	_ runevents.Store          = (*RunEventStore)(nil)
+	_ runevents.Durability     = (*RunEventStore)(nil)
+	_ runevents.OwnedAppender  = (*RunEventStore)(nil)
+	_ runevents.GroupCommitter = (*RunEventStore)(nil)
 )
 
 // recordColumns are the columns scanRecord reads, in its order.
@@ -79,8 +86,44 @@ func newRunEventStore(ctx context.Context, db *DB) (*RunEventStore, error) {
 		*st.dst = stmt
 	}
 	db.beforeCommit = append(db.beforeCommit, s.flushAppends)
+	db.afterCommit = append(db.afterCommit, s.afterCommit)
 	return s, nil
 }
+
+// OnGroupCommit implements runevents.GroupCommitter. Set it before the
+// store is written to.
+func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) { s.onGroupCommit = f }
+
+// afterCommit hands the records of the appends tx wrote to onGroupCommit.
+// It runs in the write loop once tx committed, before the appends'
+// callers are answered.
+func (s *RunEventStore) afterCommit(tx *sql.Tx) {
+	if s.flushedTx != tx {
+		return
+	}
+	flushed := s.flushed
+	s.flushedTx, s.flushed = nil, flushed[:0]
+	defer clear(flushed)
+	switch {
+	case s.onGroupCommit == nil:
+	case len(flushed) == 1:
+		s.onGroupCommit(flushed[0].recs)
+	default:
+		recs := s.committedRecs[:0]
+		for _, p := range flushed {
+			recs = append(recs, p.recs...)
+		}
+		s.onGroupCommit(recs)
+		clear(recs)
+		if cap(recs) <= maxKeptCommitRecords {
+			s.committedRecs = recs[:0]
+		}
+	}
+}
+
+// maxKeptCommitRecords bounds the records buffer afterCommit keeps for
+// the next group; a larger group's is left to the collector.
+const maxKeptCommitRecords = 1024
 
 func (s *RunEventStore) closeStatements() error {
 	var errs []error

@@ -152,7 +152,14 @@ func (s *RunEventStore) flushAppends(ctx context.Context, tx *sql.Tx) error {
 			args = append(args, p.args...)
 		}
 	}
-	return s.insertArgs(ctx, tx, args)
+	if err := s.insertArgs(ctx, tx, args); err != nil {
+		return err
+	}
+	if s.flushedTx != tx {
+		s.flushedTx, s.flushed = tx, s.flushed[:0]
+	}
+	s.flushed = append(s.flushed, pending...)
+	return nil
 }
 
 // checkOwners marks refused the appends of pending whose thread's first

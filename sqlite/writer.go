@@ -177,6 +177,9 @@ func (db *DB) runTx(reqs []*writeRequest) error {
 	if err := tx.Commit(); err != nil {
 		return sqlError("sqlite: write: commit", err)
 	}
+	for _, f := range db.afterCommit {
+		f(tx)
+	}
 	return nil
 }
 

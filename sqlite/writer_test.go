@@ -3,8 +3,12 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -329,5 +333,123 @@ func TestPutBatchOwnedInAGroup(t *testing.T) {
 	}
 	if tx := db.stats.transactions.Load() - tx0; tx != 1 {
 		t.Errorf("the group took %d transactions, want 1: a refused append must not roll it back", tx)
+	}
+}
+
+// groupCommits records what OnGroupCommit is handed, and the rows the
+// database holds at that moment (read on a connection of its own, so a
+// call before the commit would see none of its rows).
+type groupCommits struct {
+	mu    sync.Mutex
+	calls [][]runevents.Record
+	rows  []int
+}
+
+func watchGroupCommits(t *testing.T, db *DB) *groupCommits {
+	t.Helper()
+	g := &groupCommits{}
+	reader := openRawWriter(t, db.cfg.Path)
+	db.RunEvents().OnGroupCommit(func(recs []runevents.Record) {
+		var n int
+		if err := reader.QueryRow("SELECT count(*) FROM run_events").Scan(&n); err != nil {
+			t.Error(err)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.calls = append(g.calls, slices.Clone(recs))
+		g.rows = append(g.rows, n)
+	})
+	return g
+}
+
+// seqsOf returns the calls' records as "thread:seq" lists.
+func (g *groupCommits) seqsOf() [][]string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out [][]string
+	for _, call := range g.calls {
+		var s []string
+		for _, r := range call {
+			s = append(s, fmt.Sprintf("%s:%d", r.ThreadID, r.Seq))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// The appends of one group transaction reach OnGroupCommit in one call,
+// once committed and before any of them returns: each thread's records
+// ascending by seq, as their Puts queued.
+func TestGroupCommitHandsAppendsToOneCall(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	g := watchGroupCommits(t, db)
+	release, blocker := blockWriter(t, db)
+
+	var results []<-chan putResult
+	for i, thread := range []string{"a", "b", "a", "b", "a"} {
+		results = append(results, putAsync(t.Context(), s, traceEvent(thread)))
+		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == i+1 })
+	}
+	release()
+	if r := <-blocker; r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, ch := range results {
+		r := <-ch
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		// The call that holds this record came before the Put returned.
+		found := false
+		for _, call := range g.seqsOf() {
+			found = found || slices.Contains(call, fmt.Sprintf("%s:%d", r.rec.ThreadID, r.rec.Seq))
+		}
+		if !found {
+			t.Errorf("Put of %s seq %d returned before OnGroupCommit was handed it", r.rec.ThreadID, r.rec.Seq)
+		}
+	}
+	want := [][]string{{"blocker:1"}, {"a:1", "b:1", "a:2", "b:2", "a:3"}}
+	if got := g.seqsOf(); !reflect.DeepEqual(got, want) {
+		t.Errorf("OnGroupCommit calls %v, want %v", got, want)
+	}
+	if !reflect.DeepEqual(g.rows, []int{1, 6}) {
+		t.Errorf("rows stored at each call %v, want [1 6]: each call after its commit", g.rows)
+	}
+}
+
+// A group that fails is not handed to OnGroupCommit; each request retried
+// alone that commits is, and the one that fails is not.
+func TestGroupCommitSkipsRolledBackAppends(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, Config{BusyTimeout: time.Minute})
+	s := db.RunEvents()
+	if _, err := s.Put(t.Context(), traceEvent("bad")); err != nil {
+		t.Fatal(err)
+	}
+	g := watchGroupCommits(t, db)
+	// As in TestGroupFailureDoesNotFailOthers: the next append to "bad"
+	// breaks UNIQUE (thread_id, seq).
+	if _, err := db.writer.ExecContext(t.Context(), `INSERT INTO run_events (thread_id, run_id, event_type, category, content, metadata, seq, created_at)
+		VALUES ('bad', 'r1', 'run.start', 'trace', '""', '{}', 2, '2025-01-01T00:00:00.000000+00:00')`); err != nil {
+		t.Fatal(err)
+	}
+	release, blocker := blockWriter(t, db)
+	var results []<-chan putResult
+	for i, thread := range []string{"good-1", "bad", "good-2"} {
+		results = append(results, putAsync(t.Context(), s, traceEvent(thread)))
+		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == i+1 })
+	}
+	release()
+	if r := <-blocker; r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, ch := range results {
+		<-ch
+	}
+	want := [][]string{{"blocker:1"}, {"good-1:1"}, {"good-2:1"}}
+	if got := g.seqsOf(); !reflect.DeepEqual(got, want) {
+		t.Errorf("OnGroupCommit calls %v, want %v", got, want)
 	}
 }
