@@ -2,8 +2,12 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +21,8 @@ import (
 func TestGroupCommit(t *testing.T) {
 	db := openDB(t, newSchema(t))
 	ctx := t.Context()
-	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
+	hook, hooked := groupCommitHook(t, db)
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{}), onGroupCommit: hook}
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 
@@ -66,6 +71,12 @@ func TestGroupCommit(t *testing.T) {
 	if txs != 1 || rows != 6 {
 		t.Errorf("%d rows written by %d transactions, want 6 rows by 1", rows, txs)
 	}
+	// The transaction's records, in queue order, reach OnGroupCommit in
+	// one call, once committed.
+	calls, stored := hooked()
+	if want := [][]string{{"t2:1", "t1:1", "t1:2", "t2:2", "t2:3", "t1:3"}}; !reflect.DeepEqual(calls, want) || !slices.Equal(stored, []int{6}) {
+		t.Errorf("OnGroupCommit calls %v with %v rows stored, want %v with [6]", calls, stored, want)
+	}
 }
 
 // TestGroupCommitFailureRetriesAlone makes one request of a group fail in
@@ -77,7 +88,8 @@ func TestGroupCommitFailureRetriesAlone(t *testing.T) {
 	if _, err := db.pool.Exec(ctx, "ALTER TABLE run_events ADD CONSTRAINT no_poison CHECK (run_id <> 'poison')"); err != nil {
 		t.Fatal(err)
 	}
-	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
+	hook, hooked := groupCommitHook(t, db)
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{}), onGroupCommit: hook}
 	runs := []string{"r1", "poison", "r2"}
 	var reqs []*writeRequest
 	for _, run := range runs {
@@ -107,6 +119,11 @@ func TestGroupCommitFailureRetriesAlone(t *testing.T) {
 	if reqs[0].recs[0].Seq != 1 || got[0].Seq != 2 {
 		t.Errorf("seqs r1 %d, r2 %d; want 1, 2", reqs[0].recs[0].Seq, got[0].Seq)
 	}
+	// Only what committed reaches OnGroupCommit: each request retried
+	// alone, not the group that rolled back nor the poisoned request.
+	if calls, _ := hooked(); !reflect.DeepEqual(calls, [][]string{{"t1:1"}, {"t1:2"}}) {
+		t.Errorf("OnGroupCommit calls %v, want [[t1:1] [t1:2]]", calls)
+	}
 }
 
 // TestGroupCommitUnknownOutcome times a group out in the database: the
@@ -133,6 +150,36 @@ func TestGroupCommitUnknownOutcome(t *testing.T) {
 		if err := <-r.done; runstream.ErrorCodeOf(err) != runstream.CodeUnavailable {
 			t.Errorf("request %d: %v, want CodeUnavailable", i, err)
 		}
+	}
+}
+
+// groupCommitHook returns an OnGroupCommit function for a committer that
+// records each call's records as "thread:seq" and the rows the database
+// holds at that moment (read on another connection: a call before the
+// commit would not see its rows), and the function returning them.
+func groupCommitHook(t *testing.T, db *DB) (*atomic.Pointer[func([]runevents.Record)], func() (calls [][]string, rows []int)) {
+	var mu sync.Mutex
+	var calls [][]string
+	var rows []int
+	f := func(recs []runevents.Record) {
+		var n int
+		if err := db.pool.QueryRow(context.Background(), "SELECT count(*) FROM run_events").Scan(&n); err != nil {
+			t.Error(err)
+		}
+		var call []string
+		for _, r := range recs {
+			call = append(call, fmt.Sprintf("%s:%d", r.ThreadID, r.Seq))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		calls, rows = append(calls, call), append(rows, n)
+	}
+	var p atomic.Pointer[func([]runevents.Record)]
+	p.Store(&f)
+	return &p, func() ([][]string, []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls, rows
 	}
 }
 

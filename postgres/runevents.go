@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,20 +24,35 @@ type RunEventStore struct {
 	mu         sync.RWMutex // guards closed against the sends to committers
 	closed     bool
 	committers []*committer
+	// onGroupCommit is OnGroupCommit's function, shared with the
+	// committers; nil: none.
+	onGroupCommit atomic.Pointer[func(recs []runevents.Record)]
 }
 
 var (
-	_ runevents.Store         = (*RunEventStore)(nil)
-	_ runevents.Durability    = (*RunEventStore)(nil)
-	_ runevents.OwnedAppender = (*RunEventStore)(nil)
+	_ runevents.Store          = (*RunEventStore)(nil)
+	_ runevents.Durability     = (*RunEventStore)(nil)
+	_ runevents.OwnedAppender  = (*RunEventStore)(nil)
+	_ runevents.GroupCommitter = (*RunEventStore)(nil)
 )
 
 func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committers int, onCommit func(int)) *RunEventStore {
 	s := &RunEventStore{pool: pool, durability: durability, maxTrace: maxTrace}
 	for range committers {
-		s.committers = append(s.committers, newCommitter(pool, onCommit))
+		s.committers = append(s.committers, newCommitter(pool, onCommit, &s.onGroupCommit))
 	}
 	return s
+}
+
+// OnGroupCommit implements runevents.GroupCommitter. The committers run
+// side by side, each for its share of the threads, so f may be called
+// concurrently for different threads.
+func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) {
+	if f == nil {
+		s.onGroupCommit.Store(nil)
+		return
+	}
+	s.onGroupCommit.Store(&f)
 }
 
 // Durability reports the durability mode of the DB (see DB.Durability).

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -114,10 +115,14 @@ type committer struct {
 	// onCommit, when set, is told the number of requests of each group
 	// committed.
 	onCommit func(requests int)
+	// onGroupCommit, when not nil and holding a function, is handed the
+	// records of each transaction committed (RunEventStore.OnGroupCommit).
+	onGroupCommit *atomic.Pointer[func(recs []runevents.Record)]
 }
 
-func newCommitter(pool *pgxpool.Pool, onCommit func(int)) *committer {
-	c := &committer{pool: pool, timeout: writeTimeout, onCommit: onCommit, queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
+func newCommitter(pool *pgxpool.Pool, onCommit func(int), onGroupCommit *atomic.Pointer[func([]runevents.Record)]) *committer {
+	c := &committer{pool: pool, timeout: writeTimeout, onCommit: onCommit, onGroupCommit: onGroupCommit,
+		queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -164,8 +169,8 @@ func (c *committer) commit(group []*writeRequest) {
 		return
 	}
 	err := c.write(live)
-	if err == nil && c.onCommit != nil {
-		c.onCommit(len(live))
+	if err == nil {
+		c.committed(live)
 	}
 	if err == nil || len(live) == 1 || !rolledBack(err) {
 		for _, r := range live {
@@ -174,7 +179,35 @@ func (c *committer) commit(group []*writeRequest) {
 		return
 	}
 	for _, r := range live {
-		r.done <- c.write([]*writeRequest{r})
+		err := c.write([]*writeRequest{r})
+		if err == nil {
+			c.committed([]*writeRequest{r})
+		}
+		r.done <- err
+	}
+}
+
+// committed tells onCommit and onGroupCommit of reqs, just committed in
+// one transaction, before their callers are answered.
+func (c *committer) committed(reqs []*writeRequest) {
+	if c.onCommit != nil {
+		c.onCommit(len(reqs))
+	}
+	if c.onGroupCommit == nil {
+		return
+	}
+	f := c.onGroupCommit.Load()
+	if f == nil {
+		return
+	}
+	var recs []runevents.Record
+	for _, r := range reqs {
+		if !r.refused {
+			recs = append(recs, r.recs...)
+		}
+	}
+	if len(recs) > 0 {
+		(*f)(recs)
 	}
 }
 
