@@ -169,30 +169,34 @@ func (c *committer) commit(group []*writeRequest) {
 		return
 	}
 	err := c.write(live)
-	if err == nil {
-		c.committed(live)
-	}
 	if err == nil || len(live) == 1 || !rolledBack(err) {
-		for _, r := range live {
-			r.done <- err
-		}
+		c.answer(live, err)
 		return
 	}
 	for _, r := range live {
-		err := c.write([]*writeRequest{r})
-		if err == nil {
-			c.committed([]*writeRequest{r})
-		}
-		r.done <- err
+		c.answer([]*writeRequest{r}, c.write([]*writeRequest{r}))
 	}
 }
 
-// committed tells onCommit and onGroupCommit of reqs, just committed in
-// one transaction, before their callers are answered.
-func (c *committer) committed(reqs []*writeRequest) {
-	if c.onCommit != nil {
+// answer answers reqs, written in one transaction, with err, and when it
+// is nil tells onCommit and onGroupCommit of them: onGroupCommit once the
+// callers are answered, so that their goroutines are ready to run before
+// the work it starts (the followers the thread log wakes).
+func (c *committer) answer(reqs []*writeRequest, err error) {
+	if err == nil && c.onCommit != nil {
 		c.onCommit(len(reqs))
 	}
+	for _, r := range reqs {
+		r.done <- err
+	}
+	if err == nil {
+		c.published(reqs)
+	}
+}
+
+// published hands the records of reqs, just committed in one transaction,
+// to onGroupCommit.
+func (c *committer) published(reqs []*writeRequest) {
 	if c.onGroupCommit == nil {
 		return
 	}

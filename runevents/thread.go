@@ -105,10 +105,11 @@ type OwnedAppender interface {
 // where appends published one by one would wake it once per append.
 type GroupCommitter interface {
 	// OnGroupCommit sets f (nil: none), called after every commit of
-	// appends made by Put, PutBatch and PutBatchOwned, before they return,
-	// with their records: ascending by seq within each thread. f runs in
-	// the store's writer: it must be quick, must not call the store, and
-	// must not keep recs.
+	// appends made by Put, PutBatch and PutBatchOwned, once their callers
+	// are answered, with their records: ascending by seq within each
+	// thread, each commit's call before the next commit's. f runs in the
+	// store's writer: it must be quick, must not call the store, and must
+	// not keep recs.
 	OnGroupCommit(f func(recs []Record))
 }
 

@@ -94,7 +94,7 @@ type DB struct {
 	// Set while Open runs; used by the write loop only.
 	beforeCommit []writeOp
 	// afterCommit run, in order, after every group transaction committed,
-	// before its callers are answered. Set while Open runs; used by the
+	// once its callers are answered. Set while Open runs; used by the
 	// write loop only.
 	afterCommit []func(tx *sql.Tx)
 

@@ -35,8 +35,8 @@ type RunEventStore struct {
 	// onGroupCommit once it committed. Only the write loop uses them.
 	flushedTx     *sql.Tx
 	flushed       []*pendingAppend
-	onGroupCommit func(recs []runevents.Record)
-	committedRecs []runevents.Record // afterCommit's buffer
+	onGroupCommit atomic.Pointer[func(recs []runevents.Record)] // OnGroupCommit's
+	committedRecs []runevents.Record                            // afterCommit's buffer
 }
 
 // insertSizes is the number of multi-row insert statements: 1, 2, 4, … 64
@@ -90,13 +90,18 @@ func newRunEventStore(ctx context.Context, db *DB) (*RunEventStore, error) {
 	return s, nil
 }
 
-// OnGroupCommit implements runevents.GroupCommitter. Set it before the
-// store is written to.
-func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) { s.onGroupCommit = f }
+// OnGroupCommit implements runevents.GroupCommitter.
+func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) {
+	if f == nil {
+		s.onGroupCommit.Store(nil)
+		return
+	}
+	s.onGroupCommit.Store(&f)
+}
 
 // afterCommit hands the records of the appends tx wrote to onGroupCommit.
-// It runs in the write loop once tx committed, before the appends'
-// callers are answered.
+// It runs in the write loop once tx committed and the appends' callers
+// were answered.
 func (s *RunEventStore) afterCommit(tx *sql.Tx) {
 	if s.flushedTx != tx {
 		return
@@ -104,16 +109,17 @@ func (s *RunEventStore) afterCommit(tx *sql.Tx) {
 	flushed := s.flushed
 	s.flushedTx, s.flushed = nil, flushed[:0]
 	defer clear(flushed)
+	onGroupCommit := s.onGroupCommit.Load()
 	switch {
-	case s.onGroupCommit == nil:
+	case onGroupCommit == nil:
 	case len(flushed) == 1:
-		s.onGroupCommit(flushed[0].recs)
+		(*onGroupCommit)(flushed[0].recs)
 	default:
 		recs := s.committedRecs[:0]
 		for _, p := range flushed {
 			recs = append(recs, p.recs...)
 		}
-		s.onGroupCommit(recs)
+		(*onGroupCommit)(recs)
 		clear(recs)
 		if cap(recs) <= maxKeptCommitRecords {
 			s.committedRecs = recs[:0]

@@ -119,7 +119,10 @@ func (db *DB) failQueued() {
 // commitGroup runs the live requests of group in one transaction and
 // answers each. When an op or the commit fails, the group is rolled back
 // and every request is retried alone, so that one bad request gets its own
-// error and does not fail the others.
+// error and does not fail the others. What committed is handed to
+// afterCommit once its requests are answered: an answered request's
+// goroutine is then ready to run before the work afterCommit starts (the
+// followers the thread log wakes).
 func (db *DB) commitGroup(group []*writeRequest) {
 	live := make([]*writeRequest, 0, len(group))
 	for _, r := range group {
@@ -133,7 +136,7 @@ func (db *DB) commitGroup(group []*writeRequest) {
 		return
 	}
 	db.stats.requests.Add(int64(len(live)))
-	err := db.runTx(live)
+	tx, err := db.runTx(live)
 	if err == nil && db.cfg.OnCommit != nil {
 		db.cfg.OnCommit(len(live))
 	}
@@ -141,10 +144,23 @@ func (db *DB) commitGroup(group []*writeRequest) {
 		for _, r := range live {
 			r.done <- err
 		}
+		db.committed(tx)
 		return
 	}
 	for _, r := range live {
-		r.done <- db.runTx([]*writeRequest{r})
+		tx, err := db.runTx([]*writeRequest{r})
+		r.done <- err
+		db.committed(tx)
+	}
+}
+
+// committed runs afterCommit for tx, nil when the transaction failed.
+func (db *DB) committed(tx *sql.Tx) {
+	if tx == nil {
+		return
+	}
+	for _, f := range db.afterCommit {
+		f(tx)
 	}
 }
 
@@ -152,35 +168,33 @@ func (db *DB) commitGroup(group []*writeRequest) {
 // request caused, so retrying them one by one would not help.
 var errBegin = errors.New("begin transaction")
 
-// runTx runs reqs in one BEGIN IMMEDIATE transaction and commits it.
-func (db *DB) runTx(reqs []*writeRequest) error {
+// runTx runs reqs in one BEGIN IMMEDIATE transaction and commits it. It
+// returns the committed transaction, or nil and the error.
+func (db *DB) runTx(reqs []*writeRequest) (*sql.Tx, error) {
 	// The transaction is not bound to any caller's context: one caller
 	// giving up must not abort the others' writes.
 	ctx := context.Background()
 	db.stats.transactions.Add(1)
 	tx, err := db.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the writer DSN sets _txlock
 	if err != nil {
-		return sqlError("sqlite: write", fmt.Errorf("%w: %w", errBegin, err))
+		return nil, sqlError("sqlite: write", fmt.Errorf("%w: %w", errBegin, err))
 	}
 	for _, r := range reqs {
 		if err := r.op(ctx, tx); err != nil {
 			tx.Rollback()
-			return err
+			return nil, err
 		}
 	}
 	for _, op := range db.beforeCommit {
 		if err := op(ctx, tx); err != nil {
 			tx.Rollback()
-			return err
+			return nil, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return sqlError("sqlite: write: commit", err)
+		return nil, sqlError("sqlite: write: commit", err)
 	}
-	for _, f := range db.afterCommit {
-		f(tx)
-	}
-	return nil
+	return tx, nil
 }
 
 // closedError answers calls on a closed store or database.
