@@ -77,7 +77,10 @@ type ThreadLog struct {
 
 // NewThreadLog returns a log over store that publishes to hub (nil: no
 // publishing). A stored record that cannot be framed for the hub is logged
-// to the hub's logger.
+// to the hub's logger. With a hub and a store that hands over its group
+// commits (runevents.GroupCommitter), the log registers with the store:
+// make one such log per store, as a second would take the publishing of
+// every append over from the first.
 func NewThreadLog(store runevents.Store, validator *contracts.Validator, hub *live.Hub, limits ThreadLimits) *ThreadLog {
 	if limits.MaxEventBytes <= 0 {
 		limits.MaxEventBytes = DefaultMaxEventBytes
@@ -104,7 +107,9 @@ func (l *ThreadLog) Limits() ThreadLimits { return l.limits }
 
 // Append checks, redacts and appends a batch of one thread, every event
 // stamped with userID as its owner ("" for internal writers), then
-// publishes the stored records.
+// publishes the stored records: itself, or, with a store that hands over
+// its group commits (runevents.GroupCommitter), from the store's writer,
+// with the rest of the commit, just after the store answered.
 func (l *ThreadLog) Append(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
 	return l.AppendWritable(ctx, userID, events, nil)
 }

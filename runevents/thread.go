@@ -104,12 +104,16 @@ type OwnedAppender interface {
 // commit at once and a follower writes its events in one frame batch,
 // where appends published one by one would wake it once per append.
 type GroupCommitter interface {
-	// OnGroupCommit sets f (nil: none), called after every commit of
-	// appends made by Put, PutBatch and PutBatchOwned, once their callers
-	// are answered, with their records: ascending by seq within each
-	// thread, each commit's call before the next commit's. f runs in the
+	// OnGroupCommit sets f (nil: none), replacing the function set before.
+	// f is called after each commit of appends made by Put, PutBatch and
+	// PutBatchOwned, once their callers are answered, with their records:
+	// ascending by seq within each thread, and a thread's commits in order.
+	// Calls for different threads may run at the same time (PostgreSQL's
+	// committers each serve a share of the threads). A commit whose outcome
+	// the store cannot know (a connection lost while committing) is not
+	// handed over; its rows reach followers from the store. f runs in the
 	// store's writer: it must be quick, must not call the store, and must
-	// not keep recs.
+	// not keep or modify recs.
 	OnGroupCommit(f func(recs []Record))
 }
 

@@ -101,28 +101,33 @@ func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) {
 
 // afterCommit hands the records of the appends tx wrote to onGroupCommit.
 // It runs in the write loop once tx committed and the appends' callers
-// were answered.
+// were answered. Appends flushed by a transaction that rolled back are
+// dropped here, not kept until the next flush.
 func (s *RunEventStore) afterCommit(tx *sql.Tx) {
-	if s.flushedTx != tx {
-		return
-	}
 	flushed := s.flushed
+	committed := s.flushedTx == tx
 	s.flushedTx, s.flushed = nil, flushed[:0]
 	defer clear(flushed)
 	onGroupCommit := s.onGroupCommit.Load()
 	switch {
-	case onGroupCommit == nil:
+	case !committed || onGroupCommit == nil:
 	case len(flushed) == 1:
 		(*onGroupCommit)(flushed[0].recs)
 	default:
-		recs := s.committedRecs[:0]
+		kept := s.committedRecs
+		recs := kept[:0]
 		for _, p := range flushed {
 			recs = append(recs, p.recs...)
 		}
 		(*onGroupCommit)(recs)
 		clear(recs)
+		if cap(recs) != cap(kept) {
+			clear(kept[:cap(kept)]) // outgrown: it holds the group's first records
+		}
 		if cap(recs) <= maxKeptCommitRecords {
 			s.committedRecs = recs[:0]
+		} else {
+			s.committedRecs = nil
 		}
 	}
 }

@@ -156,6 +156,7 @@ func (s *RunEventStore) flushAppends(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	if s.flushedTx != tx {
+		clear(s.flushed[:cap(s.flushed)]) // a rolled-back transaction's
 		s.flushedTx, s.flushed = tx, s.flushed[:0]
 	}
 	s.flushed = append(s.flushed, pending...)

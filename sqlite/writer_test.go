@@ -64,6 +64,19 @@ func traceEvent(thread string) runevents.NewEvent {
 	return runevents.NewEvent{ThreadID: thread, RunID: "r1", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, UserID: "u"}
 }
 
+// queueInOrder returns a function that runs f, which makes one write, in
+// a goroutine and waits until that write is queued: writes then queue in
+// the order of the calls. The write loop must be held (blockWriter).
+func queueInOrder(t *testing.T, db *DB) func(f func()) {
+	queued := len(db.queue)
+	return func(f func()) {
+		t.Helper()
+		go f()
+		queued++
+		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == queued })
+	}
+}
+
 // blockWriter holds the write lock and makes the write loop take one
 // request, which then waits for the lock inside its group; requests sent
 // afterwards queue up behind it. release lets everything proceed; the
@@ -115,48 +128,65 @@ func TestGroupCommitBatchesQueuedWrites(t *testing.T) {
 	}
 }
 
+// poisonThread appends thread's first event, then writes a row the
+// counter does not know of at seq 2, so that the next append to thread
+// breaks UNIQUE (thread_id, seq): an unexpected SQL error.
+func poisonThread(t *testing.T, db *DB, thread string) {
+	t.Helper()
+	if _, err := db.RunEvents().Put(t.Context(), traceEvent(thread)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.writer.ExecContext(t.Context(), `INSERT INTO run_events (thread_id, run_id, event_type, category, content, metadata, seq, created_at)
+		VALUES (?, 'r1', 'run.start', 'trace', '""', '{}', 2, '2025-01-01T00:00:00.000000+00:00')`, thread); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGroupFailureDoesNotFailOthers: a group that fails is retried
-// request by request; only the request at fault fails, and only what
-// committed is handed to OnGroupCommit.
+// request by request; only the request at fault fails, only what
+// committed is handed to OnGroupCommit, and the appends the group had
+// written before it failed (flushed for a delete) are not kept.
 func TestGroupFailureDoesNotFailOthers(t *testing.T) {
 	t.Parallel()
 	db := newDB(t, Config{BusyTimeout: time.Minute})
 	s := db.RunEvents()
 	g := watchGroupCommits(t, db)
-	if _, err := s.Put(t.Context(), traceEvent("bad")); err != nil {
-		t.Fatal(err)
-	}
-	// A row the counter does not know of takes seq 2, so the next append
-	// to "bad" breaks UNIQUE (thread_id, seq): an unexpected SQL error.
-	if _, err := db.writer.ExecContext(t.Context(), `INSERT INTO run_events (thread_id, run_id, event_type, category, content, metadata, seq, created_at)
-		VALUES ('bad', 'r1', 'run.start', 'trace', '""', '{}', 2, '2025-01-01T00:00:00.000000+00:00')`); err != nil {
-		t.Fatal(err)
-	}
+	poisonThread(t, db, "bad")
 
 	release, blocker := blockWriter(t, db)
-	good1 := putAsync(t.Context(), s, traceEvent("good-1"))
-	bad := putAsync(t.Context(), s, traceEvent("bad"))
-	good2 := putAsync(t.Context(), s, traceEvent("good-2"))
-	waitUntil(t, "the three writes are queued", func() bool { return len(db.queue) == 3 })
+	enqueue := queueInOrder(t, db)
+	results := map[string]chan putResult{}
+	put := func(thread string) {
+		results[thread] = make(chan putResult, 1)
+		enqueue(func() { rec, err := s.Put(t.Context(), traceEvent(thread)); results[thread] <- putResult{rec, err} })
+	}
+	put("good-1")
+	put("good-2")
+	deleted := make(chan error, 1)
+	enqueue(func() { _, err := s.DeleteByRun(t.Context(), "other", "r1", runevents.AnyOwner); deleted <- err })
+	put("bad")
 	tx0 := db.stats.transactions.Load()
 	release()
 	if r := <-blocker; r.err != nil {
 		t.Fatalf("blocking Put: %v", r.err)
 	}
 
-	for name, ch := range map[string]<-chan putResult{"good-1": good1, "good-2": good2} {
-		if r := <-ch; r.err != nil || r.rec.Seq != 1 {
+	for _, name := range []string{"good-1", "good-2"} {
+		if r := <-results[name]; r.err != nil || r.rec.Seq != 1 {
 			t.Errorf("Put to %s: seq %d, %v; want seq 1, no error", name, r.rec.Seq, r.err)
 		}
 	}
-	r := <-bad
+	if err := <-deleted; err != nil {
+		t.Errorf("DeleteByRun: %v", err)
+	}
+	r := <-results["bad"]
 	wantCode(t, r.err, runstream.CodeInternal, "Put to bad")
 	if msg := runstream.ErrorMessage(r.err); strings.Contains(strings.ToLower(msg), "unique") {
 		t.Errorf("error message %q carries driver text", msg)
 	}
-	// One group that failed, then each of its three requests alone.
-	if tx := db.stats.transactions.Load() - tx0; tx != 4 {
-		t.Errorf("%d transactions, want 4 (the group, then 3 retries)", tx)
+	// One group that failed, then each of its four requests alone.
+	if tx := db.stats.transactions.Load() - tx0; tx != 5 {
+		t.Errorf("%d transactions, want 5 (the group, then 4 retries)", tx)
 	}
 	for thread, want := range map[string]int{"good-1": 1, "good-2": 1, "bad": 2} {
 		rows, err := s.ListEvents(t.Context(), runevents.ListEventsParams{ThreadID: thread, RunID: "r1", Owner: runevents.AnyOwner, Limit: 10})
@@ -164,18 +194,24 @@ func TestGroupFailureDoesNotFailOthers(t *testing.T) {
 			t.Errorf("thread %s: %d rows (%v), want %d", thread, len(rows), err, want)
 		}
 	}
-	// Close runs after the write loop's last group, so every call is in:
-	// the first Put's, the blocker's, then the two retried alone that
-	// committed (in their queue order), not the group nor "bad".
+	// Close runs after the write loop's last group: every call is in, and
+	// the store's state is the loop's last.
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	calls := g.seqsOf()
-	if len(calls) == 4 {
-		slices.SortFunc(calls[2:], func(a, b []string) int { return strings.Compare(strings.Join(a, ","), strings.Join(b, ",")) })
-	}
-	if want := [][]string{{"bad:1"}, {"blocker:1"}, {"good-1:1"}, {"good-2:1"}}; !reflect.DeepEqual(calls, want) {
+	want := [][]string{{"bad:1"}, {"blocker:1"}, {"good-1:1"}, {"good-2:1"}}
+	if calls := g.seqsOf(); !reflect.DeepEqual(calls, want) {
 		t.Errorf("OnGroupCommit calls %v, want %v", calls, want)
+	}
+	for i, p := range s.flushed[:cap(s.flushed)] {
+		if p != nil {
+			t.Errorf("flushed[%d] still holds an append of %s", i, p.recs[0].ThreadID)
+		}
+	}
+	for i, r := range s.committedRecs[:cap(s.committedRecs)] {
+		if r.ThreadID != "" {
+			t.Errorf("committedRecs[%d] still holds a record of %s", i, r.ThreadID)
+		}
 	}
 }
 
@@ -228,13 +264,7 @@ func TestDeferredAppendsKeepGroupOrder(t *testing.T) {
 	s := db.RunEvents()
 	release, blocker := blockWriter(t, db)
 
-	queued := 0
-	enqueue := func(f func()) {
-		t.Helper()
-		go f()
-		queued++
-		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == queued })
-	}
+	enqueue := queueInOrder(t, db)
 	delivery := runevents.NewEvent{ThreadID: "t", RunID: "r1", EventType: runevents.EventRunDelivery, Category: runevents.CategoryOutputs, UserID: "u"}
 	first := make(chan putResult, 1)
 	enqueue(func() { rec, err := s.Put(t.Context(), delivery); first <- putResult{rec, err} })
@@ -261,9 +291,8 @@ func TestDeferredAppendsKeepGroupOrder(t *testing.T) {
 		}
 		deleted <- n
 	})
-	last := putAsync(t.Context(), s, traceEvent("t"))
-	queued++
-	waitUntil(t, "the write is queued", func() bool { return len(db.queue) == queued })
+	last := make(chan putResult, 1)
+	enqueue(func() { rec, err := s.Put(t.Context(), traceEvent("t")); last <- putResult{rec, err} })
 	release()
 	if r := <-blocker; r.err != nil {
 		t.Fatal(r.err)
@@ -404,10 +433,12 @@ func TestGroupCommitHandsAppendsToOneCall(t *testing.T) {
 	g := watchGroupCommits(t, db)
 	release, blocker := blockWriter(t, db)
 
-	var results []<-chan putResult
-	for i, thread := range []string{"a", "b", "a", "b", "a"} {
-		results = append(results, putAsync(t.Context(), s, traceEvent(thread)))
-		waitUntil(t, "the write is queued", func() bool { return len(db.queue) == i+1 })
+	enqueue := queueInOrder(t, db)
+	var results []chan putResult
+	for _, thread := range []string{"a", "b", "a", "b", "a"} {
+		ch := make(chan putResult, 1)
+		enqueue(func() { rec, err := s.Put(t.Context(), traceEvent(thread)); ch <- putResult{rec, err} })
+		results = append(results, ch)
 	}
 	release()
 	if r := <-blocker; r.err != nil {
