@@ -38,15 +38,12 @@ type PollFunc func(ctx context.Context, key string, afterSeq int64) ([]Event, er
 
 // Config configures a Hub.
 type Config struct {
-	// BufferEvents bounds the events buffered per subscription: a
-	// publication that would take a subscription past it cuts the
-	// subscription, unless its buffer is empty (its follower took
-	// everything before; one publication is one group commit). Defaults to
+	// BufferEvents bounds the events buffered per subscription. Defaults to
 	// DefaultBufferEvents.
 	BufferEvents int
-	// BufferBytes bounds the frame bytes buffered per subscription, as
-	// BufferEvents does, and the frame bytes a dense stream holds ahead of
-	// a missing seq (see Publish). Defaults to DefaultBufferBytes.
+	// BufferBytes bounds the frame bytes buffered per subscription, and the
+	// frame bytes a dense stream holds ahead of a missing seq (see Publish).
+	// Defaults to DefaultBufferBytes.
 	BufferBytes int
 	// PollInterval is the period of the shared store poll. Defaults to
 	// DefaultPollInterval.

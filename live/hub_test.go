@@ -437,8 +437,7 @@ func TestSubscriptionGetsNothingAtOrBelowItsFrontier(t *testing.T) {
 	t.Parallel()
 	h := New(Config{BufferEvents: 10})
 	low, high := h.Subscribe("s", 0), h.Subscribe("s", 20)
-	h.Publish("s", events(1, 1))
-	h.Publish("s", events(2, 20)) // on top of seq 1: more than the buffer holds
+	h.Publish("s", events(1, 20)) // 20 events: more than the buffer holds
 	select {
 	case <-high.Ready():
 		t.Error("the follower at seq 20 was signalled for seqs 1 to 20")
@@ -796,26 +795,5 @@ func TestWhenReady(t *testing.T) {
 	h.Publish("s", events(4, 4))
 	if n := calls.Load(); n != 2 {
 		t.Errorf("called after Close (%d calls)", n)
-	}
-}
-
-// A follower that took everything takes the next publication whatever its
-// size (a group commit of many events); one that has not is cut by it.
-func TestEmptyBufferTakesOneLargePublication(t *testing.T) {
-	t.Parallel()
-	h := New(Config{BufferEvents: 10, BufferBytes: 100})
-	sub := h.Subscribe("s", 0)
-	big := make([]Event, 25)
-	for i := range big {
-		big[i] = Event{Seq: int64(i + 1), Frame: make([]byte, 10)}
-	}
-	h.Publish("s", big)
-	if got, cut := sub.Take(); cut || len(got) != 25 {
-		t.Fatalf("a large publication to an empty buffer: %d events, cut=%v; want 25, not cut", len(got), cut)
-	}
-	h.Publish("s", events(26, 26))
-	h.Publish("s", events(27, 40)) // on top of an event not taken: past both budgets
-	if got, cut := sub.Take(); !cut || len(got) != 0 {
-		t.Errorf("a large publication on top of a buffered event: %d events, cut=%v; want the cut", len(got), cut)
 	}
 }

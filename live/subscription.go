@@ -58,8 +58,7 @@ func (s *Subscription) signalLocked() func() {
 // Take returns the buffered events and empties the buffer. cut is true when
 // the follower fell behind and events were dropped since the last Take: the
 // follower must read the store after its cursor before using live events
-// again. The events may be shared with other subscriptions: the caller
-// must not modify them. Take never blocks.
+// again. Take never blocks.
 func (s *Subscription) Take() (events []Event, cut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,17 +104,10 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) 
 		for _, e := range events {
 			size += len(e.Frame)
 		}
-		switch {
-		case len(s.buf) == 0:
-			// A follower that took everything is not behind: it takes one
-			// publication whatever its size (a group commit's), and shares
-			// it with the other subscriptions rather than copying it (its
-			// capacity is its length, so that an append copies).
-			s.buf, s.bytes = events[:len(events):len(events)], size
-		case len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes:
+		if len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes {
 			s.buf, s.bytes, s.cut = nil, 0, true
 			cut = true
-		default:
+		} else {
 			s.buf = append(s.buf, events...)
 			s.bytes += size
 		}
