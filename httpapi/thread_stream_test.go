@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -377,17 +378,22 @@ func TestThreadFollowersAtTheHeadReadNoStore(t *testing.T) {
 	}
 }
 
-// TestThreadViewsUnderConcurrentAppendsAndCuts: with appends that publish
-// out of order and followers whose subscriptions hold 8 events (so they
+// TestThreadViewsUnderConcurrentAppendsAndCuts: with concurrent POSTs,
+// which publish out of order (memory) or a group commit at once (SQLite,
+// PostgreSQL), and followers whose subscriptions hold 8 events (so they
 // fall behind and are cut), every view still gets exactly its rows, once
 // and in order.
 func TestThreadViewsUnderConcurrentAppendsAndCuts(t *testing.T) {
+	forEachThreadBackend(t, testThreadViewsUnderConcurrentAppendsAndCuts)
+}
+
+func testThreadViewsUnderConcurrentAppendsAndCuts(t *testing.T, b threadBackend) {
 	t.Parallel()
-	store := memory.NewRunEventStore()
-	hub := live.New(live.Config{BufferEvents: 8, Poll: streams.StreamPoller(nil, store), PollInterval: 20 * time.Millisecond})
+	stores := b.Open(t)
+	hub := live.New(live.Config{BufferEvents: 8, Poll: streams.StreamPoller(nil, stores.Events), PollInterval: 20 * time.Millisecond})
 	go hub.Run(t.Context()) // until the test ends
-	log := eventlog.NewThreadLog(store, testValidator, hub, eventlog.ThreadLimits{})
-	env := newThreadEnv(t, func(c *envConfig) { c.RunEvents, c.Hub, c.ThreadLog = store, hub, log })
+	log := eventlog.NewThreadLog(stores.Events, testValidator, hub, eventlog.ThreadLimits{})
+	env := newThreadEnv(t, func(c *envConfig) { c.RunEvents, c.Runs, c.Hub, c.ThreadLog = stores.Events, stores.Runs, hub, log })
 	env.log = log
 	srv := apitest.Serve(t, env.api, env.api)
 	env.appendAs(t, "alice", validStart("r0"))
@@ -398,25 +404,28 @@ func TestThreadViewsUnderConcurrentAppendsAndCuts(t *testing.T) {
 		conns[q] = env.openStream(t, srv, q)
 	}
 	const appenders, each = 8, 40
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	for a := range appenders {
-		go func() {
-			defer func() { done <- struct{}{} }()
+		wg.Go(func() {
 			for i := range each {
-				e := validStart(fmt.Sprintf("r%d", (a+i)%2))
+				event := startJSON
 				if i%3 == 0 {
-					e = validAI(fmt.Sprintf("r%d", (a+i)%2))
+					event = aiJSON
 				}
-				env.appendAs(t, "alice", e)
+				path := fmt.Sprintf("/api/threads/t1/runs/r%d/events", (a+i)%2)
+				if rec := env.do(t, "POST", path, batch(event)); rec.Code != http.StatusCreated {
+					t.Errorf("POST %s: %d %s", path, rec.Code, rec.Body)
+				}
 			}
-		}()
+		})
 	}
-	for range appenders {
-		<-done
-	}
-	rows, err := store.ListThreadEvents(t.Context(), runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000})
+	wg.Wait()
+	rows, err := stores.Events.ListThreadEvents(t.Context(), runevents.ListThreadEventsParams{ThreadID: "t1", Owner: runevents.AnyOwner, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(rows) != 1+appenders*each {
+		t.Fatalf("%d rows stored, want %d", len(rows), 1+appenders*each)
 	}
 	for _, q := range views {
 		var want []int64
