@@ -440,7 +440,9 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 	if l.hub == nil || len(recs) == 0 {
 		return
 	}
-	if l.hub.Followed(streams.ThreadStreamKey(recs[0].ThreadID)) == 0 {
+	// A batch belongs to one thread (prepare); PutIfAbsent stores one row.
+	key := streams.ThreadStreamKey(recs[0].ThreadID)
+	if l.hub.Followed(key) == 0 {
 		return // the followers that come later read the store, which has recs
 	}
 	events := make([]live.Event, 0, len(recs))
@@ -456,8 +458,7 @@ func (l *ThreadLog) publish(recs []runevents.Record) {
 		}
 		events = append(events, ev)
 	}
-	// A batch belongs to one thread (prepare); PutIfAbsent stores one row.
-	l.hub.Publish(streams.ThreadStreamKey(recs[0].ThreadID), events)
+	l.hub.Publish(key, events)
 }
 
 // publishGroup publishes the records of one group commit of the store

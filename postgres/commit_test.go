@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ func TestGroupCommit(t *testing.T) {
 	db := openDB(t, newSchema(t))
 	ctx := t.Context()
 	hook, hooked := groupCommitHook(t, db)
-	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{}), onGroupCommit: hook}
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{}), groupCommit: hook}
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 
@@ -89,7 +88,7 @@ func TestGroupCommitFailureRetriesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	hook, hooked := groupCommitHook(t, db)
-	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{}), onGroupCommit: hook}
+	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{}), groupCommit: hook}
 	runs := []string{"r1", "poison", "r2"}
 	var reqs []*writeRequest
 	for _, run := range runs {
@@ -157,7 +156,7 @@ func TestGroupCommitUnknownOutcome(t *testing.T) {
 // records each call's records as "thread:seq" and the rows the database
 // holds at that moment (read on another connection: a call before the
 // commit would not see its rows), and the function returning them.
-func groupCommitHook(t *testing.T, db *DB) (*atomic.Pointer[func([]runevents.Record)], func() (calls [][]string, rows []int)) {
+func groupCommitHook(t *testing.T, db *DB) (*runevents.GroupCommitHook, func() (calls [][]string, rows []int)) {
 	var mu sync.Mutex
 	var calls [][]string
 	var rows []int
@@ -174,9 +173,9 @@ func groupCommitHook(t *testing.T, db *DB) (*atomic.Pointer[func([]runevents.Rec
 		defer mu.Unlock()
 		calls, rows = append(calls, call), append(rows, n)
 	}
-	var p atomic.Pointer[func([]runevents.Record)]
-	p.Store(&f)
-	return &p, func() ([][]string, []int) {
+	var h runevents.GroupCommitHook
+	h.Set(f)
+	return &h, func() ([][]string, []int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls, rows

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,9 +23,9 @@ type RunEventStore struct {
 	mu         sync.RWMutex // guards closed against the sends to committers
 	closed     bool
 	committers []*committer
-	// onGroupCommit is OnGroupCommit's function, shared with the
-	// committers; nil: none.
-	onGroupCommit atomic.Pointer[func(recs []runevents.Record)]
+	// groupCommit holds OnGroupCommit's function, shared with the
+	// committers.
+	groupCommit runevents.GroupCommitHook
 }
 
 var (
@@ -39,7 +38,7 @@ var (
 func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committers int, onCommit func(int)) *RunEventStore {
 	s := &RunEventStore{pool: pool, durability: durability, maxTrace: maxTrace}
 	for range committers {
-		s.committers = append(s.committers, newCommitter(pool, onCommit, &s.onGroupCommit))
+		s.committers = append(s.committers, newCommitter(pool, onCommit, &s.groupCommit))
 	}
 	return s
 }
@@ -47,13 +46,7 @@ func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committer
 // OnGroupCommit implements runevents.GroupCommitter. The committers run
 // side by side, each for its share of the threads, so f may be called
 // concurrently for different threads.
-func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) {
-	if f == nil {
-		s.onGroupCommit.Store(nil)
-		return
-	}
-	s.onGroupCommit.Store(&f)
-}
+func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) { s.groupCommit.Set(f) }
 
 // Durability reports the durability mode of the DB (see DB.Durability).
 func (s *RunEventStore) Durability() string { return s.durability }

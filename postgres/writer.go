@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -115,13 +114,13 @@ type committer struct {
 	// onCommit, when set, is told the number of requests of each group
 	// committed.
 	onCommit func(requests int)
-	// onGroupCommit, when not nil and holding a function, is handed the
-	// records of each transaction committed (RunEventStore.OnGroupCommit).
-	onGroupCommit *atomic.Pointer[func(recs []runevents.Record)]
+	// groupCommit, when not nil, is handed the records of each
+	// transaction committed (RunEventStore.OnGroupCommit).
+	groupCommit *runevents.GroupCommitHook
 }
 
-func newCommitter(pool *pgxpool.Pool, onCommit func(int), onGroupCommit *atomic.Pointer[func([]runevents.Record)]) *committer {
-	c := &committer{pool: pool, timeout: writeTimeout, onCommit: onCommit, onGroupCommit: onGroupCommit,
+func newCommitter(pool *pgxpool.Pool, onCommit func(int), groupCommit *runevents.GroupCommitHook) *committer {
+	c := &committer{pool: pool, timeout: writeTimeout, onCommit: onCommit, groupCommit: groupCommit,
 		queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
 	go c.run()
 	return c
@@ -179,7 +178,7 @@ func (c *committer) commit(group []*writeRequest) {
 }
 
 // answer answers reqs, written in one transaction, with err, and when it
-// is nil tells onCommit and onGroupCommit of them: onGroupCommit once the
+// is nil tells onCommit and the group commit hook of them: the hook once the
 // callers are answered, so that their goroutines are ready to run before
 // the work it starts (the followers the thread log wakes).
 func (c *committer) answer(reqs []*writeRequest, err error) {
@@ -195,12 +194,12 @@ func (c *committer) answer(reqs []*writeRequest, err error) {
 }
 
 // published hands the records of reqs, just committed in one transaction,
-// to onGroupCommit.
+// to the group commit hook.
 func (c *committer) published(reqs []*writeRequest) {
-	if c.onGroupCommit == nil {
+	if c.groupCommit == nil {
 		return
 	}
-	f := c.onGroupCommit.Load()
+	f := c.groupCommit.Func()
 	if f == nil {
 		return
 	}
@@ -211,7 +210,7 @@ func (c *committer) published(reqs []*writeRequest) {
 		}
 	}
 	if len(recs) > 0 {
-		(*f)(recs)
+		f(recs)
 	}
 }
 

@@ -3,6 +3,7 @@ package runevents
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -115,6 +116,30 @@ type GroupCommitter interface {
 	// store's writer: it must be quick, must not call the store, and must
 	// not keep or modify recs.
 	OnGroupCommit(f func(recs []Record))
+}
+
+// GroupCommitHook holds the function of a GroupCommitter's OnGroupCommit;
+// the zero value holds none. It is safe for concurrent use: the store's
+// writers read it while OnGroupCommit may set it.
+type GroupCommitHook struct {
+	f atomic.Pointer[func(recs []Record)]
+}
+
+// Set replaces the function (nil: none).
+func (h *GroupCommitHook) Set(f func(recs []Record)) {
+	if f == nil {
+		h.f.Store(nil)
+		return
+	}
+	h.f.Store(&f)
+}
+
+// Func returns the function, or nil when none is set.
+func (h *GroupCommitHook) Func() func(recs []Record) {
+	if f := h.f.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 // IdempotentResponse is the first response to a request made with an

@@ -33,10 +33,9 @@ type RunEventStore struct {
 	pending   []*pendingAppend
 	// The appends transaction flushedTx wrote (flushAppends), handed to
 	// onGroupCommit once it committed. Only the write loop uses them.
-	flushedTx     *sql.Tx
-	flushed       []*pendingAppend
-	onGroupCommit atomic.Pointer[func(recs []runevents.Record)] // OnGroupCommit's
-	committedRecs []runevents.Record                            // afterCommit's buffer
+	flushedTx   *sql.Tx
+	flushed     []*pendingAppend
+	groupCommit runevents.GroupCommitHook
 }
 
 // insertSizes is the number of multi-row insert statements: 1, 2, 4, … 64
@@ -91,50 +90,31 @@ func newRunEventStore(ctx context.Context, db *DB) (*RunEventStore, error) {
 }
 
 // OnGroupCommit implements runevents.GroupCommitter.
-func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) {
-	if f == nil {
-		s.onGroupCommit.Store(nil)
-		return
-	}
-	s.onGroupCommit.Store(&f)
-}
+func (s *RunEventStore) OnGroupCommit(f func(recs []runevents.Record)) { s.groupCommit.Set(f) }
 
-// afterCommit hands the records of the appends tx wrote to onGroupCommit.
-// It runs in the write loop once tx committed and the appends' callers
-// were answered. Appends flushed by a transaction that rolled back are
-// dropped here, not kept until the next flush.
+// afterCommit hands the records of the appends tx wrote to the group
+// commit hook. It runs in the write loop once tx committed and the
+// appends' callers were answered. Appends flushed by a transaction that
+// rolled back are dropped here, not kept until the next flush.
 func (s *RunEventStore) afterCommit(tx *sql.Tx) {
 	flushed := s.flushed
 	committed := s.flushedTx == tx
 	s.flushedTx, s.flushed = nil, flushed[:0]
 	defer clear(flushed)
-	onGroupCommit := s.onGroupCommit.Load()
-	switch {
-	case !committed || onGroupCommit == nil:
-	case len(flushed) == 1:
-		(*onGroupCommit)(flushed[0].recs)
-	default:
-		kept := s.committedRecs
-		recs := kept[:0]
-		for _, p := range flushed {
-			recs = append(recs, p.recs...)
-		}
-		(*onGroupCommit)(recs)
-		clear(recs)
-		if cap(recs) != cap(kept) {
-			clear(kept[:cap(kept)]) // outgrown: it holds the group's first records
-		}
-		if cap(recs) <= maxKeptCommitRecords {
-			s.committedRecs = recs[:0]
-		} else {
-			s.committedRecs = nil
-		}
+	f := s.groupCommit.Func()
+	if !committed || f == nil {
+		return
 	}
+	if len(flushed) == 1 {
+		f(flushed[0].recs)
+		return
+	}
+	var recs []runevents.Record
+	for _, p := range flushed {
+		recs = append(recs, p.recs...)
+	}
+	f(recs)
 }
-
-// maxKeptCommitRecords bounds the records buffer afterCommit keeps for
-// the next group; a larger group's is left to the collector.
-const maxKeptCommitRecords = 1024
 
 func (s *RunEventStore) closeStatements() error {
 	var errs []error
