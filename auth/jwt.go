@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -233,15 +234,12 @@ func decodeSegment(seg string, v any) bool {
 	if err != nil || len(raw) == 0 || raw[0] != '{' {
 		return false
 	}
-	var members map[string]json.RawMessage
-	if json.Unmarshal(raw, &members) != nil {
-		return false
-	}
-	if n, ok := memberCount(raw); !ok || n != len(members) {
+	names, ok := memberNames(raw)
+	if !ok {
 		return false
 	}
 	t := reflect.TypeOf(v).Elem()
-	for name := range members {
+	for _, name := range names {
 		for i := range t.NumField() {
 			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 			if name != tag && strings.EqualFold(name, tag) {
@@ -252,21 +250,25 @@ func decodeSegment(seg string, v any) bool {
 	return json.Unmarshal(raw, v) == nil
 }
 
-// memberCount returns how many members the JSON object raw has, a name
-// counted as often as it is written.
-func memberCount(raw []byte) (int, bool) {
+// memberNames returns the names of the members of the JSON object raw,
+// as decoded (escapes resolved), and false when raw does not begin with
+// an object or names a member twice.
+func memberNames(raw []byte) ([]string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return 0, false
+		return nil, false
 	}
-	n := 0
-	for ; dec.More(); n++ {
+	var names []string
+	for dec.More() {
+		tok, err := dec.Token()
+		name, _ := tok.(string)
 		var value json.RawMessage
-		if _, err := dec.Token(); err != nil || dec.Decode(&value) != nil {
-			return 0, false
+		if err != nil || slices.Contains(names, name) || dec.Decode(&value) != nil {
+			return nil, false
 		}
+		names = append(names, name)
 	}
-	return n, true
+	return names, true
 }
 
 // verifyKey is one verification key and the one algorithm it verifies.

@@ -101,6 +101,13 @@ func (k jwtKeys) token(user string, ttl time.Duration) string {
 		map[string]any{"sub": user, "exp": time.Now().Add(ttl).Unix()}, authtest.HS256(k.secret))
 }
 
+// twiceNamed returns a token, signed with the key, whose claims name sub
+// twice: first, then second (encoding/json alone would take second).
+func (k jwtKeys) twiceNamed(first, second string) string {
+	claims := fmt.Sprintf(`{"sub":%q,"sub":%q,"exp":%d}`, first, second, time.Now().Add(time.Hour).Unix())
+	return authtest.RawToken(`{"alg":"HS256","kid":"k1"}`, claims, authtest.HS256(k.secret))
+}
+
 // TestServeRefusesPublicAddrWithoutAuth: with the default --auth none,
 // serve does not listen on a non-loopback address; the message names the
 // flags that change that.

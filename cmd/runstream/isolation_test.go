@@ -242,6 +242,7 @@ func (m *matrix) run(t *testing.T) {
 		{"no credential", ""},
 		{"expired credential", m.keys.token("alice", -time.Hour)},
 		{"wrong signature", jwtKeys{secret: []byte(strings.Repeat("w", 40))}.token("alice", time.Hour)},
+		{"sub named twice", m.keys.twiceNamed("bob", "alice")},
 	}
 	shared := [2]matrixFixture{m.fixture(t, m.alice), m.fixture(t, m.bob)}
 	for _, route := range routes {
