@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/redact"
 )
@@ -177,95 +179,85 @@ var authSchemes = []string{"bearer", "basic", "token", "digest", "bot", "apikey"
 var credentialParams = []string{"key", "api_key", "apikey", "api-key", "token", "access_token", "auth", "secret", "password", "pass", "pwd", "sig", "signature", "client_secret"}
 
 // literalCredential reports whether a template holds a credential in
-// clear: its written-out text, what is left once its references are
-// removed, is more than an authentication scheme's name. A placeholder of
-// string literals only ({{ "Bearer " + "sk-…" }}) is written out too; one
-// that reads anything (input, nodes, secrets) is a reference.
+// clear: its written-out text (templateText) is more than an
+// authentication scheme's name and the references it holds.
 func literalCredential(src string) bool {
-	text := templateExpr.ReplaceAllStringFunc(src, func(e string) string {
-		if lit, ok := constantText(e); ok {
-			return " " + lit + " "
-		}
-		return " "
-	})
-	for _, w := range strings.Fields(text) {
-		if !containsFold(authSchemes, w) {
+	written, _ := templateText(src)
+	for _, w := range strings.Fields(written) {
+		if w != referenceWord && !containsFold(authSchemes, w) {
 			return true
 		}
 	}
 	return false
 }
 
-// constantText returns the text of a placeholder made of string literals
-// joined by + only, and whether it is one.
-func constantText(placeholder string) (string, bool) {
-	src := strings.TrimSuffix(strings.TrimPrefix(placeholder, "{{"), "}}")
-	var b strings.Builder
-	seen := false
-	for i := 0; i < len(src); i++ {
-		switch c := src[i]; c {
-		case ' ', '\t', '\n', '\r', '+':
-		case '"', '\'', '`':
-			j := closingQuote(src, i)
-			b.WriteString(src[i+1 : min(j, len(src))])
-			seen, i = true, j
-		default:
-			return "", false
-		}
-	}
-	return b.String(), seen
-}
-
-// closingQuote returns the index of the quote closing the string that
-// opens at src[i] (len(src) when it is not closed); a backslash escapes
-// the next byte except in a backquoted string.
-func closingQuote(src string, i int) int {
-	q := src[i]
-	j := i + 1
-	for j < len(src) && src[j] != q {
-		if src[j] == '\\' && q != '`' {
-			j++
-		}
-		j++
-	}
-	return j
-}
-
-// stringLiterals returns the contents of the quoted strings ("…", '…'
-// and `…`) of an expression's text, escapes left as written.
-func stringLiterals(src string) []string {
-	var out []string
-	for i := 0; i < len(src); i++ {
-		if c := src[i]; c != '"' && c != '\'' && c != '`' {
-			continue
-		}
-		j := closingQuote(src, i)
-		out = append(out, src[i+1:min(j, len(src))])
-		i = j
-	}
-	return out
-}
-
-// referenceMarker stands for a placeholder that reads a value, in the text
-// secretShaped gives the redact package: a marker, which it never takes
-// for a secret, and the end of a line, so that the words after it are not
-// read as a value it starts ("password: {{ secrets.P }} mode").
+// referenceMarker stands for a placeholder that reads a value, in the
+// written-out text of a template: a marker, which the redact package never
+// takes for a secret, and the end of a line, so that the words after it
+// are not read as a value it starts ("password: {{ secrets.P }} mode").
 const referenceMarker = "[REDACTED:reference]\n"
+
+// referenceWord is referenceMarker as a word of the text.
+var referenceWord = strings.TrimSpace(referenceMarker)
+
+// templateText splits a template as the credential checks read it. Its
+// written-out text is the text outside placeholders, the string literals
+// of each placeholder that reads no value ({{ "sk-…" }}, {{ trim("sk-…") }},
+// {{ true ? "sk-…" : "" }}: what it renders is written in the definition),
+// and referenceMarker for each placeholder that does read one (a variable
+// such as input, nodes or secrets, or an element #). The string literals
+// of the latter ({{ input.session ?? "anonymous" }}) are returned apart:
+// they are held to the secret-shape test alone. Literals are decoded
+// (escapes resolved) from the expression's syntax tree; a placeholder
+// that does not parse counts as a reference, its template is refused
+// when it compiles.
+func templateText(src string) (written string, readLiterals []string) {
+	written = templateExpr.ReplaceAllStringFunc(src, func(e string) string {
+		lits, reads := placeholderLiterals(strings.TrimSuffix(strings.TrimPrefix(e, "{{"), "}}"))
+		if reads {
+			readLiterals = append(readLiterals, lits...)
+			return referenceMarker
+		}
+		return strings.Join(lits, "")
+	})
+	return written, readLiterals
+}
+
+// placeholderLiterals returns the string literals of an expression, in
+// the order written, and whether it reads a value.
+func placeholderLiterals(src string) (literals []string, reads bool) {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return nil, true
+	}
+	v := &literalVisitor{}
+	ast.Walk(&tree.Node, v)
+	return v.literals, v.reads
+}
+
+// literalVisitor collects what placeholderLiterals returns.
+type literalVisitor struct {
+	literals []string
+	reads    bool
+}
+
+func (v *literalVisitor) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.StringNode:
+		v.literals = append(v.literals, n.Value)
+	case *ast.IdentifierNode, *ast.PointerNode, *ast.VariableDeclaratorNode:
+		v.reads = true
+	}
+}
 
 // secretShaped reports whether a template writes out text in the shape of
 // a secret the redact package knows (a provider's key, a JWT, a URL's
-// password…), whatever header or part of the URL holds it: in its text,
-// or in a string literal of one of its placeholders.
+// password…), whatever header or part of the URL holds it: in its
+// written-out text, or in a string literal of a placeholder that reads a
+// value.
 func secretShaped(src string) bool {
-	var literals []string
-	text := templateExpr.ReplaceAllStringFunc(src, func(e string) string {
-		if lit, ok := constantText(e); ok {
-			return lit
-		}
-		literals = append(literals, stringLiterals(e)...)
-		return referenceMarker
-	})
-	for _, t := range append(literals, text) {
+	written, literals := templateText(src)
+	for _, t := range append(literals, written) {
 		if redact.Text(t) != t {
 			return true
 		}

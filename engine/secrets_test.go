@@ -91,6 +91,13 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 		`{"url":"https://api.example.com/","headers":{"Authorization":"{{ 'Bearer ' + 'sk-live-abcdef123456' }}"}}`,
 		`{"url":"http://u:{{ \"sk-live-abcdef123456\" }}@api.example.com/"}`,
 		`{"url":"https://api.example.com/x?api_key={{ \"sk-live-abcdef123456\" }}"}`,
+		// An expression that reads no value renders what the definition
+		// writes, however it is spelled.
+		`{"url":"https://api.example.com/","headers":{"X-Api-Key":"{{ (\"sk-live-abcdef123456\") }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"X-Api-Key":"{{ trim(\"sk-live-abcdef123456\") }}"}}`,
+		`{"url":"https://api.example.com/","headers":{"Authorization":"Bearer {{ true ? \"sk-live-abcdef123456\" : \"\" }}"}}`,
+		`{"url":"https://api.example.com/x?api_key={{ lower(\"sk-live-abcdef123456\") }}"}`,
+		`{"url":"https://api.example.com/","headers":{"X-Api-Key":"{{ \"sk-live-\\u0061bcdef123456\" }}"}}`,
 		// A secret's shape under any header name, or anywhere in the URL.
 		`{"url":"https://api.example.com/","headers":{"X-Foo":"Bearer ghp_` + strings.Repeat("a1B2", 9) + `"}}`,
 		`{"url":"https://api.example.com/","headers":{"X-Foo":"{{ \"ghp_` + strings.Repeat("a1B2", 9) + `\" }}"}}`,
