@@ -60,8 +60,12 @@ func CompileExpr(src string) (*Expr, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("the expression is empty")
 	}
-	opts := append([]expr.Option{expr.Env(Env{}), expr.MaxNodes(maxExprNodes)}, meterOptions()...)
+	patcher := &meterPatcher{}
+	opts := append([]expr.Option{expr.Env(Env{}), expr.MaxNodes(maxExprNodes)}, meterOptions(patcher)...)
 	p, err := expr.Compile(src, opts...)
+	if err == nil {
+		err = patcher.err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("invalid expression: %s", shorten(firstLine(err.Error())))
 	}

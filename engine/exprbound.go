@@ -259,10 +259,12 @@ var postCharged = map[string]bool{
 }
 
 // meterPatcher rewrites a checked tree so that its growing operations go
-// through the metered functions.
-type meterPatcher struct{}
+// through the metered functions. err is the first fixed matches pattern
+// it refuses (one past exprMaxPattern bytes), which the expression's
+// compiling returns.
+type meterPatcher struct{ err error }
 
-func (meterPatcher) Visit(node *ast.Node) {
+func (p *meterPatcher) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.BinaryNode:
 		name := ""
@@ -289,12 +291,13 @@ func (meterPatcher) Visit(node *ast.Node) {
 			}
 			// A fixed pattern is compiled once, here, not at each
 			// evaluation; one that does not compile is left to the
-			// library, which refuses it when the expression compiles.
+			// library, which refuses it when the expression compiles,
+			// and one too long is refused by CompileExpr.
 			switch c, err := compilePattern(str.Value); {
 			case err == nil:
 				ast.Patch(node, meteredCall(meteredMatch, n.Left, &ast.ConstantNode{Value: c}))
-			case errors.Is(err, errMatchBudget): // too long: fails when it runs
-				name = meteredMatch
+			case errors.Is(err, errMatchBudget) && p.err == nil:
+				p.err = fmt.Errorf("a matches pattern has %d bytes, more than %d", len(str.Value), exprMaxPattern)
 			}
 		}
 		if name != "" {
@@ -337,9 +340,9 @@ func isScalar(t reflect.Type) bool {
 }
 
 // meterOptions are the compile options that install the metered
-// functions and the patcher.
-func meterOptions() []expr.Option {
-	opts := []expr.Option{expr.Patch(meterPatcher{})}
+// functions and patcher.
+func meterOptions(patcher *meterPatcher) []expr.Option {
+	opts := []expr.Option{expr.Patch(patcher)}
 	add := func(name string, fn func(m *exprMeter, args []any) (any, error)) {
 		opts = append(opts, expr.Function(name, func(params ...any) (any, error) {
 			if len(params) == 0 {
@@ -540,7 +543,7 @@ func evalError(prefix string, err error) error {
 // what naming it ("url", "header X"…): an exceeded budget keeps its code
 // and details (WORKFLOW_NODE_LIMIT_EXCEEDED, details.limit), any other
 // failure is WORKFLOW_NODE_FAILED.
-func RenderError(what string, err error) error {
+func RenderError(what string, err error) *runstream.Error {
 	if rerr, ok := errors.AsType[*runstream.Error](err); ok && rerr.Code == runstream.CodeWorkflowNodeLimitExceeded {
 		out := *rerr
 		out.Message = what + ": " + rerr.Message

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/runstream/runstream"
@@ -202,6 +203,12 @@ func TestExprInvalidPatternRefusedAtCompile(t *testing.T) {
 	}
 	if _, err := engine.CompileExpr(`"a" matches "^a$"`); err != nil {
 		t.Errorf(`CompileExpr("a" matches "^a$"): %v`, err)
+	}
+	// A fixed pattern longer than a pattern may be is refused there too,
+	// rather than failing every run.
+	long := strings.Repeat("a", 5000)
+	if _, err := engine.CompileExpr(`"a" matches "` + long + `"`); err == nil || !strings.Contains(err.Error(), "5000 bytes") || strings.Contains(err.Error(), long[:100]) {
+		t.Errorf("CompileExpr of a 5000-byte fixed pattern: %v, want a refusal naming its size, not its text", err)
 	}
 }
 

@@ -480,11 +480,10 @@ func (r *runner) complete() outcome {
 	case r.plan.output != nil:
 		env, err := NewEnv(r.run.Input, r.outputs)
 		if err == nil {
-			out, err = r.plan.output.Eval(env)
+			out, err = r.plan.output.EvalContext(r.ctx, env)
 		}
 		if err != nil {
-			rerr, _ := errors.AsType[*runstream.Error](RenderError("output", err))
-			return r.failRun("", mustJSON(newErrorObject(rerr)))
+			return r.failRun("", mustJSON(newErrorObject(RenderError("output", err))))
 		}
 	case def.Output != "":
 		out = r.outputs[def.Output]
