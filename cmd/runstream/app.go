@@ -198,7 +198,7 @@ func (a *app) startEngine(loopCtx context.Context, cfg serveConfig, registry *en
 		return nil, nil
 	}
 	eng, err := engine.New(engine.Config{Store: a.backend.workflows, Log: a.log, Registry: registry, Workers: cfg.workers, MaxRunsPerOwner: cfg.maxRunsPerUser, WorkerID: cfg.workerID, LeaseDuration: cfg.leaseDuration, Logger: a.logger, Artifacts: blobs,
-		MaxOutputBytes: cfg.maxOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes, Observer: a.metrics.Engine})
+		MaxOutputBytes: cfg.maxOutputBytes, MaxRunOutputBytes: cfg.maxRunOutputBytes, MaxArtifactBytes: cfg.maxArtifactBytes, Observer: a.metrics.Engine})
 	if err == nil {
 		err = eng.Start(loopCtx)
 	}

@@ -42,9 +42,10 @@ type serveConfig struct {
 	maxRunsPerUser    int // engine.Config.MaxRunsPerOwner; 0: no cap
 	workerID          string
 	leaseDuration     time.Duration
-	// maxEventBytes, maxOutputBytes and maxArtifactBytes bound a workflow
-	// event's data, a node's output and an artifact's content.
-	maxEventBytes, maxOutputBytes, maxArtifactBytes int
+	// maxEventBytes, maxOutputBytes, maxRunOutputBytes and
+	// maxArtifactBytes bound a workflow event's data, a node's output, the
+	// outputs of a run's nodes together and an artifact's content.
+	maxEventBytes, maxOutputBytes, maxRunOutputBytes, maxArtifactBytes int
 	// maxStreamsPerUser bounds each user's open SSE streams; -1: no limit.
 	maxStreamsPerUser int
 	// streamWriteTimeout bounds each write to an SSE follower.
@@ -115,6 +116,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.maxRunsPerUser, "max-runs-per-user", 0, "most workflow runs of one user executing at once in the whole deployment: the cap counts the user's runs on every instance sharing the store, not per instance; the user's next runs stay queued until one ends, even with workers idle. 0: no cap (one user may use every worker; the runs of users executing fewer are claimed first all the same)")
 	fs.IntVar(&cfg.maxEventBytes, "max-event-bytes", workflow.DefaultMaxEventBytes, "largest data of one workflow event in bytes; a node whose event would exceed it fails with WORKFLOW_NODE_LIMIT_EXCEEDED")
 	fs.IntVar(&cfg.maxOutputBytes, "max-node-output-bytes", engine.DefaultMaxOutputBytes, "largest output (JSON) of one workflow node in bytes")
+	fs.IntVar(&cfg.maxRunOutputBytes, "max-run-output-bytes", engine.DefaultMaxRunOutputBytes, "largest outputs (JSON) of one workflow run's nodes all together in bytes; at least --max-node-output-bytes")
 	fs.IntVar(&cfg.maxArtifactBytes, "max-artifact-bytes", engine.DefaultMaxArtifactBytes, "largest content of one workflow artifact in bytes")
 	fs.DurationVar(&cfg.leaseDuration, "lease-duration", engine.DefaultLeaseDuration, "how long a workflow run's claim lasts unless renewed (every third of it); another instance takes over a run whose lease expired")
 	fs.StringVar(&cfg.workerID, "worker-id", engine.DefaultWorkerID(), "name of this instance in run leases; distinct per instance sharing a store")
@@ -163,8 +165,11 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	if cfg.logFormat != "json" && cfg.logFormat != "text" {
 		return fmt.Errorf("%w: --log-format must be json or text, not %q", errUsage, cfg.logFormat)
 	}
-	if cfg.maxEventBytes < 1 || cfg.maxOutputBytes < 1 || cfg.maxArtifactBytes < 1 {
-		return fmt.Errorf("%w: --max-event-bytes, --max-node-output-bytes and --max-artifact-bytes must be positive", errUsage)
+	if cfg.maxEventBytes < 1 || cfg.maxOutputBytes < 1 || cfg.maxRunOutputBytes < 1 || cfg.maxArtifactBytes < 1 {
+		return fmt.Errorf("%w: --max-event-bytes, --max-node-output-bytes, --max-run-output-bytes and --max-artifact-bytes must be positive", errUsage)
+	}
+	if cfg.maxRunOutputBytes < cfg.maxOutputBytes {
+		return fmt.Errorf("%w: --max-run-output-bytes (%d) is below --max-node-output-bytes (%d): one node's output could not fit", errUsage, cfg.maxRunOutputBytes, cfg.maxOutputBytes)
 	}
 	if cfg.streamWriteTimeout <= 0 {
 		return fmt.Errorf("%w: --stream-write-timeout must be positive", errUsage)
