@@ -39,8 +39,8 @@ func (s *Server) pageThreadMessages(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	q := r.URL.Query()
-	c, err := parseBackwardCursors(q)
-	if err != nil {
+	c, errs := readBackwardCursors(q)
+	if err := queryProblems(errs...); err != nil {
 		return err
 	}
 	if _, ok := q["after_seq"]; ok {
@@ -104,13 +104,6 @@ func parseHistoryCursors(r *http.Request) (threadsvc.Cursors, error) {
 	var errAfter error
 	c.After, errAfter = querySeq(q, "after_seq")
 	return c, queryProblems(append(errs, errAfter)...)
-}
-
-// parseBackwardCursors reads the limit (1…200, default 50) and
-// before_seq of a history page.
-func parseBackwardCursors(q url.Values) (threadsvc.Cursors, error) {
-	c, errs := readBackwardCursors(q)
-	return c, queryProblems(errs...)
 }
 
 // readBackwardCursors reads the limit and before_seq of a history page,
