@@ -15,23 +15,9 @@ import (
 // under the defaults.
 func TestServeNodeBoundFlags(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "long.yaml")
-	os.WriteFile(file, []byte(`name: long
-nodes:
-  - id: text
-    type: transform
-    config: {expression: 'repeat("x", 500)'}
-output: text
-`), 0o600)
-	small, _, _ := startServe(t, nil, "--store", "memory:", "--max-node-output-bytes", "100")
-	err, out, _ := runCmd(t, "", file, "--server", small)
-	if !errors.Is(err, errRunEnded) || !strings.Contains(out, "WORKFLOW_NODE_LIMIT_EXCEEDED") {
-		t.Errorf("with --max-node-output-bytes 100: %v\n%s", err, out)
-	}
-	// Two nodes of about 500 bytes each: the second passes a run bound of
-	// 700 bytes.
-	two := filepath.Join(t.TempDir(), "two.yaml")
-	os.WriteFile(two, []byte(`name: two
+	// Two nodes of about 500 bytes of output each.
+	file := filepath.Join(t.TempDir(), "two.yaml")
+	os.WriteFile(file, []byte(`name: two
 nodes:
   - id: a
     type: transform
@@ -42,17 +28,20 @@ nodes:
     config: {expression: 'repeat("y", 500)'}
 output: b
 `), 0o600)
+	small, _, _ := startServe(t, nil, "--store", "memory:", "--max-node-output-bytes", "100")
+	err, out, _ := runCmd(t, "", file, "--server", small)
+	if !errors.Is(err, errRunEnded) || !strings.Contains(out, "WORKFLOW_NODE_LIMIT_EXCEEDED") {
+		t.Errorf("with --max-node-output-bytes 100: %v\n%s", err, out)
+	}
+	// The second node passes a run bound of 700 bytes.
 	tight, _, _ := startServe(t, nil, "--store", "memory:", "--max-node-output-bytes", "600", "--max-run-output-bytes", "700")
-	err, out, _ = runCmd(t, "", two, "--server", tight)
+	err, out, _ = runCmd(t, "", file, "--server", tight)
 	if !errors.Is(err, errRunEnded) || !strings.Contains(out, "WORKFLOW_NODE_LIMIT_EXCEEDED") || !strings.Contains(out, "the run's nodes may return") {
 		t.Errorf("with --max-run-output-bytes 700: %v\n%s", err, out)
 	}
 	base, _, _ := startServe(t, nil, "--store", "memory:")
-	if err, out, _ := runCmd(t, "", two, "--server", base); err != nil {
-		t.Errorf("two nodes with the default bounds: %v\n%s", err, out)
-	}
 	if err, out, _ := runCmd(t, "", file, "--server", base); err != nil {
-		t.Errorf("with the default bound: %v\n%s", err, out)
+		t.Errorf("with the default bounds: %v\n%s", err, out)
 	}
 	m := &Main{Getenv: func(string) string { return "" }}
 	if err := m.Run(t.Context(), []string{"serve", "--store", "memory:", "--max-run-output-bytes", "1000", "--max-node-output-bytes", "2000"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
