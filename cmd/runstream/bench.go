@@ -41,6 +41,9 @@ type benchConfig struct {
 	// during the production of a thread scenario goes (cpuSeconds long).
 	cpuProfile string
 	cpuSeconds int
+	// trace, when set, is where an execution trace of the same stretch
+	// goes (cpuSeconds long).
+	trace string
 	// serverExe runs the servers ("<serverExe> bench serve"); empty: this
 	// executable. Another build's, to compare it with this one's.
 	serverExe string
@@ -90,7 +93,8 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.IntVar(&cfg.runs, "runs", 1, "runs per thread the POSTs go to, round robin (thread scenarios)")
 	fs.BoolVar(&cfg.runFilter, "run-filter", false, "each follower follows one run of its thread (?run_id=) (thread scenarios)")
 	fs.StringVar(&cfg.cpuProfile, "cpu-profile", "", "write a CPU profile of the (first) server while the events are produced (thread-replay: of the reading server while the replay runs) to this file (thread scenarios)")
-	fs.IntVar(&cfg.cpuSeconds, "cpu-seconds", 5, "length of the --cpu-profile")
+	fs.IntVar(&cfg.cpuSeconds, "cpu-seconds", 5, "length of the --cpu-profile and the --trace")
+	fs.StringVar(&cfg.trace, "trace", "", "write an execution trace of the (first) server, over the same stretch as --cpu-profile, to this file (go tool trace; thread scenarios)")
 	fs.StringVar(&cfg.serverExe, "server-exe", "", "the runstream executable that runs the servers (default: this one), to compare builds")
 	fs.StringVar(&cfg.centrifugo, "centrifugo", "", "a Centrifugo executable: the thread scenario loads it (memory engine) instead of runstream, as a baseline measured the same way (one run per thread)")
 	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")

@@ -363,8 +363,8 @@ func checkCentrifugoConfig(cfg benchConfig) error {
 		return fmt.Errorf("%w: --centrifugo takes a thread scenario", errUsage)
 	case cfg.runs > 1 || cfg.runFilter:
 		return fmt.Errorf("%w: --centrifugo: %v", errUsage, errCentrifugoRuns)
-	case cfg.instances > 1 || cfg.stalled > 0 || cfg.cpuProfile != "" || cfg.serverExe != "" || cfg.store != "":
-		return fmt.Errorf("%w: --centrifugo takes none of --instances, --stalled-followers, --cpu-profile, --server-exe and --store", errUsage)
+	case cfg.instances > 1 || cfg.stalled > 0 || cfg.cpuProfile != "" || cfg.trace != "" || cfg.serverExe != "" || cfg.store != "":
+		return fmt.Errorf("%w: --centrifugo takes none of --instances, --stalled-followers, --cpu-profile, --trace, --server-exe and --store", errUsage)
 	}
 	return nil
 }

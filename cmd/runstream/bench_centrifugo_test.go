@@ -24,6 +24,7 @@ func TestBenchCentrifugoFlags(t *testing.T) {
 		{"--scenario", "thread-latency", "--run-filter"},
 		{"--scenario", "thread-latency", "--instances", "2"},
 		{"--scenario", "thread-ingest", "--cpu-profile", "cpu.prof"},
+		{"--scenario", "thread-ingest", "--trace", "exec.trace"},
 		{"--scenario", "thread-ingest", "--store", "sqlite:x.db"},
 	} {
 		m := &Main{Getenv: func(string) string { return "" }}

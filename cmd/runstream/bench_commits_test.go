@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,6 +61,31 @@ func TestBenchThreadCommits(t *testing.T) {
 	}
 	if !strings.Contains(res.String(), "group commits") {
 		t.Errorf("the group commits are not reported:\n%s", res)
+	}
+	cancel()
+	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("bench serve: %v", err)
+	}
+}
+
+// TestBenchThreadProfiles: --cpu-profile and --trace write the server's CPU
+// profile and execution trace of the stretch the events are produced in.
+func TestBenchThreadProfiles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	servers, served := serveBench(t, ctx, "sqlite:"+filepath.Join(t.TempDir(), "bench.db"))
+
+	dir := t.TempDir()
+	cfg := benchConfig{events: 50, eventBytes: 200, batch: 1, concurrency: 4, threads: 1, runs: 1,
+		cpuProfile: filepath.Join(dir, "cpu.prof"), trace: filepath.Join(dir, "exec.trace"), cpuSeconds: 1}
+	if _, err := benchThread(ctx, servers, cfg, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for path, magic := range map[string]string{cfg.cpuProfile: "\x1f\x8b", cfg.trace: "go 1."} {
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasPrefix(string(b), magic) {
+			t.Errorf("%s: %d bytes starting %q (%v), want a file starting %q", filepath.Base(path), len(b), b[:min(len(b), 8)], err, magic)
+		}
 	}
 	cancel()
 	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {

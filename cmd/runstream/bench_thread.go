@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -391,11 +392,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 		return benchResult{}, err
 	}
 	profiled := make(chan error, 1)
-	if cfg.cpuProfile != "" {
-		go func() { profiled <- producer.cpuProfile(ctx, cfg.cpuProfile, cfg.cpuSeconds) }()
-	} else {
-		profiled <- nil
-	}
+	go func() { profiled <- producer.profile(ctx, cfg) }()
 	start := time.Now()
 	postLat, postBegan, err := produceThreadEvents(ctx, producer.threads, p, cfg.events, batch, cfg.eventBytes, rate, cfg.concurrency)
 	if err != nil {
@@ -403,7 +400,7 @@ func benchThread(ctx context.Context, servers []*benchServer, cfg benchConfig, r
 	}
 	published := time.Since(start)
 	if err := <-profiled; err != nil {
-		return benchResult{}, fmt.Errorf("CPU profile: %w", err)
+		return benchResult{}, err
 	}
 	commits1, err := producer.groupCommits(ctx)
 	if err != nil {
@@ -499,11 +496,7 @@ func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchCon
 		return benchResult{}, err
 	}
 	profiled := make(chan error, 1)
-	if cfg.cpuProfile != "" {
-		go func() { profiled <- reader.cpuProfile(ctx, cfg.cpuProfile, cfg.cpuSeconds) }()
-	} else {
-		profiled <- nil
-	}
+	go func() { profiled <- reader.profile(ctx, cfg) }()
 	start := time.Now()
 	frames, _, err := reader.threads.follow(ctx, p.thread(0), "", 0, cfg.events, func() {}, nil)
 	if err != nil {
@@ -511,7 +504,7 @@ func benchThreadReplay(ctx context.Context, servers []*benchServer, cfg benchCon
 	}
 	elapsed := time.Since(start)
 	if err := <-profiled; err != nil {
-		return benchResult{}, fmt.Errorf("CPU profile: %w", err)
+		return benchResult{}, err
 	}
 	cpu1, err := serversCPU(servers)
 	if err != nil {
@@ -565,20 +558,36 @@ func benchThreadIdle(ctx context.Context, servers []*benchServer, cfg benchConfi
 	return res, nil
 }
 
-// cpuProfile writes a CPU profile of the next seconds seconds of the
-// server to path.
-func (s *benchServer) cpuProfile(ctx context.Context, path string, seconds int) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/bench/cpu?seconds=%d", s.url, seconds), nil)
+// profile records what cfg asks of the server while the load runs: a CPU
+// profile (--cpu-profile) and an execution trace (--trace), each
+// cfg.cpuSeconds long.
+func (s *benchServer) profile(ctx context.Context, cfg benchConfig) error {
+	var wg sync.WaitGroup
+	var cpuErr, traceErr error
+	if cfg.cpuProfile != "" {
+		wg.Go(func() { cpuErr = s.fetchProfile(ctx, "cpu", cfg.cpuProfile, cfg.cpuSeconds) })
+	}
+	if cfg.trace != "" {
+		wg.Go(func() { traceErr = s.fetchProfile(ctx, "trace", cfg.trace, cfg.cpuSeconds) })
+	}
+	wg.Wait()
+	return errors.Join(cpuErr, traceErr)
+}
+
+// fetchProfile writes what GET /bench/{kind} records over the next seconds
+// seconds of the server to path.
+func (s *benchServer) fetchProfile(ctx context.Context, kind, path string, seconds int) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/bench/%s?seconds=%d", s.url, kind, seconds), nil)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return fmt.Errorf("GET /bench/%s: %w", kind, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /bench/cpu: %s", resp.Status)
+		return fmt.Errorf("GET /bench/%s: %s", kind, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {
@@ -586,7 +595,7 @@ func (s *benchServer) cpuProfile(ctx context.Context, path string, seconds int) 
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("GET /bench/%s: %w", kind, err)
 	}
 	return f.Close()
 }

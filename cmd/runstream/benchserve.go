@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 //	POST /bench/runs/{run_id}/produce     append events; see produce
 //	GET  /bench/memstats                  the Go runtime's memory figures
 //	GET  /bench/heap, /bench/cpu          profiles (see heapProfile, cpuProfile)
+//	GET  /bench/trace                     an execution trace (see executionTrace)
 //	POST /bench/gc                        a garbage collection (see collect)
 //
 // The producer runs inside the server, as the workflow engine does, and
@@ -59,6 +61,7 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	mux.HandleFunc("GET /bench/memstats", memStats)
 	mux.HandleFunc("GET /bench/heap", heapProfile)
 	mux.HandleFunc("GET /bench/cpu", cpuProfile)
+	mux.HandleFunc("GET /bench/trace", executionTrace)
 	mux.HandleFunc("POST /bench/gc", collect)
 	mux.Handle("/", a.api)
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -174,16 +177,28 @@ func memStats(w http.ResponseWriter, r *http.Request) {
 
 // cpuProfile writes a CPU profile of the next ?seconds= seconds (default 5).
 func cpuProfile(w http.ResponseWriter, r *http.Request) {
+	record(w, r, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// executionTrace writes the runtime's execution trace of the next
+// ?seconds= seconds (default 5): where goroutines waited for a processor,
+// in system calls or on each other (go tool trace -pprof=sched).
+func executionTrace(w http.ResponseWriter, r *http.Request) {
+	record(w, r, trace.Start, trace.Stop)
+}
+
+// record runs start on w, waits ?seconds= seconds (default 5), and runs stop.
+func record(w http.ResponseWriter, r *http.Request, start func(io.Writer) error, stop func()) {
 	d, err := time.ParseDuration(r.URL.Query().Get("seconds") + "s")
 	if err != nil || d <= 0 {
 		d = 5 * time.Second
 	}
-	if err := pprof.StartCPUProfile(w); err != nil {
+	if err := start(w); err != nil {
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}
 	time.Sleep(d)
-	pprof.StopCPUProfile()
+	stop()
 }
 
 // collect runs a garbage collection, as the runtime's own periodic one
