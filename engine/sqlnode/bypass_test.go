@@ -86,6 +86,10 @@ var postgresBypasses = []bypass{
 	{`SELECT * INTO t2 FROM t`, RuleReadOnly},
 	{`COPY (SELECT 1) TO '/tmp/x'`, RuleForbiddenStatement},
 	{`U&"SELECT" 1`, RuleForbiddenStatement},
+	{`SELECT * FROM (VALUES (1)) pg_read_file('/etc/hostname')`, RuleForbiddenStatement},
+	{`SELECT * FROM (SELECT 1) pg_sleep(1)`, RuleForbiddenStatement},
+	{`SELECT * FROM (SELECT 1) s(pg_sleep(1))`, RuleForbiddenStatement},
+	{`SELECT (1) pg_ls_dir(a, '.') FROM t`, RuleForbiddenStatement},
 }
 
 // postgresAllowed are statements the allow-list keeps working.
@@ -97,6 +101,8 @@ var postgresAllowed = []string{
 	`WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3) SELECT pg_catalog.sum(n) FROM c`,
 	`SELECT row_number() OVER (PARTITION BY a ORDER BY b) FROM t AS x(a, b)`,
 	`SELECT * FROM generate_series(1, 3) AS g(n)`,
+	`SELECT v.x, g.n FROM (VALUES (1), (2)) v(x), generate_series(1, 3) g(n)`,
+	`SELECT s.a, s."b" FROM (SELECT 1, 'one') s(a, "b")`,
 	`SELECT repeat('x', 3), current_timestamp(0), now()`,
 }
 

@@ -530,7 +530,7 @@ func CheckStatement(sql string, d Dialect) *runstream.Error {
 // checkCall judges stmt[i], a word or quoted identifier followed by (.
 // On SQLite it is denied when it names one of sqliteForbiddenFunctions.
 // On PostgreSQL a key word, a type's modifiers or an alias's column names
-// are not a call; a call is allowed when it names one of
+// (after AS, or right after a closing parenthesis) are not a call; a call is allowed when it names one of
 // postgresFunctions, unqualified or qualified by pg_catalog.
 func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 	t := stmt[i]
@@ -554,6 +554,11 @@ func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 		return nil // a type's modifiers: x::numeric(10, 2)
 	case prev(1).kind == tokWord && (prev(1).text == "AS" || prev(1).text == "WITH" || prev(1).text == "RECURSIVE"):
 		return nil // a table alias's or a CTE's column names
+	case isPunct(prev(1), ")") && namesOnly(stmt[i+1:]):
+		// A subquery's, VALUES' or a function's alias and its column
+		// names without AS: FROM (VALUES (1)) v(x). PostgreSQL's grammar
+		// has no call right after a ), and the list holds names only.
+		return nil
 	}
 	if isPunct(prev(1), ".") {
 		schema := prev(2)
@@ -565,6 +570,30 @@ func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 		return deny(RuleForbiddenStatement, "the function %s is not allowed", shortWord(t.name))
 	}
 	return nil
+}
+
+// namesOnly reports whether tokens start with a parenthesized list of
+// names separated by commas: ( a, "b" ).
+func namesOnly(tokens []token) bool {
+	if len(tokens) < 3 || tokens[0].kind != tokPunct || tokens[0].text != "(" {
+		return false
+	}
+	for k := 1; k < len(tokens); k += 2 {
+		if tokens[k].kind != tokWord && tokens[k].kind != tokQuoted {
+			return false
+		}
+		if k+1 >= len(tokens) || tokens[k+1].kind != tokPunct {
+			return false
+		}
+		switch tokens[k+1].text {
+		case ")":
+			return true
+		case ",":
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // shortWord bounds a word quoted in a message.
