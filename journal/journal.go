@@ -510,9 +510,10 @@ func (j *Journal) LLMEnd(ctx context.Context, e LLMEnd) {
 }
 
 // noteFallbackLocked flags a run whose model answered with an error
-// fallback message (additional_kwargs.error_fallback truthy).
+// fallback message (additional_kwargs.deerflow_error_fallback truthy, the
+// key DeerFlow's model wrapper sets).
 func (j *Journal) noteFallbackLocked(m Message) {
-	v := m.kwarg("error_fallback")
+	v := m.kwarg("deerflow_error_fallback")
 	if v == nil || v == false || v == "" || v == 0.0 {
 		return
 	}

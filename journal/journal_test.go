@@ -498,9 +498,18 @@ func TestErrorFallback(t *testing.T) {
 	t.Parallel()
 	j, _ := setup(t, journal.Options{})
 	m := ai("Sorry, something failed", nil, "")
-	m.AdditionalKwargs = map[string]any{"error_fallback": true, "error_reason": "  quota exceeded "}
+	m.AdditionalKwargs = map[string]any{"deerflow_error_fallback": true, "error_reason": "  quota exceeded ", "hide_from_ui": true}
 	j.LLMEnd(t.Context(), journal.LLMEnd{CallID: "a", Generations: []*journal.Message{m}})
 	if got := j.Summary().ErrorFallback; got != "quota exceeded" {
 		t.Errorf("error fallback = %q", got)
+	}
+
+	// Another key of that name is not DeerFlow's flag.
+	j, _ = setup(t, journal.Options{})
+	m = ai("An answer", nil, "")
+	m.AdditionalKwargs = map[string]any{"error_fallback": true, "error_reason": "quota"}
+	j.LLMEnd(t.Context(), journal.LLMEnd{CallID: "a", Generations: []*journal.Message{m}})
+	if got := j.Summary().ErrorFallback; got != "" {
+		t.Errorf("error fallback = %q from additional_kwargs.error_fallback, want none", got)
 	}
 }

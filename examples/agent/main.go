@@ -130,7 +130,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 
 	answer, runErr := ask(ctx, c, f, j, steps)
 	status := runevents.RunSuccess
-	if runErr != nil {
+	if runErr != nil || j.Summary().ErrorFallback != "" {
+		// A model that answered with DeerFlow's error fallback failed the
+		// run, as DeerFlow's worker decides.
 		status = runevents.RunError
 	}
 
