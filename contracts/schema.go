@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,20 +70,34 @@ func (s *Schema) Validate(value json.RawMessage) []Problem {
 }
 
 // ValidationError returns nil when value matches the schema, else an error
-// with the given code that names the failing paths and carries them in
-// details.problems; what names the value in the message.
+// with the given code that names the first failing paths and carries the
+// first MaxProblems problems in details.problems (and their number in
+// details.problems_total when there are more); what names the value in the
+// message.
 func (s *Schema) ValidationError(value json.RawMessage, code runstream.ErrorCode, what string) error {
 	problems := s.Validate(value)
 	if len(problems) == 0 {
 		return nil
 	}
-	paths := make([]string, len(problems))
-	for i, p := range problems {
-		paths[i] = p.Path
-		if paths[i] == "" {
-			paths[i] = "/"
-		}
+	var paths []string
+	for _, p := range problems[:min(len(problems), maxNamedPaths)] {
+		paths = append(paths, cmp.Or(p.Path, "/"))
 	}
-	return runstream.Errorf(code, "%s does not match its schema at %s", what, strings.Join(paths, ", ")).
-		WithDetail("problems", problems)
+	at := strings.Join(paths, ", ")
+	if len(problems) > maxNamedPaths {
+		at = fmt.Sprintf("%s and %d more places", at, len(problems)-maxNamedPaths)
+	}
+	e := runstream.Errorf(code, "%s does not match its schema at %s", what, at)
+	if len(problems) > MaxProblems {
+		e = e.WithDetail("problems_total", len(problems))
+		problems = problems[:MaxProblems]
+	}
+	return e.WithDetail("problems", problems)
 }
+
+// MaxProblems is the number of problems an error of ValidationError
+// carries in details.problems; details.problems_total then counts them all.
+const MaxProblems = 20
+
+// maxNamedPaths is the number of paths ValidationError's message names.
+const maxNamedPaths = 5

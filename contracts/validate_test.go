@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/workflow"
 )
@@ -617,5 +618,28 @@ func TestProblemsAreOrdered(t *testing.T) {
 		if again := v.ValidateRunEvent("run.delivery", content, map[string]any{}); again.Error() != first.Error() {
 			t.Fatalf("validation not deterministic:\n%v\n%v", first, again)
 		}
+	}
+}
+
+// TestValidationErrorBounded: a value that fails its schema in thousands of
+// places gets an error that names five paths and carries twenty problems,
+// and counts them all.
+func TestValidationErrorBounded(t *testing.T) {
+	t.Parallel()
+	schema, err := contracts.CompileSchema(json.RawMessage(`{"type":"array","items":{"type":"string"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := "[" + strings.TrimSuffix(strings.Repeat("1,", 5000), ",") + "]"
+	e := runstream.AsError(schema.ValidationError(json.RawMessage(value), runstream.CodeWorkflowInputInvalid, "input"))
+	if e == nil {
+		t.Fatal("no error")
+	}
+	problems, _ := e.Details["problems"].([]contracts.Problem)
+	if len(problems) != contracts.MaxProblems || e.Details["problems_total"] != 5000 {
+		t.Errorf("details hold %d problems of %v, want %d of 5000", len(problems), e.Details["problems_total"], contracts.MaxProblems)
+	}
+	if !strings.HasSuffix(e.Message, " and 4995 more places") || strings.Count(e.Message, "/") != 5 {
+		t.Errorf("message %q, want five paths and the count of the others", e.Message)
 	}
 }

@@ -177,6 +177,14 @@ func TestVersionsAndRuns(t *testing.T) {
 	if !strings.Contains(string(mustJSON(body["details"])), `"/n"`) {
 		t.Errorf("input problems: %v", body["details"])
 	}
+	// An input that fails in thousands of places gets a short answer.
+	integers := s.publish(t, `{"name":"integers","inputSchema":{"type":"object","properties":{"xs":{"type":"array","items":{"type":"integer"}}}},
+		"nodes":[{"id":"wait","type":"delay","config":{"ms":1}}]}`)
+	many := `{"input":{"xs":[` + strings.TrimSuffix(strings.Repeat(`"`+strings.Repeat("v", 60)+`",`, 5000), ",") + `]}}`
+	body = wantError(t, "input invalid in many places", 422, runstream.CodeWorkflowInputInvalid)(s.post(t, "/api/workflows/"+integers+"/runs", many))
+	if size := len(mustJSON(body)); size > 8<<10 || body["details"].(map[string]any)["problems_total"] != float64(5000) {
+		t.Errorf("an input failing in 5,000 places got an answer of %d bytes: %.300s", size, mustJSON(body))
+	}
 	old := must(t, http.StatusCreated)(s.post(t, "/api/workflows/"+wf+"/runs", `{"versionId":"`+first+`","input":{"n":3}}`))
 	if old["versionId"] != first || old["input"].(map[string]any)["n"] != float64(3) {
 		t.Errorf("run of version 1: %v", old)

@@ -3,6 +3,8 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -19,6 +21,12 @@ const maxEchoRun = 64
 // many short words that a message does not quote (a schema problem's
 // path, say).
 const maxEchoBytes = 320
+
+// maxEchoItems bounds the items of an array, and the members of an object,
+// that an error answer's details keep (EchoJSON): a caller's input can
+// fail a schema in as many places as it has values, and the answer must
+// not grow with it.
+const maxEchoItems = 20
 
 // Echo returns the text of an error as its answer may hold it: the
 // secrets the default rules find replaced by their markers (Text); every
@@ -149,7 +157,9 @@ func EchoDetails(details map[string]any) map[string]any {
 }
 
 // EchoJSON returns v read as its JSON with every string in it, member
-// names included, passed through Echo (nil when v does not encode).
+// names included, passed through Echo, and every array and object cut to
+// its first maxEchoItems items (members in name order); nil when v does
+// not encode.
 func EchoJSON(v any) any {
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -169,12 +179,14 @@ func echoValue(v any) any {
 	case string:
 		return Echo(v)
 	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, item := range v {
-			out[Echo(k)] = echoValue(item)
+		names := slices.Sorted(maps.Keys(v))
+		out := make(map[string]any, min(len(names), maxEchoItems))
+		for _, k := range names[:min(len(names), maxEchoItems)] {
+			out[Echo(k)] = echoValue(v[k])
 		}
 		return out
 	case []any:
+		v = v[:min(len(v), maxEchoItems)]
 		for i, item := range v {
 			v[i] = echoValue(item)
 		}

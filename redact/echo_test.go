@@ -2,6 +2,7 @@ package redact_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -60,6 +61,28 @@ func TestEcho(t *testing.T) {
 	raw := string(encoded)
 	if strings.Contains(raw, "hunter2") || strings.Contains(raw, echoKey) || !strings.Contains(raw, "1152921504606846976") {
 		t.Errorf("EchoDetails = %s: want the secrets gone and the number whole", raw)
+	}
+}
+
+// TestEchoDetailsBounded: however many items the details hold, an answer
+// keeps the first 20 of each array and object.
+func TestEchoDetailsBounded(t *testing.T) {
+	t.Parallel()
+	items := make([]string, 5000)
+	members := map[string]any{}
+	for i := range items {
+		items[i] = strings.Repeat("p", 60)
+		members[fmt.Sprintf("key_%04d", i)] = i
+	}
+	details := redact.EchoDetails(map[string]any{"problems": items, "members": members})
+	encoded, err := json.Marshal(details)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := details["problems"].([]any)
+	kept, _ := details["members"].(map[string]any)
+	if len(got) != 20 || len(kept) != 20 || kept["key_0000"] == nil || kept["key_0019"] == nil || len(encoded) > 4096 {
+		t.Errorf("EchoDetails kept %d items and %d members (%d bytes), want the first 20 of each", len(got), len(kept), len(encoded))
 	}
 }
 
