@@ -124,9 +124,9 @@ func probeRegistry(t *testing.T, run func(ctx context.Context, n *engine.NodeRun
 
 const probeDefinition = `{"name":"probe","nodes":[{"id":"p","type":"probe"}]}`
 
-// Pending deltas are flushed before any other event of the run, merged
-// per channel in the order the channels first appeared, and a channel is
-// flushed at DeltaMaxBytes.
+// Pending deltas are flushed before any other event of their attempt,
+// merged per channel in the order the channels first appeared, and a
+// channel is flushed at DeltaMaxBytes.
 func TestDeltaOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -134,13 +134,13 @@ func TestDeltaOrder(t *testing.T) {
 			c.DeltaMaxBytes = 6
 			c.Registry = probeRegistry(t, func(ctx context.Context, n *engine.NodeRun) error {
 				for _, step := range []func() error{
-					func() error { return n.Delta(ctx, "text", "a") },
+					func() error { return n.Delta(ctx, "text", "a ") },
 					func() error { return n.Delta(ctx, "text", "b") },
 					func() error { return n.Progress(ctx, "work", "halfway", 50) },
-					func() error { return n.Delta(ctx, "text", "c") },
-					func() error { return n.Delta(ctx, "thinking", "x") },
-					func() error { time.Sleep(10 * time.Millisecond); return n.Delta(ctx, "text", "d") },
-					func() error { return n.Delta(ctx, "text", "efghij") }, // reaches 6 bytes: flushed
+					func() error { return n.Delta(ctx, "text", " c") },
+					func() error { return n.Delta(ctx, "thinking", "x ") },
+					func() error { time.Sleep(10 * time.Millisecond); return n.Delta(ctx, "text", " d") },
+					func() error { return n.Delta(ctx, "text", " ef ") }, // reaches 6 bytes: flushed
 					func() error { return n.Delta(ctx, "text", "k") },
 				} {
 					if err := step(); err != nil {
@@ -163,7 +163,7 @@ func TestDeltaOrder(t *testing.T) {
 				got = append(got, string(env.Event))
 			}
 		}
-		want := []string{"text:ab", "node.progress", "text:cdefghij", "thinking:x", "text:k", "node.completed"}
+		want := []string{"text:a b", "node.progress", "text: c d ef ", "thinking:x ", "text:k", "node.completed"}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("stored %q, want %q", got, want)
 		}
@@ -189,7 +189,7 @@ func TestDeltaWindowClamped(t *testing.T) {
 					c.DeltaWindow = tc.window
 					c.Registry = probeRegistry(t, func(ctx context.Context, n *engine.NodeRun) error {
 						for range 600 {
-							if err := n.Delta(ctx, "text", "."); err != nil {
+							if err := n.Delta(ctx, "text", ". "); err != nil {
 								return err
 							}
 							time.Sleep(time.Millisecond)

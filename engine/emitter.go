@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +61,9 @@ type emitter struct {
 
 	mu      sync.Mutex
 	pending []*pendingDelta
+	// streams keeps, per (node attempt, channel), what its text needs
+	// across writes so that no secret is cut in two (deltatext.go).
+	streams map[deltaKey]*deltaStream
 	timer   *time.Timer
 	// gen counts flushes, so a timer that fires after the flush it was
 	// armed for does nothing.
@@ -104,7 +109,7 @@ func (em *emitter) delta(ctx context.Context, nodeID, nodeRunID, channel, text s
 		p := em.pendingFor(nodeID, nodeRunID, channel)
 		p.text = append(p.text, chunk...)
 		if len(p.text) >= em.maxBytes {
-			if err := em.flushLocked(nil, workflow.AppendParams{}); err != nil {
+			if err := em.flushLocked(nil, workflow.AppendParams{}, false); err != nil {
 				return err
 			}
 		}
@@ -133,10 +138,11 @@ func (em *emitter) timerFlush(gen uint64) {
 	if em.gen != gen || em.err != nil {
 		return
 	}
-	em.flushLocked(nil, workflow.AppendParams{})
+	em.flushLocked(nil, workflow.AppendParams{}, false)
 }
 
-// emit appends events, after the pending deltas, in one batch. p carries
+// emit appends events, after the pending deltas, in one batch; with no
+// events it writes every delta pending or held. p carries
 // what the batch stores besides events (resume token, node outputs, a
 // status condition); its RunID, Events and LeaseOwner are set here.
 //
@@ -159,35 +165,106 @@ func (em *emitter) emit(ctx context.Context, p workflow.AppendParams, events ...
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return em.flushLocked(events, p)
+	return em.flushLocked(events, p, len(events) == 0)
 }
 
 // flushLocked appends the pending deltas followed by events (see emit for
-// a conditional p).
-func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendParams) error {
-	if p.IfStatus != "" && len(em.pending) > 0 {
-		if err := em.flushLocked(nil, workflow.AppendParams{}); err != nil {
+// a conditional p). The deltas of an attempt that events write for (of
+// every attempt when the run ends, or when all is set) are written whole;
+// the others hold back their unfinished word (deltaStream).
+func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendParams, all bool) error {
+	deltas, err := em.takeDeltasLocked(events, all)
+	if err != nil {
+		return em.failLocked(err)
+	}
+	if p.IfStatus != "" && len(deltas) > 0 {
+		if err := em.appendLocked(deltas, workflow.AppendParams{}); err != nil {
 			return err
 		}
+		deltas = nil
 	}
+	return em.appendLocked(append(deltas, events...), p)
+}
+
+// takeDeltasLocked empties the pending deltas into node.output.delta
+// events: what each (node attempt, channel) may write now, and the whole
+// held text of the attempts that events write for.
+func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]workflow.NewEvent, error) {
 	em.gen++
 	if em.timer != nil {
 		em.timer.Stop()
 		em.timer = nil
 	}
-	batch := make([]workflow.NewEvent, 0, len(em.pending)+len(events))
-	for _, d := range em.pending {
+	// An attempt's event writes its held text first, so that the stored
+	// order is the order of its calls; the end of the attempt, or of the
+	// run, forgets its streams.
+	runEnds := all
+	written, ended := map[string]bool{}, map[string]bool{}
+	for _, e := range events {
+		switch e.Event {
+		case workflow.EventRunCompleted, workflow.EventRunFailed, workflow.EventRunCancelled:
+			runEnds = true
+		case workflow.EventNodeCompleted, workflow.EventNodeFailed:
+			ended[e.NodeRunID] = true
+		}
+		written[e.NodeRunID] = true
+	}
+	whole := func(k deltaKey) bool { return runEnds || written[k.nodeRunID] }
+	var batch []workflow.NewEvent
+	add := func(nodeID string, k deltaKey, text []byte) error {
+		st := em.streams[k]
+		if st == nil {
+			st = &deltaStream{nodeID: nodeID}
+			if em.streams == nil {
+				em.streams = map[deltaKey]*deltaStream{}
+			}
+			em.streams[k] = st
+		}
+		out, ok := st.next(text, whole(k))
+		if runEnds || ended[k.nodeRunID] {
+			delete(em.streams, k)
+		}
+		if !ok {
+			return nil
+		}
 		data, err := json.Marshal(struct {
 			Channel string `json:"channel"`
 			Delta   string `json:"delta"`
-		}{d.channel, string(d.text)})
+		}{k.channel, out})
 		if err != nil {
-			return em.failLocked(err)
+			return err
 		}
-		batch = append(batch, workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: d.nodeID, NodeRunID: d.nodeRunID, Data: data})
+		batch = append(batch, workflow.NewEvent{Event: workflow.EventNodeOutputDelta, NodeID: nodeID, NodeRunID: k.nodeRunID, Data: data})
+		return nil
+	}
+	for _, d := range em.pending {
+		if err := add(d.nodeID, deltaKey{d.nodeRunID, d.channel}, d.text); err != nil {
+			return nil, err
+		}
 	}
 	em.pending = em.pending[:0]
-	batch = append(batch, events...)
+	// The held text of the attempts events write for, which got no text
+	// since the last flush.
+	var rest []deltaKey
+	for k, st := range em.streams {
+		if whole(k) && len(st.held) > 0 {
+			rest = append(rest, k)
+		}
+	}
+	slices.SortFunc(rest, func(a, b deltaKey) int {
+		return cmp.Or(cmp.Compare(a.nodeRunID, b.nodeRunID), cmp.Compare(a.channel, b.channel))
+	})
+	for _, k := range rest {
+		if err := add(em.streams[k].nodeID, k, nil); err != nil {
+			return nil, err
+		}
+	}
+	return batch, nil
+}
+
+// appendLocked appends batch, with p (see emit), under the run's writing
+// context.
+func (em *emitter) appendLocked(batch []workflow.NewEvent, p workflow.AppendParams) error {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -213,7 +290,7 @@ func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendPara
 func (em *emitter) failLocked(err error) error {
 	if em.err == nil {
 		em.err = err
-		em.pending = nil
+		em.pending, em.streams = nil, nil
 		if em.onHalt != nil {
 			em.onHalt(err)
 		}
@@ -228,7 +305,7 @@ func (em *emitter) halt(err error) {
 	if em.err == nil {
 		em.err = err
 	}
-	em.pending = nil
+	em.pending, em.streams = nil, nil
 	em.gen++
 	if em.timer != nil {
 		em.timer.Stop()

@@ -113,3 +113,64 @@ func TestDeltaLongText(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaSecretAcrossPieces: a secret a model streams in pieces, flushed
+// apart (each piece written by the window's timer), is not stored, whole
+// or in part, in any delta; text without secrets joins back to itself.
+func TestDeltaSecretAcrossPieces(t *testing.T) {
+	const (
+		bearer = "q8Zt3LmN0pXv7Rk2Yb5WcJ4hQ9"
+		openai = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+		pemB64 = "MIIEowIBAAKCAQEAx9f2Lp0QmZ3Vb8nYtR4sW1kJ7aHc5dE6gF2hI3jK4lM5nO6p"
+	)
+	pem := "-----BEGIN RSA PRIVATE KEY-----\n" + pemB64 + "\n" + pemB64 + "\n-----END RSA PRIVATE KEY-----\n"
+	tests := []struct {
+		name    string
+		pieces  []string
+		secrets []string // none of these (secrets and pieces of them) may be stored
+		want    string   // the deltas joined, when set
+	}{
+		{"SchemeThenToken", []string{"use Authorization: Bearer ", bearer + " and more"}, []string{bearer, bearer[:8]}, ""},
+		{"TokenCut", []string{"the key is sk-proj-Ab12", "Cd34Ef56Gh78Ij90Kl12Mn34Op56 now"}, []string{openai, "sk-proj-Ab12", "Cd34Ef56Gh78"}, "the key is [REDACTED:openai_key] now"},
+		{"DSNCut", []string{"connect to postgres://admin:hun", "ter2@db.internal:5432/prod please"}, []string{"hunter2", "ter2@"}, ""},
+		{"PrivateKeyInLines", strings.SplitAfter("here: "+pem+"done ", "\n"), []string{pemB64[:8], pemB64[20:40]}, ""},
+		{"PrivateKeyInBytes", strings.Split("k: "+pem+"end ", ""), []string{pemB64[:8], pemB64[20:40]}, ""},
+		{"Prose", []string{"Hello wor", "ld, this is ", "fine. Ünïcode 字 too"}, nil, "Hello world, this is fine. Ünïcode 字 too"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			em, deltas := newTestEmitter(t)
+			defer em.halt(errRunnerDone)
+			for _, piece := range tc.pieces {
+				if err := em.delta(t.Context(), "p", "nr_1", "text", piece); err != nil {
+					t.Fatal(err)
+				}
+				em.mu.Lock()
+				err := em.flushLocked(nil, workflow.AppendParams{}, false) // the window's flush
+				em.mu.Unlock()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			completed := nodeEvent(workflow.EventNodeCompleted, "p", "nr_1", nodeCompletedData{OutputSummary: json.RawMessage(`"…"`), DurationMs: 1, Attempt: 1})
+			if err := em.emit(t.Context(), workflow.AppendParams{}, completed); err != nil {
+				t.Fatal(err)
+			}
+			got := deltas()
+			joined := strings.Join(got, "")
+			for _, secret := range tc.secrets {
+				for i, d := range got {
+					if strings.Contains(d, secret) {
+						t.Errorf("delta %d of %d holds %q: %q", i, len(got), secret, d)
+					}
+				}
+				if strings.Contains(joined, secret) {
+					t.Errorf("the deltas join to %q, holding %q", joined, secret)
+				}
+			}
+			if tc.want != "" && joined != tc.want {
+				t.Errorf("the deltas join to %q, want %q", joined, tc.want)
+			}
+		})
+	}
+}

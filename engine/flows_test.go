@@ -400,3 +400,34 @@ func TestNodeStartedSummarisesItsInput(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamedSecretRedacted: a model that streams a credential token by
+// token (each token flushed on its own) stores none of it in its deltas.
+func TestStreamedSecretRedacted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.start(t, nil)
+		const token = "q8Zt3LmN0pXv7Rk2Yb5WcJ4hQ9"
+		run := e.createRun(t, `{"name":"leak","nodes":[
+			{"id":"a","type":"llm","config":{"provider":"scripted","text":"use Authorization: Bearer `+token+` and ok","tokensPerSecond":4}}],
+			"output":"a"}`, `{}`)
+		_, events := e.waitTerminal(t, run.ID)
+		var joined strings.Builder
+		n := 0
+		for _, env := range events {
+			if env.Event != workflow.EventNodeOutputDelta {
+				continue
+			}
+			n++
+			var d struct{ Delta string }
+			json.Unmarshal(env.Data, &d)
+			if strings.Contains(d.Delta, token[:8]) {
+				t.Errorf("delta %d holds the token: %q", env.Seq, d.Delta)
+			}
+			joined.WriteString(d.Delta)
+		}
+		if n < 3 || joined.String() != "use Authorization: Bearer [REDACTED:bearer] and ok" {
+			t.Errorf("%d deltas join to %q", n, joined.String())
+		}
+	})
+}
