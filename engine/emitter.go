@@ -39,7 +39,9 @@ var errConditionFailed = errors.New("the conditional append was refused")
 // the run's lease, and coalesces node.output.delta: deltas are merged per
 // (node attempt, channel) and written when the oldest pending one is
 // window old, when one channel holds maxBytes, or before any other event of
-// the run, so the stored order is the order of the calls.
+// the run, so the stored order is the order of the calls. The one
+// exception: the word a channel is writing waits for the text after it
+// (deltatext.go), unless the event is its attempt's or ends the run.
 //
 // After its first failed append (the lease was lost, the run ended
 // elsewhere, the store failed) or after halt, the emitter writes nothing
