@@ -117,7 +117,7 @@ func (q query) failure(db *database, err error, timedOut bool) error {
 	case errors.As(err, &pgErr) && pgErr.Code == "25006", errors.As(err, &liteErr) && liteErr.Code()&0xff == 8:
 		// The read-only transaction (PostgreSQL) or connection (SQLite
 		// SQLITE_READONLY) refused a write the policy did not see.
-		return deny(RuleReadOnly, "the database refused a write: only reads are allowed")
+		return deny(ReasonReadOnly, "the database refused a write: only reads are allowed")
 	case errors.As(err, &pgErr):
 		return runstream.Wrap(err, runstream.CodeWorkflowNodeFailed, "the statement on %s failed: %s (SQLSTATE %s)", db.name, shortMessage(pgErr.Message), pgErr.Code)
 	case errors.As(err, &liteErr):

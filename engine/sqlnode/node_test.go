@@ -1,6 +1,7 @@
 package sqlnode_test
 
 import (
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -102,12 +103,12 @@ func TestSQLNodePolicyDenied(t *testing.T) {
 	path := newShopDB(t)
 	dbs := openDBs(t, "shop=sqlite:"+path)
 	tests := []struct{ name, config, rule string }{
-		{"Write", `{"database":"shop","query":"DELETE FROM products"}`, sqlnode.RuleReadOnly},
-		{"Multiple", `{"database":"shop","query":"SELECT 1; DELETE FROM products"}`, sqlnode.RuleMultipleStatements},
-		{"Pragma", `{"database":"shop","query":"PRAGMA query_only = 0"}`, sqlnode.RuleForbiddenStatement},
-		{"Attach", `{"database":"shop","query":"ATTACH DATABASE '/tmp/evil.db' AS evil"}`, sqlnode.RuleForbiddenStatement},
+		{"Write", `{"database":"shop","query":"DELETE FROM products"}`, sqlnode.ReasonReadOnly},
+		{"Multiple", `{"database":"shop","query":"SELECT 1; DELETE FROM products"}`, sqlnode.ReasonMultipleStatements},
+		{"Pragma", `{"database":"shop","query":"PRAGMA query_only = 0"}`, sqlnode.ReasonForbiddenStatement},
+		{"Attach", `{"database":"shop","query":"ATTACH DATABASE '/tmp/evil.db' AS evil"}`, sqlnode.ReasonForbiddenStatement},
 		{"UnknownDatabase", `{"database":"nope","query":"SELECT 1"}`, sqlnode.RuleUnknownDatabase},
-		{"WriteOnUnknownDatabase", `{"database":"nope","query":"DELETE FROM products"}`, sqlnode.RuleReadOnly},
+		{"WriteOnUnknownDatabase", `{"database":"nope","query":"DELETE FROM products"}`, sqlnode.ReasonReadOnly},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,13 +123,13 @@ func TestSQLNodePolicyDenied(t *testing.T) {
 					Code      runstream.ErrorCode
 					Retryable bool
 					NodeID    string
-					Details   struct{ Rule string }
+					Details   struct{ Rule, Reason string }
 				}
 				WillRetry bool
 			}
 			json.Unmarshal(events[5].Data, &failed)
 			e := failed.Error
-			if e.Code != runstream.CodeWorkflowSQLPolicyDenied || e.Retryable || failed.WillRetry || e.NodeID != "q" || e.Details.Rule != tc.rule {
+			if e.Code != runstream.CodeWorkflowSQLPolicyDenied || e.Retryable || failed.WillRetry || e.NodeID != "q" || cmp.Or(e.Details.Reason, e.Details.Rule) != tc.rule {
 				t.Errorf("node.failed %+v", failed)
 			}
 			if run.Status != workflow.StatusFailed {
@@ -208,7 +209,7 @@ func TestQueryTool(t *testing.T) {
 		t.Errorf("call: %s, %v", out, err)
 	}
 	_, err = tool.Call(t.Context(), json.RawMessage(`{"database":"shop","query":"DROP TABLE products"}`))
-	if re := runstream.AsError(err); re == nil || re.Code != runstream.CodeWorkflowSQLPolicyDenied || re.Details["rule"] != sqlnode.RuleReadOnly {
+	if re := runstream.AsError(err); re == nil || re.Code != runstream.CodeWorkflowSQLPolicyDenied || re.Details["reason"] != sqlnode.ReasonReadOnly {
 		t.Errorf("denied call: %v", err)
 	}
 }

@@ -13,14 +13,22 @@ import (
 	"github.com/runstream/runstream"
 )
 
-// Rules of WORKFLOW_SQL_POLICY_DENIED, in details.rule.
+// Rules of WORKFLOW_SQL_POLICY_DENIED, in details.rule. A statement that
+// is not one read is single_read_statement, the rule the protocol's
+// example names, with its cause in details.reason.
 const (
-	RuleMultipleStatements = "multiple_statements"
-	RuleReadOnly           = "read_only"
-	RuleForbiddenStatement = "forbidden_statement"
-	RuleUnknownDatabase    = "unknown_database"
-	RuleEmptyStatement     = "empty_statement"
-	RuleMalformedStatement = "malformed_statement"
+	RuleSingleReadStatement = "single_read_statement"
+	RuleForbiddenFunction   = "forbidden_function"
+	RuleUnknownDatabase     = "unknown_database"
+)
+
+// Reasons of single_read_statement, in details.reason.
+const (
+	ReasonMultipleStatements = "multiple_statements"
+	ReasonReadOnly           = "read_only"
+	ReasonForbiddenStatement = "forbidden_statement"
+	ReasonEmptyStatement     = "empty_statement"
+	ReasonMalformedStatement = "malformed_statement"
 )
 
 // Dialect is the SQL dialect a statement is read in: quoting and comments
@@ -460,9 +468,15 @@ func wordSet(groups ...string) map[string]bool {
 	return set
 }
 
-// deny returns the policy error of rule.
-func deny(rule, format string, args ...any) *runstream.Error {
-	return runstream.Errorf(runstream.CodeWorkflowSQLPolicyDenied, format, args...).WithDetail("rule", rule)
+// deny returns the policy error of cause: a rule, or a reason of
+// single_read_statement.
+func deny(cause, format string, args ...any) *runstream.Error {
+	e := runstream.Errorf(runstream.CodeWorkflowSQLPolicyDenied, format, args...)
+	switch cause {
+	case RuleForbiddenFunction, RuleUnknownDatabase:
+		return e.WithDetail("rule", cause)
+	}
+	return e.WithDetail("rule", RuleSingleReadStatement).WithDetail("reason", cause)
 }
 
 // CheckStatement applies the read-only policy to sql before it runs: it
@@ -474,14 +488,15 @@ func deny(rule, format string, args ...any) *runstream.Error {
 // the database resolves them: quoted identifiers, U&"…" escapes (with
 // UESCAPE), schema qualification and comments between a name and its (
 // are decoded first. It
-// returns nil or a WORKFLOW_SQL_POLICY_DENIED error with details.rule:
-// malformed_statement, empty_statement, multiple_statements, read_only or
-// forbidden_statement. The database's read-only transaction enforces
+// returns nil or a WORKFLOW_SQL_POLICY_DENIED error: details.rule
+// forbidden_function for a function call, else single_read_statement with
+// details.reason malformed_statement, empty_statement, multiple_statements,
+// read_only or forbidden_statement. The database's read-only transaction enforces
 // read-only again when the statement runs.
 func CheckStatement(sql string, d Dialect) *runstream.Error {
 	tokens, err := tokenize(sql, d)
 	if err != nil {
-		return deny(RuleMalformedStatement, "the statement cannot be read: %s", err.Error())
+		return deny(ReasonMalformedStatement, "the statement cannot be read: %s", err.Error())
 	}
 	var statements [][]token
 	start := 0
@@ -495,9 +510,9 @@ func CheckStatement(sql string, d Dialect) *runstream.Error {
 	}
 	switch {
 	case len(statements) == 0:
-		return deny(RuleEmptyStatement, "the statement is empty")
+		return deny(ReasonEmptyStatement, "the statement is empty")
 	case len(statements) > 1:
-		return deny(RuleMultipleStatements, "only one statement is allowed, found %d", len(statements))
+		return deny(ReasonMultipleStatements, "only one statement is allowed, found %d", len(statements))
 	}
 	stmt := statements[0]
 	first := 0
@@ -505,19 +520,19 @@ func CheckStatement(sql string, d Dialect) *runstream.Error {
 		first++
 	}
 	if first == len(stmt) || stmt[first].kind != tokWord {
-		return deny(RuleForbiddenStatement, "the statement must start with SELECT, WITH, VALUES or TABLE")
+		return deny(ReasonForbiddenStatement, "the statement must start with SELECT, WITH, VALUES or TABLE")
 	}
 	switch word := stmt[first].text; {
 	case slices.Contains(writeStarts, word):
-		return deny(RuleReadOnly, "%s statements write: only reads are allowed", word)
+		return deny(ReasonReadOnly, "%s statements write: only reads are allowed", word)
 	case !slices.Contains(readStarts, word):
-		return deny(RuleForbiddenStatement, "%s statements are not allowed: only SELECT, WITH, VALUES and TABLE", shortWord(word))
+		return deny(ReasonForbiddenStatement, "%s statements are not allowed: only SELECT, WITH, VALUES and TABLE", shortWord(word))
 	}
 	for i, t := range stmt {
 		call := i+1 < len(stmt) && stmt[i+1].kind == tokPunct && stmt[i+1].text == "("
 		switch {
 		case t.kind == tokWord && !call && slices.Contains(innerWrites, t.text):
-			return deny(RuleReadOnly, "the statement writes (%s): only reads are allowed", t.text)
+			return deny(ReasonReadOnly, "the statement writes (%s): only reads are allowed", t.text)
 		case call && (t.kind == tokWord || t.kind == tokQuoted):
 			if err := checkCall(stmt, i, d); err != nil {
 				return err
@@ -536,7 +551,7 @@ func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 	t := stmt[i]
 	if d == SQLite {
 		if slices.Contains(sqliteForbiddenFunctions, t.name) {
-			return deny(RuleForbiddenStatement, "the function %s is not allowed", shortWord(t.name))
+			return deny(RuleForbiddenFunction, "the function %s is not allowed", shortWord(t.name))
 		}
 		return nil
 	}
@@ -563,11 +578,11 @@ func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 	if isPunct(prev(1), ".") {
 		schema := prev(2)
 		if (schema.kind != tokWord && schema.kind != tokQuoted) || schema.name != "pg_catalog" || isPunct(prev(3), ".") {
-			return deny(RuleForbiddenStatement, "the function %s is not allowed: only functions of pg_catalog may be called", shortWord(t.name))
+			return deny(RuleForbiddenFunction, "the function %s is not allowed: only functions of pg_catalog may be called", shortWord(t.name))
 		}
 	}
 	if !postgresFunctions[t.name] {
-		return deny(RuleForbiddenStatement, "the function %s is not allowed", shortWord(t.name))
+		return deny(RuleForbiddenFunction, "the function %s is not allowed", shortWord(t.name))
 	}
 	return nil
 }

@@ -35,56 +35,56 @@ func TestCheckStatement(t *testing.T) {
 		{"SELECT * FROM pragma_table_info('t')", lite, ""},
 		{"/* a /* nested */ comment */ SELECT 1", pg, ""},
 
-		{"SELECT 1; SELECT 2", both, sqlnode.RuleMultipleStatements},
-		{"SELECT 1;;DELETE FROM t", both, sqlnode.RuleMultipleStatements},
-		{"SELECT 'a'; DROP TABLE t -- '", both, sqlnode.RuleMultipleStatements},
+		{"SELECT 1; SELECT 2", both, sqlnode.ReasonMultipleStatements},
+		{"SELECT 1;;DELETE FROM t", both, sqlnode.ReasonMultipleStatements},
+		{"SELECT 'a'; DROP TABLE t -- '", both, sqlnode.ReasonMultipleStatements},
 		// SQLite ends a block comment at its first */: the DELETE is code.
-		{"SELECT 1 /* /* */ ; DELETE FROM t", lite, sqlnode.RuleMultipleStatements},
+		{"SELECT 1 /* /* */ ; DELETE FROM t", lite, sqlnode.ReasonMultipleStatements},
 		// Backslashes escape nothing in a SQLite string.
-		{`SELECT E'\'; DELETE FROM t; --'`, lite, sqlnode.RuleMultipleStatements},
+		{`SELECT E'\'; DELETE FROM t; --'`, lite, sqlnode.ReasonMultipleStatements},
 
-		{"DELETE FROM t", both, sqlnode.RuleReadOnly},
-		{"insert into t values (1)", both, sqlnode.RuleReadOnly},
-		{"UPDATE t SET a = 1", both, sqlnode.RuleReadOnly},
-		{"CREATE TABLE x (a int)", both, sqlnode.RuleReadOnly},
-		{"drop table t", both, sqlnode.RuleReadOnly},
-		{"ALTER TABLE t ADD b int", both, sqlnode.RuleReadOnly},
-		{"TRUNCATE t", pg, sqlnode.RuleReadOnly},
-		{"REPLACE INTO t VALUES (1)", lite, sqlnode.RuleReadOnly},
-		{"WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x", both, sqlnode.RuleReadOnly},
-		{"WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", both, sqlnode.RuleReadOnly},
-		{"SELECT * INTO t2 FROM t", pg, sqlnode.RuleReadOnly},
-		{"SELECT * FROM t FOR UPDATE", pg, sqlnode.RuleReadOnly},
-		{"(DELETE FROM t)", both, sqlnode.RuleReadOnly},
+		{"DELETE FROM t", both, sqlnode.ReasonReadOnly},
+		{"insert into t values (1)", both, sqlnode.ReasonReadOnly},
+		{"UPDATE t SET a = 1", both, sqlnode.ReasonReadOnly},
+		{"CREATE TABLE x (a int)", both, sqlnode.ReasonReadOnly},
+		{"drop table t", both, sqlnode.ReasonReadOnly},
+		{"ALTER TABLE t ADD b int", both, sqlnode.ReasonReadOnly},
+		{"TRUNCATE t", pg, sqlnode.ReasonReadOnly},
+		{"REPLACE INTO t VALUES (1)", lite, sqlnode.ReasonReadOnly},
+		{"WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x", both, sqlnode.ReasonReadOnly},
+		{"WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", both, sqlnode.ReasonReadOnly},
+		{"SELECT * INTO t2 FROM t", pg, sqlnode.ReasonReadOnly},
+		{"SELECT * FROM t FOR UPDATE", pg, sqlnode.ReasonReadOnly},
+		{"(DELETE FROM t)", both, sqlnode.ReasonReadOnly},
 
-		{"PRAGMA writable_schema = 1", lite, sqlnode.RuleForbiddenStatement},
-		{"ATTACH DATABASE '/tmp/x.db' AS x", lite, sqlnode.RuleForbiddenStatement},
-		{"DETACH x", lite, sqlnode.RuleForbiddenStatement},
-		{"COPY t TO '/tmp/x'", pg, sqlnode.RuleForbiddenStatement},
-		{"VACUUM", both, sqlnode.RuleForbiddenStatement},
-		{"SET search_path = evil", pg, sqlnode.RuleForbiddenStatement},
-		{"LOAD 'plugin'", pg, sqlnode.RuleForbiddenStatement},
-		{"EXPLAIN ANALYZE DELETE FROM t", pg, sqlnode.RuleForbiddenStatement},
-		{"BEGIN", both, sqlnode.RuleForbiddenStatement},
-		{"SELECT load_extension('x')", lite, sqlnode.RuleForbiddenStatement},
-		{"SELECT pg_read_file('/etc/passwd')", pg, sqlnode.RuleForbiddenStatement},
-		{`SELECT "pg_read_file"('/etc/passwd')`, pg, sqlnode.RuleForbiddenStatement},
-		{"SELECT * FROM pg_catalog.pg_ls_dir('.')", pg, sqlnode.RuleForbiddenStatement},
-		{"SELECT nextval('s')", pg, sqlnode.RuleForbiddenStatement},
-		{"SELECT query_to_xml('delete from t', true, true, '')", pg, sqlnode.RuleForbiddenStatement},
-		{"SELECT dblink_exec('x', 'drop table t')", pg, sqlnode.RuleForbiddenStatement},
-		{"1", both, sqlnode.RuleForbiddenStatement},
+		{"PRAGMA writable_schema = 1", lite, sqlnode.ReasonForbiddenStatement},
+		{"ATTACH DATABASE '/tmp/x.db' AS x", lite, sqlnode.ReasonForbiddenStatement},
+		{"DETACH x", lite, sqlnode.ReasonForbiddenStatement},
+		{"COPY t TO '/tmp/x'", pg, sqlnode.ReasonForbiddenStatement},
+		{"VACUUM", both, sqlnode.ReasonForbiddenStatement},
+		{"SET search_path = evil", pg, sqlnode.ReasonForbiddenStatement},
+		{"LOAD 'plugin'", pg, sqlnode.ReasonForbiddenStatement},
+		{"EXPLAIN ANALYZE DELETE FROM t", pg, sqlnode.ReasonForbiddenStatement},
+		{"BEGIN", both, sqlnode.ReasonForbiddenStatement},
+		{"SELECT load_extension('x')", lite, sqlnode.RuleForbiddenFunction},
+		{"SELECT pg_read_file('/etc/passwd')", pg, sqlnode.RuleForbiddenFunction},
+		{`SELECT "pg_read_file"('/etc/passwd')`, pg, sqlnode.RuleForbiddenFunction},
+		{"SELECT * FROM pg_catalog.pg_ls_dir('.')", pg, sqlnode.RuleForbiddenFunction},
+		{"SELECT nextval('s')", pg, sqlnode.RuleForbiddenFunction},
+		{"SELECT query_to_xml('delete from t', true, true, '')", pg, sqlnode.RuleForbiddenFunction},
+		{"SELECT dblink_exec('x', 'drop table t')", pg, sqlnode.RuleForbiddenFunction},
+		{"1", both, sqlnode.ReasonForbiddenStatement},
 
-		{"SELECT 'unterminated", both, sqlnode.RuleMalformedStatement},
-		{"SELECT /* open", both, sqlnode.RuleMalformedStatement},
-		{`SELECT "open`, both, sqlnode.RuleMalformedStatement},
-		{"SELECT $a$ open", pg, sqlnode.RuleMalformedStatement},
+		{"SELECT 'unterminated", both, sqlnode.ReasonMalformedStatement},
+		{"SELECT /* open", both, sqlnode.ReasonMalformedStatement},
+		{`SELECT "open`, both, sqlnode.ReasonMalformedStatement},
+		{"SELECT $a$ open", pg, sqlnode.ReasonMalformedStatement},
 		// PostgreSQL nests block comments: this one never closes.
-		{"SELECT 1 /* /* */ ; DELETE FROM t", pg, sqlnode.RuleMalformedStatement},
+		{"SELECT 1 /* /* */ ; DELETE FROM t", pg, sqlnode.ReasonMalformedStatement},
 
-		{"", both, sqlnode.RuleEmptyStatement},
-		{" -- only a comment\n", both, sqlnode.RuleEmptyStatement},
-		{";", both, sqlnode.RuleEmptyStatement},
+		{"", both, sqlnode.ReasonEmptyStatement},
+		{" -- only a comment\n", both, sqlnode.ReasonEmptyStatement},
+		{";", both, sqlnode.ReasonEmptyStatement},
 	}
 	for _, tc := range tests {
 		for _, d := range []sqlnode.Dialect{sqlnode.SQLite, sqlnode.Postgres} {
@@ -97,8 +97,8 @@ func TestCheckStatement(t *testing.T) {
 				t.Errorf("%s %q: denied (%v), want allowed", d, tc.sql, err)
 			case tc.rule != "" && err == nil:
 				t.Errorf("%s %q: allowed, want %s", d, tc.sql, tc.rule)
-			case tc.rule != "" && (err.Code != runstream.CodeWorkflowSQLPolicyDenied || err.Details["rule"] != tc.rule):
-				t.Errorf("%s %q: %v (rule %v), want %s", d, tc.sql, err, err.Details["rule"], tc.rule)
+			case tc.rule != "" && (err.Code != runstream.CodeWorkflowSQLPolicyDenied || cause(err.Details) != tc.rule):
+				t.Errorf("%s %q: %v (details %v), want %s", d, tc.sql, err, err.Details, tc.rule)
 			}
 		}
 	}
@@ -125,4 +125,13 @@ func TestParseSpec(t *testing.T) {
 			t.Errorf("ParseSpec(%q) error shows the password: %v", in, err)
 		}
 	}
+}
+
+// cause returns what a policy error names: details.reason under the rule
+// single_read_statement, else details.rule.
+func cause(details map[string]any) any {
+	if details["rule"] == sqlnode.RuleSingleReadStatement {
+		return details["reason"]
+	}
+	return details["rule"]
 }

@@ -18,7 +18,7 @@ import (
 func wantDenied(t *testing.T, err error, rule string) {
 	t.Helper()
 	re := runstream.AsError(err)
-	if re == nil || re.Code != runstream.CodeWorkflowSQLPolicyDenied || re.Details["rule"] != rule {
+	if re == nil || re.Code != runstream.CodeWorkflowSQLPolicyDenied || re.Details["rule"] != RuleSingleReadStatement || re.Details["reason"] != rule {
 		t.Errorf("err = %v, want WORKFLOW_SQL_POLICY_DENIED %s", err, rule)
 	}
 }
@@ -47,7 +47,7 @@ func TestSQLiteReadOnlyConnection(t *testing.T) {
 			t.Errorf("%s succeeded on the read-only connection", stmt)
 			continue
 		}
-		wantDenied(t, q.failure(db, err, false), RuleReadOnly)
+		wantDenied(t, q.failure(db, err, false), ReasonReadOnly)
 	}
 	res, err := db.query(t.Context(), "SELECT count(*) AS n FROM t", nil, 10, time.Second)
 	if err != nil || res.Rows[0]["n"] != int64(1) {
@@ -98,13 +98,13 @@ func TestPostgresReadOnly(t *testing.T) {
 	}
 	q = query{database: "wh", statement: "DELETE FROM " + schema + ".t", maxRows: 10, timeout: 5 * time.Second}
 	_, err = q.run(ctx, dbs, nil)
-	wantDenied(t, err, RuleReadOnly)
+	wantDenied(t, err, ReasonReadOnly)
 	db, _ := dbs.lookup("wh")
 	_, err = db.query(ctx, q.statement, nil, 10, q.timeout)
 	if err == nil {
 		t.Fatal("DELETE succeeded in the read-only transaction")
 	}
-	wantDenied(t, q.failure(db, err, false), RuleReadOnly)
+	wantDenied(t, q.failure(db, err, false), ReasonReadOnly)
 	// The statement timeout is the database's too.
 	sleep := query{database: "wh", statement: "SELECT pg_sleep(5)", maxRows: 1, timeout: 200 * time.Millisecond}
 	_, err = db.query(context.Background(), sleep.statement, nil, 1, sleep.timeout)

@@ -213,7 +213,7 @@ func testFailing(t *testing.T, cov *coverage) {
 			Code      runstream.ErrorCode
 			Retryable bool
 			NodeID    string
-			Details   struct{ Rule string }
+			Details   struct{ Rule, Reason string }
 		}
 		WillRetry    bool
 		FailedNodeID string
@@ -222,7 +222,7 @@ func testFailing(t *testing.T, cov *coverage) {
 		var d errorData
 		enginetest.Data(t, events, typ, "", 0, &d)
 		e := d.Error
-		if e.Code != runstream.CodeWorkflowSQLPolicyDenied || e.Retryable || d.WillRetry || e.NodeID != "cleanup" || e.Details.Rule != sqlnode.RuleReadOnly {
+		if e.Code != runstream.CodeWorkflowSQLPolicyDenied || e.Retryable || d.WillRetry || e.NodeID != "cleanup" || e.Details.Rule != sqlnode.RuleSingleReadStatement || e.Details.Reason != sqlnode.ReasonReadOnly {
 			t.Errorf("%s: %+v", typ, d)
 		}
 		if typ == workflow.EventRunFailed && d.FailedNodeID != "cleanup" {
