@@ -124,9 +124,10 @@ func probeRegistry(t *testing.T, run func(ctx context.Context, n *engine.NodeRun
 
 const probeDefinition = `{"name":"probe","nodes":[{"id":"p","type":"probe"}]}`
 
-// Pending deltas are flushed before any other event of their attempt,
-// merged per channel in the order the channels first appeared, and a
-// channel is flushed at DeltaMaxBytes.
+// Pending deltas are flushed before any other event, merged per channel in
+// the order the channels first appeared, and a channel is flushed at
+// DeltaMaxBytes; the word a channel is writing ("b") waits for the text
+// after it, past the attempt's progress.
 func TestDeltaOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -163,7 +164,7 @@ func TestDeltaOrder(t *testing.T) {
 				got = append(got, string(env.Event))
 			}
 		}
-		want := []string{"text:a b", "node.progress", "text: c d ef ", "thinking:x ", "text:k", "node.completed"}
+		want := []string{"text:a ", "node.progress", "text:b c d ef ", "thinking:x ", "text:k", "node.completed"}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("stored %q, want %q", got, want)
 		}

@@ -2,113 +2,166 @@ package engine
 
 import (
 	"bytes"
+	"regexp"
+	"strings"
 
 	"github.com/runstream/runstream/redact"
 )
 
 // A model streams its text in pieces, and a secret in it can be cut
 // between two node.output.delta events: "Bearer " in one and the token in
-// the next, or "sk-proj-Ab12" and "Cd34…". The event log redacts each
-// event alone, so neither piece would look like a secret. The emitter
-// therefore writes the text of a (node attempt, channel) so that no
-// secret is cut:
+// the next, or "sk-proj-Ab12" and "Cd34…". Redacted one by one, neither
+// piece would look like a secret. The emitter therefore writes the text of
+// a (node attempt, channel) so that no secret is cut:
 //
-//   - The word being written (the trailing run of printable ASCII: a key,
-//     a token, a URL) is held back until the text after it arrives, or
-//     until the attempt's last write (heldLimit bounds it).
-//   - Each piece is redacted with the end of the text written before it
-//     as context (deltaStream.written), so that a value whose name or
-//     scheme word was written in the last piece ("password = ", "Bearer ")
-//     is still found; a private key block is context until its END line,
-//     so the whole block stays hidden however many pieces it takes.
+//   - The word being written is held back until the text after it arrives
+//     (holdFrom), or until the attempt ends: the trailing run of printable
+//     ASCII (a key, a token), or the whole trailing run of non-space text
+//     when it may hold a URL's or a DSN's userinfo. A run longer than
+//     heldLimit is written up to its last separator.
+//   - Each piece is redacted with the text before it on its line as
+//     context (deltaStream.line), as the rules read lines ("password: x",
+//     "Cookie: a=b; c=d"), and with the BEGIN line of a private key block
+//     that has not ended, so that the whole block stays hidden however
+//     many pieces it takes.
 //
-// The event log then redacts each event as it does every other.
+// The event log then redacts each delta as the continuation of a line
+// (redact.Redactor.Continuation).
 
 const (
-	// heldLimit bounds the word held back: a longer run of printable
-	// ASCII is written as it is (and redacted as one piece).
+	// heldLimit bounds the text held back.
 	heldLimit = 4 << 10
-	// contextBytes is how much of the written text is the context of the
-	// next piece.
-	contextBytes = 256
-	// pemContextLimit bounds the context kept while a private key block is
+	// lineContextLimit bounds the context of a piece: the end of its line.
+	lineContextLimit = 16 << 10
+	// pemLineLimit bounds the BEGIN line kept while a private key block is
 	// open.
-	pemContextLimit = 64 << 10
+	pemLineLimit = 256
+	// separators end the text before a secret inside a long run (minified
+	// JSON, a query string).
+	separators = "\"'`,;:=&?{}[]()<>|"
 )
+
+// pemEnd is the END line of a private key block, as the redaction's
+// private_key rule ends one: a part of it ("-----END RSA") leaves the
+// block open.
+var pemEnd = regexp.MustCompile(`-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
 
 // deltaKey names the text of one channel of one node attempt.
 type deltaKey struct{ nodeRunID, channel string }
 
 // deltaStream is what the text of one deltaKey keeps across writes.
 type deltaStream struct {
-	nodeID  string
-	written []byte // the end of the text written (raw), the next piece's context
-	held    []byte // text not written yet: an unfinished word
+	nodeID string
+	line   []byte // the written text since its last newline (raw, the end of it)
+	pem    []byte // the BEGIN line of a private key block written and not ended
+	held   []byte // text not written yet
 }
 
 // next returns what to write of the stream's held text and text, redacted,
-// and holds back the unfinished word unless final. ok is false when
-// nothing is to be written.
+// holding back the word that may still grow unless final. ok is false when
+// there is nothing to write.
 func (st *deltaStream) next(text []byte, final bool) (out string, ok bool) {
 	text = append(st.held, text...)
 	cut := len(text)
 	if !final {
-		cut = wordStart(text)
+		cut = holdFrom(text)
 	}
 	piece := text[:cut]
 	st.held = bytes.Clone(text[cut:])
 	if len(piece) == 0 {
 		return "", false
 	}
-	out = redactAfter(st.written, piece)
-	st.written = keepContext(append(st.written, piece...))
-	return out, true
+	context := st.line
+	if st.pem != nil && !bytes.Contains(st.line, []byte("-----BEGIN")) {
+		context = append(bytes.Clone(st.pem), st.line...)
+	}
+	out = redactAfter(context, piece)
+	st.advance(context, piece)
+	return out, out != ""
 }
 
-// wordStart returns where the trailing run of printable ASCII of text
-// starts: the word that may still grow. A run longer than heldLimit is not
-// held.
-func wordStart(text []byte) int {
-	i := len(text)
-	for i > 0 && text[i-1] > ' ' && text[i-1] < 0x7f {
-		i--
+// advance records piece as written after context.
+func (st *deltaStream) advance(context, piece []byte) {
+	all := append(bytes.Clone(context), piece...)
+	st.pem = nil
+	if begin := bytes.LastIndex(all, []byte("-----BEGIN")); begin >= 0 {
+		block := all[begin:]
+		if bytes.Contains(block, []byte("PRIVATE KEY")) && !pemEnd.Match(block) {
+			if end := bytes.IndexByte(block, '\n'); end >= 0 {
+				block = block[:end+1]
+			}
+			st.pem = bytes.Clone(block[:min(len(block), pemLineLimit)])
+		}
 	}
-	if len(text)-i > heldLimit {
-		return len(text)
+	line := append(st.line, piece...)
+	if nl := bytes.LastIndexByte(line, '\n'); nl >= 0 {
+		line = line[nl+1:]
 	}
-	return i
+	if len(line) > lineContextLimit {
+		line = line[len(line)-lineContextLimit:]
+	}
+	st.line = bytes.Clone(line)
 }
 
-// redactAfter redacts piece as it reads after written: the redaction of
-// the two together, past the redaction of written alone. When the two
-// disagree inside written (a secret that started there and was written in
-// part), what follows their common start is returned, so the rest of it
-// is hidden.
-func redactAfter(written, piece []byte) string {
-	if len(written) == 0 {
+// holdFrom returns where the text that may still grow into a secret starts
+// at the end of text: the trailing run of printable ASCII; or the whole
+// trailing run of non-space text when it holds "://" or a ':' after an
+// ASCII letter or digit (a URL's or DSN's userinfo, whose password may hold
+// any character). A run longer than heldLimit is held from its last
+// separator on, or not at all.
+func holdFrom(text []byte) int {
+	start := len(text)
+	for start > 0 && !isSpace(text[start-1]) {
+		start--
+	}
+	if run := text[start:]; !bytes.Contains(run, []byte("://")) && !colonAfterWord(run) {
+		start = len(text)
+		for start > 0 && text[start-1] > ' ' && text[start-1] < 0x7f {
+			start--
+		}
+	}
+	if len(text)-start <= heldLimit {
+		return start
+	}
+	tail := text[len(text)-heldLimit:]
+	if sep := bytes.LastIndexAny(tail, separators); sep >= 0 {
+		return len(text) - heldLimit + sep + 1
+	}
+	return len(text)
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// colonAfterWord reports whether run holds a ':' right after an ASCII
+// letter or digit.
+func colonAfterWord(run []byte) bool {
+	for i := 1; i < len(run); i++ {
+		if c := run[i-1]; run[i] == ':' && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return true
+		}
+	}
+	return false
+}
+
+// redactAfter redacts piece as it reads after context: the redaction of
+// the two together, past the redaction of context alone. When the two
+// disagree inside context (a secret that started there, written in part),
+// what follows their common start is returned, from the start of a marker
+// it would cut, so the rest of the secret is hidden.
+func redactAfter(context, piece []byte) string {
+	if len(context) == 0 {
 		return redact.Text(string(piece))
 	}
-	before := redact.Text(string(written))
-	whole := redact.Text(string(written) + string(piece))
+	before := redact.Text(string(context))
+	whole := redact.Text(string(context) + string(piece))
 	n := 0
 	for n < len(before) && n < len(whole) && before[n] == whole[n] {
 		n++
 	}
+	if open := strings.LastIndex(whole[:n], "[REDACTED:"); open >= 0 && !strings.Contains(whole[open:n], "]") {
+		n = open
+	}
 	return whole[n:]
-}
-
-// keepContext returns the end of written text that is the context of the
-// next piece: its last contextBytes, or from an unterminated private key
-// block on (up to pemContextLimit).
-func keepContext(written []byte) []byte {
-	if begin := bytes.LastIndex(written, []byte("-----BEGIN")); begin >= 0 {
-		block := written[begin:]
-		if bytes.Contains(block, []byte("PRIVATE KEY")) && !bytes.Contains(block, []byte("-----END")) && len(block) <= pemContextLimit {
-			return bytes.Clone(block)
-		}
-	}
-	if len(written) > contextBytes {
-		written = written[len(written)-contextBytes:]
-	}
-	return bytes.Clone(written)
 }

@@ -171,9 +171,9 @@ func (em *emitter) emit(ctx context.Context, p workflow.AppendParams, events ...
 }
 
 // flushLocked appends the pending deltas followed by events (see emit for
-// a conditional p). The deltas of an attempt that events write for (of
-// every attempt when the run ends, or when all is set) are written whole;
-// the others hold back their unfinished word (deltaStream).
+// a conditional p). The deltas of an attempt that events end (of every
+// attempt when the run ends, or when all is set) are written whole; the
+// others hold back the word that may still grow (deltaStream).
 func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendParams, all bool) error {
 	deltas, err := em.takeDeltasLocked(events, all)
 	if err != nil {
@@ -190,18 +190,18 @@ func (em *emitter) flushLocked(events []workflow.NewEvent, p workflow.AppendPara
 
 // takeDeltasLocked empties the pending deltas into node.output.delta
 // events: what each (node attempt, channel) may write now, and the whole
-// held text of the attempts that events write for.
+// held text of the attempts that events end.
 func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]workflow.NewEvent, error) {
 	em.gen++
 	if em.timer != nil {
 		em.timer.Stop()
 		em.timer = nil
 	}
-	// An attempt's event writes its held text first, so that the stored
-	// order is the order of its calls; the end of the attempt, or of the
-	// run, forgets its streams.
+	// The end of an attempt (or of the run) writes its held text, before
+	// the event that ends it, and forgets its streams. Its other events
+	// (progress, tools) let a held word wait: writing it would cut it.
 	runEnds := all
-	written, ended := map[string]bool{}, map[string]bool{}
+	ended := map[string]bool{}
 	for _, e := range events {
 		switch e.Event {
 		case workflow.EventRunCompleted, workflow.EventRunFailed, workflow.EventRunCancelled:
@@ -209,9 +209,8 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 		case workflow.EventNodeCompleted, workflow.EventNodeFailed:
 			ended[e.NodeRunID] = true
 		}
-		written[e.NodeRunID] = true
 	}
-	whole := func(k deltaKey) bool { return runEnds || written[k.nodeRunID] }
+	whole := func(k deltaKey) bool { return runEnds || ended[k.nodeRunID] }
 	var batch []workflow.NewEvent
 	add := func(nodeID string, k deltaKey, text []byte) error {
 		st := em.streams[k]
@@ -223,9 +222,6 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 			em.streams[k] = st
 		}
 		out, ok := st.next(text, whole(k))
-		if runEnds || ended[k.nodeRunID] {
-			delete(em.streams, k)
-		}
 		if !ok {
 			return nil
 		}
@@ -245,8 +241,8 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 		}
 	}
 	em.pending = em.pending[:0]
-	// The held text of the attempts events write for, which got no text
-	// since the last flush.
+	// The held text of the attempts events end, which got no text since
+	// the last flush.
 	var rest []deltaKey
 	for k, st := range em.streams {
 		if whole(k) && len(st.held) > 0 {
@@ -259,6 +255,11 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 	for _, k := range rest {
 		if err := add(em.streams[k].nodeID, k, nil); err != nil {
 			return nil, err
+		}
+	}
+	for k := range em.streams {
+		if whole(k) {
+			delete(em.streams, k)
 		}
 	}
 	return batch, nil

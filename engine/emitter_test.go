@@ -8,6 +8,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -114,16 +115,29 @@ func TestDeltaLongText(t *testing.T) {
 	}
 }
 
+// progressStep, among a test's pieces, stores a node.progress of the
+// attempt instead of text.
+const progressStep = "<progress>"
+
+// cutMarker matches a delta that holds part of a redaction marker.
+var cutMarker = regexp.MustCompile(`^[a-z_]+\]|\[(?:R(?:E(?:D(?:A(?:C(?:T(?:E(?:D(?::[a-z_]*)?)?)?)?)?)?)?)?)?$|\[REDACTED:[a-z_]*[^a-z_\]]`)
+
 // TestDeltaSecretAcrossPieces: a secret a model streams in pieces, flushed
-// apart (each piece written by the window's timer), is not stored, whole
-// or in part, in any delta; text without secrets joins back to itself.
+// apart (each piece written by the window's timer, or pushed by another
+// event of the attempt), is not stored, whole or in part, in any delta;
+// text without secrets joins back to itself, in deltas none of which is
+// empty.
 func TestDeltaSecretAcrossPieces(t *testing.T) {
 	const (
 		bearer = "q8Zt3LmN0pXv7Rk2Yb5WcJ4hQ9"
 		openai = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+		github = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
 		pemB64 = "MIIEowIBAAKCAQEAx9f2Lp0QmZ3Vb8nYtR4sW1kJ7aHc5dE6gF2hI3jK4lM5nO6p"
+		cookie = "eyQ9xT3mK8pL2vN7bR4wZ1cF6hJ0sD5g"
 	)
 	pem := "-----BEGIN RSA PRIVATE KEY-----\n" + pemB64 + "\n" + pemB64 + "\n-----END RSA PRIVATE KEY-----\n"
+	longJSON := `{"items":[` + strings.Repeat(`{"id":12345,"name":"widget"},`, 150) + `{"note":"` + github[:30]
+	longLine := "Cookie: " + strings.Repeat("_ga=GA1.2.3456789; ", 16) + "__Host-sid="
 	tests := []struct {
 		name    string
 		pieces  []string
@@ -132,16 +146,30 @@ func TestDeltaSecretAcrossPieces(t *testing.T) {
 	}{
 		{"SchemeThenToken", []string{"use Authorization: Bearer ", bearer + " and more"}, []string{bearer, bearer[:8]}, ""},
 		{"TokenCut", []string{"the key is sk-proj-Ab12", "Cd34Ef56Gh78Ij90Kl12Mn34Op56 now"}, []string{openai, "sk-proj-Ab12", "Cd34Ef56Gh78"}, "the key is [REDACTED:openai_key] now"},
+		{"TokenCutByProgress", []string{"token " + github[:39], progressStep, github[39:] + " ok"}, []string{github[:20]}, "token [REDACTED:github_token] ok"},
 		{"DSNCut", []string{"connect to postgres://admin:hun", "ter2@db.internal:5432/prod please"}, []string{"hunter2", "ter2@"}, ""},
+		{"DSNNonASCIIPassword", []string{"connect postgres://admin:Sup3rS3cretPä", "ss@db:5432/prod please"}, []string{"Sup3rS3cret"}, ""},
+		{"MySQLNonASCIIPassword", []string{"db root:Sup3rS3cret字", "x@tcp(db:3306)/app ok"}, []string{"Sup3rS3cret"}, ""},
+		{"LongRun", []string{longJSON, github[30:] + `"}]} done`}, []string{github[:20], github[30:]}, ""},
+		{"LongLine", strings.SplitAfter(longLine+cookie+"\nAccept: */*", " "), []string{cookie[:12]}, ""},
 		{"PrivateKeyInLines", strings.SplitAfter("here: "+pem+"done ", "\n"), []string{pemB64[:8], pemB64[20:40]}, ""},
 		{"PrivateKeyInBytes", strings.Split("k: "+pem+"end ", ""), []string{pemB64[:8], pemB64[20:40]}, ""},
 		{"Prose", []string{"Hello wor", "ld, this is ", "fine. Ünïcode 字 too"}, nil, "Hello world, this is fine. Ünïcode 字 too"},
+		{"ProseWithAName", []string{"To reset the pass", "word: go to settings and click reset."}, nil, "To reset the password: go to settings and click reset."},
+		{"CJKAtOnce", []string{"你好世界", "，再见"}, nil, "你好世界，再见"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			em, deltas := newTestEmitter(t)
 			defer em.halt(errRunnerDone)
 			for _, piece := range tc.pieces {
+				if piece == progressStep {
+					progress := nodeEvent(workflow.EventNodeProgress, "p", "nr_1", map[string]any{"phase": "p", "message": "m", "percent": nil})
+					if err := em.emit(t.Context(), workflow.AppendParams{}, progress); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
 				if err := em.delta(t.Context(), "p", "nr_1", "text", piece); err != nil {
 					t.Fatal(err)
 				}
@@ -158,12 +186,17 @@ func TestDeltaSecretAcrossPieces(t *testing.T) {
 			}
 			got := deltas()
 			joined := strings.Join(got, "")
-			for _, secret := range tc.secrets {
-				for i, d := range got {
+			for i, d := range got {
+				if d == "" || cutMarker.MatchString(d) {
+					t.Errorf("delta %d of %d is empty or cuts a marker: %q", i, len(got), d)
+				}
+				for _, secret := range tc.secrets {
 					if strings.Contains(d, secret) {
 						t.Errorf("delta %d of %d holds %q: %q", i, len(got), secret, d)
 					}
 				}
+			}
+			for _, secret := range tc.secrets {
 				if strings.Contains(joined, secret) {
 					t.Errorf("the deltas join to %q, holding %q", joined, secret)
 				}
@@ -171,6 +204,11 @@ func TestDeltaSecretAcrossPieces(t *testing.T) {
 			if tc.want != "" && joined != tc.want {
 				t.Errorf("the deltas join to %q, want %q", joined, tc.want)
 			}
+			em.mu.Lock()
+			if len(em.streams) != 0 {
+				t.Errorf("%d streams kept after the attempt ended", len(em.streams))
+			}
+			em.mu.Unlock()
 		})
 	}
 }

@@ -70,9 +70,16 @@ func redactJSON(r *redact.Redactor, o Observer, kind string, raw json.RawMessage
 	if err != nil || !changed {
 		return out, err
 	}
-	before := redact.CountMarkers(string(raw))
+	observeRedaction(o, kind, string(raw), string(out))
+	return out, nil
+}
+
+// observeRedaction tells o what redacting raw into out removed: the
+// markers it added, by rule, or hidden reasoning when it added none.
+func observeRedaction(o Observer, kind, raw, out string) {
+	before := redact.CountMarkers(raw)
 	added := 0
-	for rule, n := range redact.CountMarkers(string(out)) {
+	for rule, n := range redact.CountMarkers(out) {
 		if n -= before[rule]; n > 0 {
 			o.Redacted(kind, rule, n)
 			added += n
@@ -81,7 +88,6 @@ func redactJSON(r *redact.Redactor, o Observer, kind string, raw json.RawMessage
 	if added == 0 {
 		o.Redacted(kind, "hidden_reasoning", 1)
 	}
-	return out, nil
 }
 
 // idempotencyOutcome names a failed idempotent call's outcome, or ""

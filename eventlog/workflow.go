@@ -173,10 +173,45 @@ func (l *WorkflowLog) check(events []workflow.NewEvent) ([]workflow.NewEvent, er
 // redactData redacts an event's data.
 func (l *WorkflowLog) redactData(t workflow.EventType, data json.RawMessage) (json.RawMessage, error) {
 	r := l.redactor
-	if t == workflow.EventRunAwaitingInput {
+	switch t {
+	case workflow.EventRunAwaitingInput:
 		r = l.awaitingInput
+	case workflow.EventNodeOutputDelta:
+		if out, ok := l.redactDelta(data); ok {
+			return out, nil
+		}
 	}
 	return redactJSON(r, l.observer(), KindWorkflow, data)
+}
+
+// redactDelta redacts the data of a node.output.delta, {channel, delta}:
+// its text continues the node's text before it, so it is redacted as a
+// Continuation (the engine redacted it with that text first). ok is false
+// for data of another shape, which the caller redacts as any data.
+func (l *WorkflowLog) redactDelta(data json.RawMessage) (out json.RawMessage, ok bool) {
+	var d struct {
+		Channel string `json:"channel"`
+		Delta   string `json:"delta"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&d) != nil || dec.More() {
+		return nil, false
+	}
+	channel, c1 := l.redactor.String(d.Channel)
+	delta, c2 := l.redactor.Continuation(d.Delta)
+	if !c1 && !c2 {
+		return data, true
+	}
+	out, err := json.Marshal(struct {
+		Channel string `json:"channel"`
+		Delta   string `json:"delta"`
+	}{channel, delta})
+	if err != nil {
+		return nil, false
+	}
+	observeRedaction(l.observer(), KindWorkflow, d.Channel+d.Delta, channel+delta)
+	return out, true
 }
 
 func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {

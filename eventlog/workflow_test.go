@@ -268,3 +268,26 @@ func TestOversizedWorkflowEventsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaRedactedAsContinuation: a node.output.delta continues the text
+// before it, so a name at its start is prose, while the secrets in it are
+// redacted as anywhere.
+func TestDeltaRedactedAsContinuation(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	secret := "sk-" + strings.Repeat("Ab3", 16)
+	prose := "password: go to settings and click reset."
+	stored, err := s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventNodeOutputDelta, NodeID: "n", NodeRunID: "nr", Data: json.RawMessage(`{"channel":"text","delta":"` + prose + `"}`)},
+		{Event: workflow.EventNodeOutputDelta, NodeID: "n", NodeRunID: "nr", Data: json.RawMessage(`{"channel":"text","delta":"key ` + secret + `\npassword: hunter2\n"}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(stored[0].Data); got != `{"channel":"text","delta":"`+prose+`"}` {
+		t.Errorf("prose stored as %s", got)
+	}
+	if got := string(stored[1].Data); got != `{"channel":"text","delta":"key [REDACTED:openai_key]\npassword: [REDACTED:key]\n"}` {
+		t.Errorf("secrets stored as %s", got)
+	}
+}

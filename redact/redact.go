@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/runstream/runstream/internal/jsonscan"
 )
@@ -74,6 +75,29 @@ func (r *Redactor) String(s string) (string, bool) {
 	}
 	return out, true
 }
+
+// Continuation redacts s, a piece of text that continues text written
+// before it (a streamed delta), as String does, except that its start is
+// read as the middle of a line, not the start of one: a name there
+// ("password: go to settings") is prose, as it is in the whole text, while
+// the lines after its first newline are read as any text. The writer of
+// the pieces redacts each with the text before it first (the engine's
+// emitter); Continuation is the choke point's pass over what it wrote.
+func (r *Redactor) Continuation(s string) (string, bool) {
+	out, changed := r.String(continued + s)
+	if !changed {
+		return s, false
+	}
+	if rest, ok := strings.CutPrefix(out, continued); ok {
+		return rest, true
+	}
+	return r.String(s)
+}
+
+// continued is put before a Continuation's text: a word and a space, so
+// that the text reads as the middle of a sentence, where no rule sees the
+// start of a line and no name is glued to what follows.
+const continued = "x "
 
 func (r *Redactor) pass(s string) (string, bool) {
 	mask := candidates(s)

@@ -288,3 +288,21 @@ func TestMarkersNeverMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuation: the start of a continued text is the middle of a line.
+func TestContinuation(t *testing.T) {
+	t.Parallel()
+	r := New(Options{})
+	for in, want := range map[string]string{
+		"password: go to settings and click ":      "password: go to settings and click ",
+		"Bearer q8Zt3LmN0pXv7Rk2Yb5WcJ4hQ9 ok":     "Bearer [REDACTED:bearer] ok",
+		"word\npassword: hunter2\n":                "word\npassword: [REDACTED:key]\n",
+		"DB_PASSWORD=hunter2 ok":                   "DB_PASSWORD=[REDACTED:key] ok",
+		"sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56": "[REDACTED:openai_key]",
+		"nothing here":                             "nothing here",
+	} {
+		if got, _ := r.Continuation(in); got != want {
+			t.Errorf("Continuation(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
