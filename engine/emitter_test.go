@@ -154,6 +154,7 @@ func TestDeltaSecretAcrossPieces(t *testing.T) {
 		{"LongLine", strings.SplitAfter(longLine+cookie+"\nAccept: */*", " "), []string{cookie[:12]}, ""},
 		{"PrivateKeyInLines", strings.SplitAfter("here: "+pem+"done ", "\n"), []string{pemB64[:8], pemB64[20:40]}, ""},
 		{"PrivateKeyInBytes", strings.Split("k: "+pem+"end ", ""), []string{pemB64[:8], pemB64[20:40]}, ""},
+		{"MarkerNotCut", []string{"Authorization: Basic dXNlcjpwYXNzd29yZDEyMzQ= ", "ok"}, []string{"dXNlcjpwYXNz"}, ""},
 		{"Prose", []string{"Hello wor", "ld, this is ", "fine. Ünïcode 字 too"}, nil, "Hello world, this is fine. Ünïcode 字 too"},
 		{"ProseWithAName", []string{"To reset the pass", "word: go to settings and click reset."}, nil, "To reset the password: go to settings and click reset."},
 		{"CJKAtOnce", []string{"你好世界", "，再见"}, nil, "你好世界，再见"},
