@@ -14,9 +14,28 @@ import (
 	"github.com/runstream/runstream/runchunks"
 )
 
-// replayPage is how many chunks a join stream reads from the store at
-// once.
-const replayPage = 200
+// A join stream replays a run's chunks from the store page by page. A
+// chunk may be megabytes (a values state), so a page is bounded by bytes
+// as well as by count: the first read takes firstReplayPage chunks, each
+// next one as many as fit replayBytes at the last page's mean size (at
+// most replayPage). What the stream has framed is written each
+// flushBytes, each write within its own writeTimeout, so a slow reader
+// is not cut for a page that takes long to send.
+const (
+	replayPage      = 200
+	firstReplayPage = 4
+	replayBytes     = 4 << 20
+	flushBytes      = 256 << 10
+)
+
+// nextReplayPage returns how many chunks the next read takes, after a page
+// of n chunks and size bytes.
+func nextReplayPage(n, size int) int {
+	if n == 0 || size == 0 {
+		return replayPage
+	}
+	return max(1, min(replayPage, replayBytes/(size/n+1)))
+}
 
 // writeTimeout bounds each write to a joiner; a joiner that does not
 // take a write in time is cut (it reconnects and resumes).
@@ -210,8 +229,9 @@ func (j *joiner) deliverLive(ctx context.Context, sub *live.Subscription) error 
 // writes the end when the run has ended, or a gap event when the cursor
 // is below the chunks kept.
 func (j *joiner) catchUp(ctx context.Context) error {
+	page := firstReplayPage
 	for {
-		chunks, err := j.s.store.ReadChunks(ctx, j.run.RunID, j.cursor, replayPage)
+		chunks, err := j.s.store.ReadChunks(ctx, j.run.RunID, j.cursor, page)
 		if err != nil {
 			return err
 		}
@@ -222,16 +242,24 @@ func (j *joiner) catchUp(ctx context.Context) error {
 			}
 			return j.gap(run)
 		}
+		size := 0
 		for _, c := range chunks {
+			size += len(c.Data)
 			if j.modes.Shows(c.Event) {
 				j.buf = chunkFrame(j.buf, c)
 			}
 			j.cursor = c.Index
+			if len(j.buf) >= flushBytes {
+				if err := j.flush(); err != nil {
+					return err
+				}
+			}
 		}
 		if err := j.flush(); err != nil {
 			return err
 		}
-		if len(chunks) == replayPage {
+		if len(chunks) == page {
+			page = nextReplayPage(len(chunks), size)
 			continue
 		}
 		run, err := j.s.store.GetRun(ctx, j.run.RunID)

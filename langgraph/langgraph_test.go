@@ -52,6 +52,7 @@ func (c *clock) Add(d time.Duration) {
 // server whose caller is the X-Test-User header's user ("local" without
 // it).
 type fixture struct {
+	reads *readRecorder
 	svc   *langgraph.Service
 	store runchunks.Store
 	runs  runevents.RunStore
@@ -73,13 +74,14 @@ func newKitFixture(t *testing.T, cfg langgraph.Config, kit threadruns.Kit, strea
 	t.Helper()
 	f := &fixture{runs: memory.NewRunStore(), clock: &clock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}}
 	f.store = memory.NewChunkStore(f.runs)
-	hub := live.New(live.Config{Poll: langgraph.Poller(f.store, nil)})
+	f.reads = &readRecorder{Store: f.store}
+	hub := live.New(live.Config{Poll: langgraph.Poller(f.reads, nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	go hub.Run(ctx)
 	if cfg.Now == nil {
 		cfg.Now = f.clock.Now
 	}
-	f.svc = langgraph.New(f.store, hub, cfg)
+	f.svc = langgraph.New(f.reads, hub, cfg)
 	validator, err := contracts.NewValidator()
 	if err != nil {
 		t.Fatal(err)
@@ -929,5 +931,57 @@ func TestConflictDoesNotEchoSecrets(t *testing.T) {
 	}
 	if raw := fmt.Sprint(body); strings.Contains(raw, runID) {
 		t.Errorf("the conflict's answer gives the run id back: %s", raw)
+	}
+}
+
+// readRecorder is a chunk store that records how many bytes of chunks
+// each ReadChunks returned.
+type readRecorder struct {
+	runchunks.Store
+	mu    sync.Mutex
+	reads []int
+}
+
+func (r *readRecorder) ReadChunks(ctx context.Context, runID string, after int64, limit int) ([]runchunks.Chunk, error) {
+	chunks, err := r.Store.ReadChunks(ctx, runID, after, limit)
+	size := 0
+	for _, c := range chunks {
+		size += len(c.Data)
+	}
+	r.mu.Lock()
+	r.reads = append(r.reads, size)
+	r.mu.Unlock()
+	return chunks, err
+}
+
+// TestReplayOfLargeChunksIsPaged: a join replaying a run of large chunks
+// reads them about 4 MiB at a time, and sends them all.
+func TestReplayOfLargeChunksIsPaged(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	const n, size = 24, 512 << 10
+	state := `{"s":"` + strings.Repeat("v", size) + `"}`
+	for first := 0; first < n; first += 4 {
+		var chunks []string
+		for range 4 {
+			chunks = append(chunks, `{"event":"values","data":`+state+`}`)
+		}
+		body := fmt.Sprintf(`{"thread_id":"t1","epoch":1,"first_index":%d,"chunks":[%s]`, first, strings.Join(chunks, ","))
+		if first+4 == n {
+			body += `,"end":{"status":"success"}`
+		}
+		if status, resp := f.call(t, "POST", "/api/runs/big/stream-chunks", body+"}"); status != http.StatusOK {
+			t.Fatalf("push at %d: %d %v", first, status, resp)
+		}
+	}
+	events, err := f.join(t, "big", "-1", "").rest()
+	if !errors.Is(err, io.EOF) || len(events) != n+2 {
+		t.Fatalf("the join sent %d events (%v), want metadata, %d chunks and the end", len(events), err, n)
+	}
+	f.reads.mu.Lock()
+	defer f.reads.mu.Unlock()
+	for i, got := range f.reads.reads {
+		if got > 4<<20+size+1024 {
+			t.Errorf("read %d of %d returned %d bytes of chunks", i, len(f.reads.reads), got)
+		}
 	}
 }

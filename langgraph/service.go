@@ -395,7 +395,9 @@ func Poller(store runchunks.Store, next live.PollFunc) live.PollFunc {
 			}
 			return next(ctx, key, after)
 		}
-		const page = 500
+		// A chunk may be megabytes: a poll reads a few, and the hub
+		// polls again for the rest.
+		const page = 8
 		chunks, err := store.ReadChunks(ctx, runID, after-1, page)
 		if err != nil {
 			return nil, fmt.Errorf("poll %s: %w", key, err)
