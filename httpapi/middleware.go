@@ -71,7 +71,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
-		if !requestIDPattern.MatchString(id) {
+		if !requestIDPattern.MatchString(id) || redact.Text(id) != id {
+			// Not echoed nor logged: a malformed id, or one shaped like
+			// a secret (a key pasted into the wrong header).
 			id = newRequestID()
 		}
 		entry := &accessEntry{server: s, start: time.Now(), id: id}
@@ -92,9 +94,12 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
-					s.metrics.inFlight.Dec()
-					if entry.span != nil {
-						entry.span.End(r.Pattern, rec.Status, rec.Bytes, id)
+					// A stream cut on purpose (its lifetime, a slow
+					// reader, a shutdown): logged and counted as aborted.
+					if !entry.detached {
+						entry.aborted = true
+						entry.describe(r)
+						entry.finish(rec.Status, rec.Bytes)
 					}
 					panic(p)
 				}
@@ -163,6 +168,9 @@ type accessEntry struct {
 	// detached is set when a stream took the request over from its handler
 	// (see detachAccess); the stream then calls finish.
 	detached bool
+	// aborted is set when the handler ended the request by
+	// http.ErrAbortHandler: the access log says so.
+	aborted bool
 }
 
 // describe records what the access log says of r: its method as the
@@ -207,7 +215,8 @@ func (e *accessEntry) finish(status int, bytes int64) {
 		slog.Int("status", status),
 		slog.Int64("bytes", bytes),
 		slog.Duration("duration", elapsed),
-		slog.String("remote", e.remote))
+		slog.String("remote", e.remote),
+		slog.Bool("aborted", e.aborted))
 }
 
 // methodLabel returns the method as the metrics and the access log name

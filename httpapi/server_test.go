@@ -253,6 +253,49 @@ func TestRequestID(t *testing.T) {
 	}
 }
 
+// TestRequestIDShapedLikeASecret: an incoming id that the redaction takes
+// for a secret is neither echoed nor logged.
+func TestRequestIDShapedLikeASecret(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	const key = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+	rec := s.do(t, "GET", "/healthz", nil, RequestIDHeader, key)
+	if got := rec.Header().Get(RequestIDHeader); got == key || got == "" {
+		t.Errorf("the id answered is %q", got)
+	}
+	if strings.Contains(s.logs.String(), key) {
+		t.Errorf("the log holds the id:\n%s", s.logs)
+	}
+}
+
+// TestAbortedRequestIsLogged: a handler that ends its request by
+// http.ErrAbortHandler (a stream cut on purpose) is logged as aborted.
+func TestAbortedRequestIsLogged(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	s.handle("GET /cut", func(w http.ResponseWriter, r *http.Request) error {
+		w.Write([]byte("partial"))
+		panic(http.ErrAbortHandler)
+	})
+	func() {
+		defer func() {
+			if p := recover(); p != http.ErrAbortHandler {
+				t.Errorf("recovered %v, want http.ErrAbortHandler passed on", p)
+			}
+		}()
+		s.do(t, "GET", "/cut", nil, RequestIDHeader, "cut-1")
+	}()
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.logs.String()), "\n") {
+		if strings.Contains(l, `"request_id":"cut-1"`) {
+			json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if line["msg"] != "request" || line["aborted"] != true || line["bytes"] != float64(len("partial")) {
+		t.Errorf("the access log line of the aborted request: %v\n%s", line, s.logs)
+	}
+}
+
 func TestReadJSONBody(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
