@@ -163,8 +163,13 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, outcome string, 
 	s.writeError(w, r, err)
 }
 
+// apiKeyHeader carries a credential as the Authorization header's bearer
+// credential does, for clients (the LangGraph SDK) that send it there.
+const apiKeyHeader = "X-Api-Key"
+
 // identify returns the request's caller and the outcome's metric label.
-// The Authorization header wins over the session cookie.
+// The Authorization header wins over X-Api-Key, which wins over the
+// session cookie.
 func (s *Server) identify(r *http.Request) (caller, string, error) {
 	if s.cfg.Auth.Credentials == nil {
 		user, err := s.cfg.Authenticate(r)
@@ -178,6 +183,14 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		id, err := s.bearer(h)
+		return caller{Identity: id}, outcomeOf(err), err
+	}
+	if keys := r.Header.Values(apiKeyHeader); len(keys) > 0 {
+		// The LangGraph SDK's apiKey option sends the credential here.
+		if len(keys) > 1 {
+			return caller{}, "invalid", runstream.Errorf(runstream.CodeUnauthenticated, "more than one %s header", apiKeyHeader)
+		}
+		id, err := s.bearer("Bearer " + keys[0])
 		return caller{Identity: id}, outcomeOf(err), err
 	}
 	if s.cfg.Auth.Sessions != nil {

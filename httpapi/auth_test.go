@@ -67,6 +67,15 @@ func TestAuthBearer(t *testing.T) {
 	if rec := e.do(t, "GET", "/api/threads/t1/runs", "", "Authorization", "Bearer "+e.bobKey); rec.Code != 200 || rec.Body.String() != "[]\n" {
 		t.Errorf("bob lists alice's runs: %d %s, want none", rec.Code, rec.Body)
 	}
+	// X-Api-Key (the LangGraph SDK's apiKey) carries a credential too; the
+	// Authorization header wins over it.
+	if rec := e.do(t, "GET", "/api/threads/t1/messages", "", "X-Api-Key", e.aliceKey); rec.Code != 200 || rec.Body.String() == "[]\n" {
+		t.Errorf("alice reads with X-Api-Key: %d %s", rec.Code, rec.Body)
+	}
+	if rec := e.do(t, "GET", "/api/threads/t1/runs", "", "Authorization", "Bearer "+e.bobKey, "X-Api-Key", e.aliceKey); rec.Code != 200 || rec.Body.String() != "[]\n" {
+		t.Errorf("bob's Authorization with alice's X-Api-Key: %d %s, want bob's (none)", rec.Code, rec.Body)
+	}
+	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "X-Api-Key", auth.NewKey()), 401, runstream.CodeUnauthenticated)
 
 	tests := []struct {
 		name, header, challenge string
@@ -90,7 +99,7 @@ func TestAuthBearer(t *testing.T) {
 	// The test header of other tests means nothing here.
 	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", testUserHeader, "alice"), 401, runstream.CodeUnauthenticated)
 	wantMetric(t, e.threadEnv, `runstream_auth_requests_total{outcome="missing"} 2`)
-	wantMetric(t, e.threadEnv, `runstream_auth_requests_total{outcome="invalid"} 3`)
+	wantMetric(t, e.threadEnv, `runstream_auth_requests_total{outcome="invalid"} 4`)
 }
 
 // A credential in the URL is refused on every route, and the access log

@@ -50,7 +50,7 @@ func (s *Server) allowedOrigin(r *http.Request, origin string) bool {
 }
 
 // corsAllowHeaders are the request headers a cross-origin page may send.
-const corsAllowHeaders = "Authorization, Content-Type, Last-Event-ID, Idempotency-Key, X-Request-Id"
+const corsAllowHeaders = "Authorization, X-Api-Key, Content-Type, Last-Event-ID, Idempotency-Key, X-Request-Id"
 
 // cors answers preflights and marks the responses to the allow-listed
 // origins of AuthConfig.CORSOrigins, with credentials and never "*". With
