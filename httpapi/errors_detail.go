@@ -7,5 +7,6 @@ import "strings"
 // unified members, for DeerFlow's clients. The workflow API keeps its
 // frozen body.
 func threadAPI(path string) bool {
-	return strings.HasPrefix(path, "/api/threads/") || strings.HasPrefix(path, "/api/runs/")
+	return path == "/api/threads" || path == "/api/runs" ||
+		strings.HasPrefix(path, "/api/threads/") || strings.HasPrefix(path, "/api/runs/")
 }

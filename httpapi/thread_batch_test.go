@@ -79,6 +79,7 @@ func TestThreadErrorDetail(t *testing.T) {
 		{"POST", eventsPath, `{"events":[{"category":"trace"}]}`, nil, `"detail":[{"loc":["body","events",0,"event_type"],"msg":"required","type":"missing"}]`},
 		{"PUT", "/api/threads/t1/runs/r1", `{"status":"done"}`, nil, `"detail":[{"loc":["body","status"],`},
 		{"PATCH", "/api/threads/t1/runs/r1", "", nil, `"detail":"method`},
+		{"POST", "/api/threads", `{}`, nil, `"detail":"`},
 	} {
 		rec := env.do(t, tc.method, tc.path, tc.body, tc.header...)
 		if !strings.Contains(rec.Body.String(), tc.want) || !strings.Contains(rec.Body.String(), `"code":`) {
