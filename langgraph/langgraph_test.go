@@ -588,6 +588,40 @@ func TestControlWaitsPastTheCancelItHas(t *testing.T) {
 	}
 }
 
+// A cancel with another action is news to a producer that has the
+// first: its long-poll answers it.
+func TestControlAnswersAnotherCancelAction(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	f.mustPush(t, "r1", 0, 1, "")
+	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=interrupt", ""); status != 202 {
+		t.Fatalf("cancel: %d", status)
+	}
+	_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s", "")
+	c, _ := body["cancel"].(map[string]any)
+	if c == nil || c["action"] != "interrupt" {
+		t.Fatalf("long-poll = %v", body)
+	}
+	polled := make(chan map[string]any, 1)
+	go func() {
+		_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=60s&cancel_seen="+url.QueryEscape(c["requested_at"].(string)), "")
+		polled <- body
+	}()
+	waitFor(t, func() bool { return langgraph.ControlWaiters(f.svc, "r1") == 1 })
+	f.clock.Add(time.Second)
+	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=rollback", ""); status != 202 {
+		t.Fatalf("second cancel: %d", status)
+	}
+	select {
+	case body := <-polled:
+		if c, _ := body["cancel"].(map[string]any); c == nil || c["action"] != "rollback" {
+			t.Fatalf("long-poll after the second cancel = %v", body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long-poll did not answer the second cancel's action")
+	}
+	f.mustPush(t, "r1", 1, 0, `{"status":"interrupted"}`)
+}
+
 func TestCancelSeenByProducer(t *testing.T) {
 	f := newFixture(t, langgraph.Config{})
 	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel", ""); status != 404 {

@@ -132,7 +132,7 @@ func (s *ChunkStore) RequestCancel(_ context.Context, runID, action string, at t
 	}
 	if !st.run.Ended() {
 		c := runchunks.Cancel{Action: action, RequestedAt: at}
-		if st.run.Cancel != nil {
+		if st.run.Cancel != nil && st.run.Cancel.Action == action {
 			c.RequestedAt = st.run.Cancel.RequestedAt
 		}
 		st.run.Cancel = &c

@@ -207,7 +207,7 @@ func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, 
 // RequestCancel stores a cancel request on an active run.
 func (s *ChunkStore) RequestCancel(ctx context.Context, runID, action string, at time.Time) (runchunks.Run, error) {
 	r, err := scanStreamRun(s.pool.QueryRow(ctx, `UPDATE stream_runs
-		SET cancel_action = $1, cancel_requested_at = coalesce(cancel_requested_at, $2)
+		SET cancel_action = $1, cancel_requested_at = CASE WHEN cancel_action IS NOT DISTINCT FROM $1 THEN coalesce(cancel_requested_at, $2) ELSE $2 END
 		WHERE run_id = $3 AND ended_at IS NULL RETURNING `+streamRunColumns, action, at, runID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.GetRun(ctx, runID)

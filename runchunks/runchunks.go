@@ -129,9 +129,12 @@ type Store interface {
 	// ReadChunks returns up to limit chunks of the run with index > after,
 	// ascending.
 	ReadChunks(ctx context.Context, runID string, after int64, limit int) ([]Chunk, error)
-	// RequestCancel stores a cancel request on an active run (replacing an
-	// earlier one's action, keeping its time) and returns the run; an
-	// ended run is returned unchanged. CodeNotFound when there is no run.
+	// RequestCancel stores a cancel request on an active run and returns
+	// the run; an ended run is returned unchanged. A request repeating the
+	// pending one's action keeps its time; another action replaces both,
+	// so that a producer that saw the earlier request (its time: the
+	// control poll's cancel_seen) learns of the change. CodeNotFound when
+	// there is no run.
 	RequestCancel(ctx context.Context, runID, action string, at time.Time) (Run, error)
 	// ExpiredRuns returns up to limit active runs whose lease expired at
 	// now.

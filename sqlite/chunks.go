@@ -221,8 +221,8 @@ func (s *ChunkStore) RequestCancel(ctx context.Context, runID, action string, at
 	err := s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		found = false
 		r, err := scanStreamRun(tx.QueryRowContext(ctx, `UPDATE stream_runs
-			SET cancel_action = ?, cancel_requested_at = coalesce(cancel_requested_at, ?)
-			WHERE run_id = ? AND ended_at IS NULL RETURNING `+streamRunColumns, action, micros0(at), runID))
+			SET cancel_action = ?1, cancel_requested_at = CASE WHEN cancel_action IS ?1 THEN coalesce(cancel_requested_at, ?2) ELSE ?2 END
+			WHERE run_id = ?3 AND ended_at IS NULL RETURNING `+streamRunColumns, action, micros0(at), runID))
 		if errors.Is(err, sql.ErrNoRows) {
 			r, err = scanStreamRun(tx.QueryRowContext(ctx, "SELECT "+streamRunColumns+" FROM stream_runs WHERE run_id = ?", runID))
 		}

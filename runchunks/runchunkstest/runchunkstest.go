@@ -298,8 +298,13 @@ func testCancel(t *testing.T, h Harness) {
 	if err != nil || run.Cancel == nil || run.Cancel.Action != "interrupt" || !run.Cancel.RequestedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("cancel = %+v, %v", run, err)
 	}
+	// The same action keeps the first time; another one replaces it.
+	run, err = s.RequestCancel(ctx, "run-1", "interrupt", t0.Add(1500*time.Millisecond))
+	if err != nil || run.Cancel.Action != "interrupt" || !run.Cancel.RequestedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("repeated cancel = %+v, %v", run.Cancel, err)
+	}
 	run, err = s.RequestCancel(ctx, "run-1", "rollback", t0.Add(2*time.Second))
-	if err != nil || run.Cancel.Action != "rollback" || !run.Cancel.RequestedAt.Equal(t0.Add(time.Second)) {
+	if err != nil || run.Cancel.Action != "rollback" || !run.Cancel.RequestedAt.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("second cancel = %+v, %v", run.Cancel, err)
 	}
 	res := mustPush(t, s, push(1, nil)) // a heartbeat sees it
