@@ -90,6 +90,12 @@ var postgresBypasses = []bypass{
 	{`SELECT * FROM (SELECT 1) pg_sleep(1)`, RuleForbiddenFunction},
 	{`SELECT * FROM (SELECT 1) s(pg_sleep(1))`, RuleForbiddenFunction},
 	{`SELECT (1) pg_ls_dir(a, '.') FROM t`, RuleForbiddenFunction},
+	{`SELECT DISTINCT ON (x) pg_sleep(x) FROM (VALUES (1)) v(x)`, RuleForbiddenFunction},
+	{`SELECT DISTINCT ON (p) pg_read_file(p) FROM (VALUES ('/etc/hostname')) v(p)`, RuleForbiddenFunction},
+	{`SELECT DISTINCT ON (n) set_config(n, v, l) FROM (VALUES ('statement_timeout', '0', false)) s(n, v, l)`, RuleForbiddenFunction},
+	{`SELECT * FROM t JOIN u ON (a) pg_sleep(a)`, RuleForbiddenFunction},
+	{`SELECT 1 AS ·$$, pg_read_file('/etc/hostname') AS y$$`, RuleForbiddenFunction},
+	{`SELECT 1 AS é$$, pg_read_file('/etc/hostname') AS y$$`, RuleForbiddenFunction},
 }
 
 // postgresAllowed are statements the allow-list keeps working.
@@ -101,8 +107,11 @@ var postgresAllowed = []string{
 	`WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 3) SELECT pg_catalog.sum(n) FROM c`,
 	`SELECT row_number() OVER (PARTITION BY a ORDER BY b) FROM t AS x(a, b)`,
 	`SELECT * FROM generate_series(1, 3) AS g(n)`,
-	`SELECT v.x, g.n FROM (VALUES (1), (2)) v(x), generate_series(1, 3) g(n)`,
+	`SELECT v.x FROM (VALUES (1), (2)) v(x)`,
+	`SELECT g.n FROM generate_series(1, 3) g(n)`,
+	`SELECT v.x, g.n FROM (VALUES (1), (2)) v(x), generate_series(1, 3) AS g(n)`,
 	`SELECT s.a, s."b" FROM (SELECT 1, 'one') s(a, "b")`,
+	`SELECT g.n FROM t JOIN LATERAL generate_series(1, a) g(n) ON true`,
 	`SELECT repeat('x', 3), current_timestamp(0), now()`,
 }
 

@@ -311,7 +311,14 @@ func skipSpace(sql string, i int, d Dialect) (int, error) {
 // isWordByte reports whether the rune at sql[i] may be part of a word.
 func isWordByte(sql string, i int) bool {
 	r, _ := utf8.DecodeRuneInString(sql[i:])
-	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)
+	return isWordRune(r)
+}
+
+// isWordRune reports whether r continues a name: as in PostgreSQL's and
+// SQLite's scanners, every character past ASCII does (· too), not only
+// letters and digits.
+func isWordRune(r rune) bool {
+	return r == '_' || r >= utf8.RuneSelf || unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
 // wordBefore reports whether sql[i] continues a word (so E' and $ are not
@@ -321,7 +328,7 @@ func wordBefore(sql string, i int) bool {
 		return false
 	}
 	r, _ := utf8.DecodeLastRuneInString(sql[:i])
-	return r == '_' || r == '$' || unicode.IsLetter(r) || unicode.IsDigit(r)
+	return r == '$' || isWordRune(r)
 }
 
 // quoted returns the index after the quote that closes the one at
@@ -545,7 +552,8 @@ func CheckStatement(sql string, d Dialect) *runstream.Error {
 // checkCall judges stmt[i], a word or quoted identifier followed by (.
 // On SQLite it is denied when it names one of sqliteForbiddenFunctions.
 // On PostgreSQL a key word, a type's modifiers or an alias's column names
-// (after AS, or right after a closing parenthesis) are not a call; a call is allowed when it names one of
+// (after AS, or right after a FROM item's closing parenthesis) are not a
+// call; a call is allowed when it names one of
 // postgresFunctions, unqualified or qualified by pg_catalog.
 func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 	t := stmt[i]
@@ -569,10 +577,9 @@ func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 		return nil // a type's modifiers: x::numeric(10, 2)
 	case prev(1).kind == tokWord && (prev(1).text == "AS" || prev(1).text == "WITH" || prev(1).text == "RECURSIVE"):
 		return nil // a table alias's or a CTE's column names
-	case isPunct(prev(1), ")") && namesOnly(stmt[i+1:]):
+	case isPunct(prev(1), ")") && namesOnly(stmt[i+1:]) && fromItemBefore(stmt, i-1):
 		// A subquery's, VALUES' or a function's alias and its column
-		// names without AS: FROM (VALUES (1)) v(x). PostgreSQL's grammar
-		// has no call right after a ), and the list holds names only.
+		// names without AS: FROM (VALUES (1)) v(x), FROM f(1) g(n).
 		return nil
 	}
 	if isPunct(prev(1), ".") {
@@ -585,6 +592,42 @@ func checkCall(stmt []token, i int, d Dialect) *runstream.Error {
 		return deny(RuleForbiddenFunction, "the function %s is not allowed", shortWord(t.name))
 	}
 	return nil
+}
+
+// fromItemBefore reports whether stmt[closing], a ), ends a FROM item: the
+// ( it closes follows FROM, JOIN or LATERAL, or opens the arguments of a
+// function that follows one. Elsewhere a name may follow a ) and be
+// called: SELECT DISTINCT ON (x) f(x).
+func fromItemBefore(stmt []token, closing int) bool {
+	depth := 0
+	open := -1
+	for k := closing; k >= 0; k-- {
+		if stmt[k].kind != tokPunct {
+			continue
+		}
+		switch stmt[k].text {
+		case ")":
+			depth++
+		case "(":
+			depth--
+		}
+		if depth == 0 {
+			open = k
+			break
+		}
+	}
+	isFrom := func(k int) bool {
+		return k >= 0 && stmt[k].kind == tokWord && (stmt[k].text == "FROM" || stmt[k].text == "JOIN" || stmt[k].text == "LATERAL")
+	}
+	switch {
+	case open < 1:
+		return false
+	case isFrom(open - 1):
+		return true
+	case stmt[open-1].kind == tokWord || stmt[open-1].kind == tokQuoted:
+		return isFrom(open - 2)
+	}
+	return false
 }
 
 // namesOnly reports whether tokens start with a parenthesized list of
