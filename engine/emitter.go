@@ -41,7 +41,8 @@ var errConditionFailed = errors.New("the conditional append was refused")
 // window old, when one channel holds maxBytes, or before any other event of
 // the run, so the stored order is the order of the calls. The one
 // exception: the word a channel is writing waits for the text after it
-// (deltatext.go), unless the event is its attempt's or ends the run.
+// (deltatext.go), past other events, until its attempt ends, parks for
+// input, or the run ends.
 //
 // After its first failed append (the lease was lost, the run ended
 // elsewhere, the store failed) or after halt, the emitter writes nothing
@@ -206,7 +207,9 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 		switch e.Event {
 		case workflow.EventRunCompleted, workflow.EventRunFailed, workflow.EventRunCancelled:
 			runEnds = true
-		case workflow.EventNodeCompleted, workflow.EventNodeFailed:
+		case workflow.EventNodeCompleted, workflow.EventNodeFailed, workflow.EventRunAwaitingInput:
+			// An attempt that parks for input writes its text too: the
+			// prompt's last word comes before the form.
 			ended[e.NodeRunID] = true
 		}
 	}

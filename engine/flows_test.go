@@ -431,3 +431,36 @@ func TestStreamedSecretRedacted(t *testing.T) {
 		}
 	})
 }
+
+// TestPromptWrittenBeforeTheForm: a node's text, to its last word, is
+// stored before the run.awaiting_input it parks with.
+func TestPromptWrittenBeforeTheForm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		reg := probeRegistry(t, func(ctx context.Context, n *engine.NodeRun) error {
+			if err := n.Delta(ctx, "text", "Approve the transfer to account DE89370400440532013000"); err != nil {
+				return err
+			}
+			return n.AwaitInput(ctx, json.RawMessage(`{"type":"object"}`), []string{"ok"}, 0)
+		})
+		run := e.createRun(t, probeDefinition, `{}`)
+		e.start(t, func(c *engine.Config) { c.Registry = reg })
+		_, events := e.wait(t, run.ID, "awaiting input", func(r workflow.Run, _ []workflow.Envelope) bool {
+			return r.Status == workflow.StatusAwaitingInput
+		})
+		var text strings.Builder
+		for _, env := range events {
+			if env.Event == workflow.EventRunAwaitingInput {
+				break
+			}
+			if env.Event == workflow.EventNodeOutputDelta {
+				var d struct{ Delta string }
+				json.Unmarshal(env.Data, &d)
+				text.WriteString(d.Delta)
+			}
+		}
+		if text.String() != "Approve the transfer to account DE89370400440532013000" {
+			t.Errorf("before the form: %q", text.String())
+		}
+	})
+}

@@ -200,9 +200,8 @@ func (l *WorkflowLog) redactDelta(data json.RawMessage) (out json.RawMessage, ok
 	}
 	channel, c1 := l.redactor.String(d.Channel)
 	delta, c2 := l.redactor.Continuation(d.Delta)
-	if !c1 && !c2 {
-		return data, true
-	}
+	// Encoded afresh even when nothing changed: what is stored is what was
+	// redacted (a member given twice is stored once, as decoded).
 	out, err := json.Marshal(struct {
 		Channel string `json:"channel"`
 		Delta   string `json:"delta"`
@@ -210,7 +209,9 @@ func (l *WorkflowLog) redactDelta(data json.RawMessage) (out json.RawMessage, ok
 	if err != nil {
 		return nil, false
 	}
-	observeRedaction(l.observer(), KindWorkflow, d.Channel+d.Delta, channel+delta)
+	if c1 || c2 {
+		observeRedaction(l.observer(), KindWorkflow, d.Channel+d.Delta, channel+delta)
+	}
 	return out, true
 }
 

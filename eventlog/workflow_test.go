@@ -290,4 +290,11 @@ func TestDeltaRedactedAsContinuation(t *testing.T) {
 	if got := string(stored[1].Data); got != `{"channel":"text","delta":"key [REDACTED:openai_key]\npassword: [REDACTED:key]\n"}` {
 		t.Errorf("secrets stored as %s", got)
 	}
+	// A member given twice is stored once, as decoded and redacted.
+	stored, err = s.log.Append(t.Context(), workflow.AppendParams{RunID: "run_1", Events: []workflow.NewEvent{
+		{Event: workflow.EventNodeOutputDelta, NodeID: "n", NodeRunID: "nr", Data: json.RawMessage(`{"channel":"text","delta":"key ` + secret + `","delta":"ok"}`)},
+	}})
+	if err == nil && string(stored[0].Data) != `{"channel":"text","delta":"ok"}` {
+		t.Errorf("a delta given twice stored as %s", stored[0].Data)
+	}
 }

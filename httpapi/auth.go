@@ -185,8 +185,9 @@ func (s *Server) identify(r *http.Request) (caller, string, error) {
 		id, err := s.bearer(h)
 		return caller{Identity: id}, outcomeOf(err), err
 	}
-	if keys := r.Header.Values(apiKeyHeader); len(keys) > 0 {
-		// The LangGraph SDK's apiKey option sends the credential here.
+	if keys := r.Header.Values(apiKeyHeader); len(keys) > 1 || len(keys) == 1 && strings.TrimSpace(keys[0]) != "" {
+		// The LangGraph SDK's apiKey option sends the credential here; an
+		// empty one is none.
 		if len(keys) > 1 {
 			return caller{}, "invalid", runstream.Errorf(runstream.CodeUnauthenticated, "more than one %s header", apiKeyHeader)
 		}

@@ -77,6 +77,7 @@ func TestAuthBearer(t *testing.T) {
 	}
 	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "X-Api-Key", auth.NewKey()), 401, runstream.CodeUnauthenticated)
 	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "X-Api-Key", e.bobKey, "X-Api-Key", e.aliceKey), 401, runstream.CodeUnauthenticated)
+	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", "X-Api-Key", " "), 401, runstream.CodeUnauthenticated) // none: missing
 
 	tests := []struct {
 		name, header, challenge string
@@ -99,7 +100,7 @@ func TestAuthBearer(t *testing.T) {
 	}
 	// The test header of other tests means nothing here.
 	wantError(t, e.do(t, "GET", "/api/threads/t1/messages", "", testUserHeader, "alice"), 401, runstream.CodeUnauthenticated)
-	wantMetric(t, e.threadEnv, `runstream_auth_requests_total{outcome="missing"} 2`)
+	wantMetric(t, e.threadEnv, `runstream_auth_requests_total{outcome="missing"} 3`)
 	wantMetric(t, e.threadEnv, `runstream_auth_requests_total{outcome="invalid"} 5`)
 }
 

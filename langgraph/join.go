@@ -17,24 +17,23 @@ import (
 // A join stream replays a run's chunks from the store page by page. A
 // chunk may be megabytes (a values state), so a page is bounded by bytes
 // as well as by count: the first read takes firstReplayPage chunks, each
-// next one as many as fit replayBytes at the last page's mean size (at
-// most replayPage). What the stream has framed is written each
-// flushBytes, each write within its own writeTimeout, so a slow reader
-// is not cut for a page that takes long to send.
+// next one as many as fit replayBytes at the largest chunk of the last
+// page (at most replayPage; a page of small chunks followed by large ones
+// may still hold replayPage large ones). What the stream has framed is
+// written each flushBytes, in slices of flushBytes each within its own
+// writeTimeout, so a slow reader is not cut for a page that takes long
+// to send.
 const (
-	replayPage      = 200
+	replayPage      = 64
 	firstReplayPage = 4
 	replayBytes     = 4 << 20
 	flushBytes      = 256 << 10
 )
 
 // nextReplayPage returns how many chunks the next read takes, after a page
-// of n chunks and size bytes.
-func nextReplayPage(n, size int) int {
-	if n == 0 || size == 0 {
-		return replayPage
-	}
-	return max(1, min(replayPage, replayBytes/(size/n+1)))
+// whose largest chunk held largest bytes.
+func nextReplayPage(largest int) int {
+	return max(1, min(replayPage, replayBytes/(largest+1)))
 }
 
 // writeTimeout bounds each write to a joiner; a joiner that does not
@@ -242,9 +241,9 @@ func (j *joiner) catchUp(ctx context.Context) error {
 			}
 			return j.gap(run)
 		}
-		size := 0
+		largest := 0
 		for _, c := range chunks {
-			size += len(c.Data)
+			largest = max(largest, len(c.Data))
 			if j.modes.Shows(c.Event) {
 				j.buf = chunkFrame(j.buf, c)
 			}
@@ -259,7 +258,7 @@ func (j *joiner) catchUp(ctx context.Context) error {
 			return err
 		}
 		if len(chunks) == page {
-			page = nextReplayPage(len(chunks), size)
+			page = nextReplayPage(largest)
 			continue
 		}
 		run, err := j.s.store.GetRun(ctx, j.run.RunID)
@@ -311,14 +310,18 @@ func (j *joiner) gap(run runchunks.Run) error {
 	return errDone
 }
 
-// flush writes the buffer within writeTimeout.
+// flush writes the buffer, each flushBytes within writeTimeout.
 func (j *joiner) flush() error {
 	if len(j.buf) == 0 {
 		return nil
 	}
-	j.rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported by some writers: then writes just block
-	if _, err := j.w.Write(j.buf); err != nil {
-		return err
+	for rest := j.buf; len(rest) > 0; {
+		slice := rest[:min(len(rest), flushBytes)]
+		rest = rest[len(slice):]
+		j.rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported by some writers: then writes just block
+		if _, err := j.w.Write(slice); err != nil {
+			return err
+		}
 	}
 	if err := j.rc.Flush(); err != nil {
 		return err

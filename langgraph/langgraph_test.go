@@ -969,7 +969,7 @@ func TestConflictDoesNotEchoSecrets(t *testing.T) {
 }
 
 // readRecorder is a chunk store that records how many bytes of chunks
-// each ReadChunks returned.
+// each ReadChunks of a join returned.
 type readRecorder struct {
 	runchunks.Store
 	mu    sync.Mutex
@@ -982,9 +982,11 @@ func (r *readRecorder) ReadChunks(ctx context.Context, runID string, after int64
 	for _, c := range chunks {
 		size += len(c.Data)
 	}
-	r.mu.Lock()
-	r.reads = append(r.reads, size)
-	r.mu.Unlock()
+	if limit < 500 { // not the hub's poll (Poller), which reads its own pages
+		r.mu.Lock()
+		r.reads = append(r.reads, size)
+		r.mu.Unlock()
+	}
 	return chunks, err
 }
 

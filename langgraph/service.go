@@ -395,9 +395,9 @@ func Poller(store runchunks.Store, next live.PollFunc) live.PollFunc {
 			}
 			return next(ctx, key, after)
 		}
-		// A chunk may be megabytes: a poll reads a few, and the hub
-		// polls again for the rest.
-		const page = 8
+		// The hub polls again only when woken: a page must hold what
+		// the pushes of a wake wrote (chunkpush sends up to 200).
+		const page = 500
 		chunks, err := store.ReadChunks(ctx, runID, after-1, page)
 		if err != nil {
 			return nil, fmt.Errorf("poll %s: %w", key, err)
