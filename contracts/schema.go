@@ -87,7 +87,13 @@ func (s *Schema) ValidationError(value json.RawMessage, code runstream.ErrorCode
 	if len(problems) > maxNamedPaths {
 		at = fmt.Sprintf("%s and %d more places", at, len(problems)-maxNamedPaths)
 	}
-	e := runstream.Errorf(code, "%s does not match its schema at %s", what, at)
+	return WithProblems(runstream.Errorf(code, "%s does not match its schema at %s", what, at), problems)
+}
+
+// WithProblems returns e with the first MaxProblems of problems in
+// details.problems, and their number in details.problems_total when there
+// are more.
+func WithProblems(e *runstream.Error, problems []Problem) *runstream.Error {
 	if len(problems) > MaxProblems {
 		e = e.WithDetail("problems_total", len(problems))
 		problems = problems[:MaxProblems]

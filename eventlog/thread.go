@@ -344,8 +344,8 @@ func problemsError(problems []contracts.Problem) error {
 		return nil
 	}
 	p := problems[0]
-	return (&runstream.Error{Code: runstream.CodeValidationFailed,
-		Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}).WithDetail("problems", problems)
+	return contracts.WithProblems(&runstream.Error{Code: runstream.CodeValidationFailed,
+		Message: fmt.Sprintf("%s: %s", p.Path, p.Message)}, problems)
 }
 
 // checkSizes enforces the event and batch limits on the content and

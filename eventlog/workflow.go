@@ -235,8 +235,7 @@ func (l *WorkflowLog) publish(runID string, stored []workflow.Envelope) {
 func validationError(err error, what string) error {
 	var ve *contracts.ValidationError
 	if errors.As(err, &ve) {
-		return (&runstream.Error{Code: runstream.CodeInvalidArgument, Message: what + ": " + ve.Error(), Err: err}).
-			WithDetail("problems", ve.Problems)
+		return contracts.WithProblems(&runstream.Error{Code: runstream.CodeInvalidArgument, Message: what + ": " + ve.Error(), Err: err}, ve.Problems)
 	}
 	return runstream.Wrap(err, runstream.CodeInvalidArgument, "%s: invalid", what)
 }

@@ -86,6 +86,12 @@ func TestThreadErrorDetail(t *testing.T) {
 			t.Errorf("%s %s = %d %s; want %s beside the unified members", tc.method, tc.path, rec.Code, rec.Body, tc.want)
 		}
 	}
+	// A batch failing in more places than an answer lists counts them.
+	many := `{"events":[` + strings.TrimSuffix(strings.Repeat(`{"event_type":"run.start","category":"message","content":{"chain":null},"metadata":{"caller":"lead_agent"}},`, 30), ",") + `]}`
+	body := wantError(t, env.do(t, "POST", eventsPath, many), 422, runstream.CodeValidationFailed)
+	if problems, _ := body.Details["problems"].([]any); len(problems) != 20 || body.Details["problems_total"] != float64(30) {
+		t.Errorf("a batch failing in 30 places: %d problems listed, problems_total %v", len(problems), body.Details["problems_total"])
+	}
 	for _, path := range []string{"/api/workflows/wf_missing", "/api/workflows/runs/run_missing", "/api/nothing"} {
 		if rec := env.do(t, "GET", path, ""); rec.Code != 404 || strings.Contains(rec.Body.String(), `"detail"`) {
 			t.Errorf("GET %s = %d %s; want 404 without detail", path, rec.Code, rec.Body)
