@@ -560,20 +560,7 @@ func TestLeaseSweeperEndsOrphanedRun(t *testing.T) {
 // again at once, which made the poll loop until the producer ended.
 func TestControlWaitsPastTheCancelItHas(t *testing.T) {
 	f := newFixture(t, langgraph.Config{})
-	f.mustPush(t, "r1", 0, 1, "")
-	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=rollback", ""); status != 202 {
-		t.Fatalf("cancel: %d", status)
-	}
-	_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s", "")
-	c, _ := body["cancel"].(map[string]any)
-	if c == nil || c["action"] != "rollback" {
-		t.Fatalf("long-poll = %v", body)
-	}
-	polled := make(chan map[string]any, 1)
-	go func() {
-		_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s&cancel_seen="+url.QueryEscape(c["requested_at"].(string)), "")
-		polled <- body
-	}()
+	polled := f.pollPastCancel(t, "rollback")
 	select {
 	case body := <-polled:
 		t.Fatalf("the long-poll answered a cancel the producer has: %v", body)
@@ -588,24 +575,34 @@ func TestControlWaitsPastTheCancelItHas(t *testing.T) {
 	}
 }
 
-// A cancel with another action is news to a producer that has the
-// first: its long-poll answers it.
-func TestControlAnswersAnotherCancelAction(t *testing.T) {
-	f := newFixture(t, langgraph.Config{})
+// pollPastCancel pushes run r1's first chunk, cancels it with action,
+// reads the cancel from a long-poll and starts the producer's next one,
+// which says it has that cancel (cancel_seen); its answer comes on the
+// channel.
+func (f *fixture) pollPastCancel(t *testing.T, action string) <-chan map[string]any {
+	t.Helper()
 	f.mustPush(t, "r1", 0, 1, "")
-	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=interrupt", ""); status != 202 {
+	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action="+action, ""); status != 202 {
 		t.Fatalf("cancel: %d", status)
 	}
 	_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s", "")
 	c, _ := body["cancel"].(map[string]any)
-	if c == nil || c["action"] != "interrupt" {
+	if c == nil || c["action"] != action {
 		t.Fatalf("long-poll = %v", body)
 	}
 	polled := make(chan map[string]any, 1)
 	go func() {
-		_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=60s&cancel_seen="+url.QueryEscape(c["requested_at"].(string)), "")
+		_, body := f.call(t, "GET", "/api/runs/r1/stream-control?wait=30s&cancel_seen="+url.QueryEscape(c["requested_at"].(string)), "")
 		polled <- body
 	}()
+	return polled
+}
+
+// A cancel with another action is news to a producer that has the
+// first: its long-poll answers it.
+func TestControlAnswersAnotherCancelAction(t *testing.T) {
+	f := newFixture(t, langgraph.Config{})
+	polled := f.pollPastCancel(t, "interrupt")
 	waitFor(t, func() bool { return langgraph.ControlWaiters(f.svc, "r1") == 1 })
 	f.clock.Add(time.Second)
 	if status, _ := f.call(t, "POST", "/api/threads/t1/runs/r1/cancel?action=rollback", ""); status != 202 {
