@@ -204,10 +204,10 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 	runEnds := all
 	ended := map[string]bool{}
 	for _, e := range events {
-		switch e.Event {
-		case workflow.EventRunCompleted, workflow.EventRunFailed, workflow.EventRunCancelled:
+		switch {
+		case e.Event.Terminal():
 			runEnds = true
-		case workflow.EventNodeCompleted, workflow.EventNodeFailed, workflow.EventRunAwaitingInput:
+		case e.Event == workflow.EventNodeCompleted, e.Event == workflow.EventNodeFailed, e.Event == workflow.EventRunAwaitingInput:
 			// An attempt that parks for input writes its text too: the
 			// prompt's last word comes before the form.
 			ended[e.NodeRunID] = true
@@ -228,10 +228,7 @@ func (em *emitter) takeDeltasLocked(events []workflow.NewEvent, all bool) ([]wor
 		if !ok {
 			return nil
 		}
-		data, err := json.Marshal(struct {
-			Channel string `json:"channel"`
-			Delta   string `json:"delta"`
-		}{k.channel, out})
+		data, err := json.Marshal(workflow.OutputDelta{Channel: k.channel, Delta: out})
 		if err != nil {
 			return err
 		}

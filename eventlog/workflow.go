@@ -189,10 +189,7 @@ func (l *WorkflowLog) redactData(t workflow.EventType, data json.RawMessage) (js
 // Continuation (the engine redacted it with that text first). ok is false
 // for data of another shape, which the caller redacts as any data.
 func (l *WorkflowLog) redactDelta(data json.RawMessage) (out json.RawMessage, ok bool) {
-	var d struct {
-		Channel string `json:"channel"`
-		Delta   string `json:"delta"`
-	}
+	var d workflow.OutputDelta
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if dec.Decode(&d) != nil || dec.More() {
@@ -202,10 +199,7 @@ func (l *WorkflowLog) redactDelta(data json.RawMessage) (out json.RawMessage, ok
 	delta, c2 := l.redactor.Continuation(d.Delta)
 	// Encoded afresh even when nothing changed: what is stored is what was
 	// redacted (a member given twice is stored once, as decoded).
-	out, err := json.Marshal(struct {
-		Channel string `json:"channel"`
-		Delta   string `json:"delta"`
-	}{channel, delta})
+	out, err := json.Marshal(workflow.OutputDelta{Channel: channel, Delta: delta})
 	if err != nil {
 		return nil, false
 	}

@@ -27,6 +27,13 @@ func infoOf(t EventType) (eventInfo, bool) {
 	return eventInfo{}, false
 }
 
+// OutputDelta is the data of node.output.delta: a piece of a node's text
+// on one of its channels ("text", "thinking").
+type OutputDelta struct {
+	Channel string `json:"channel"`
+	Delta   string `json:"delta"`
+}
+
 // Known reports whether t is one of the protocol's events.
 func (t EventType) Known() bool {
 	_, ok := infoOf(t)

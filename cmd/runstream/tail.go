@@ -204,10 +204,7 @@ func summary(env workflow.Envelope, showToken bool) string {
 	var s string
 	switch env.Event {
 	case workflow.EventNodeOutputDelta:
-		var d struct {
-			Channel string `json:"channel"`
-			Delta   string `json:"delta"`
-		}
+		var d workflow.OutputDelta
 		if json.Unmarshal(env.Data, &d) == nil {
 			s = d.Channel + ": " + strconv.Quote(d.Delta)
 		}
