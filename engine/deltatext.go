@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"regexp"
 	"strings"
 
 	"github.com/runstream/runstream/redact"
@@ -33,18 +32,10 @@ const (
 	heldLimit = 4 << 10
 	// lineContextLimit bounds the context of a piece: the end of its line.
 	lineContextLimit = 16 << 10
-	// pemLineLimit bounds the BEGIN line kept while a private key block is
-	// open.
-	pemLineLimit = 256
 	// separators end the text before a secret inside a long run (minified
 	// JSON, a query string).
 	separators = "\"'`,;:=&?{}[]()<>|"
 )
-
-// pemEnd is the END line of a private key block, as the redaction's
-// private_key rule ends one: a part of it ("-----END RSA") leaves the
-// block open.
-var pemEnd = regexp.MustCompile(`-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`)
 
 // deltaKey names the text of one channel of one node attempt.
 type deltaKey struct{ nodeRunID, channel string }
@@ -53,7 +44,7 @@ type deltaKey struct{ nodeRunID, channel string }
 type deltaStream struct {
 	nodeID string
 	line   []byte // the written text since its last newline (raw, the end of it)
-	pem    []byte // the BEGIN line of a private key block written and not ended
+	pem    []byte // the BEGIN line of a private key block written and not ended (redact.OpenPrivateKey)
 	held   []byte // text not written yet
 }
 
@@ -72,7 +63,7 @@ func (st *deltaStream) next(text []byte, final bool) (out string, ok bool) {
 		return "", false
 	}
 	context := st.line
-	if st.pem != nil && !bytes.Contains(st.line, []byte("-----BEGIN")) {
+	if st.pem != nil && redact.OpenPrivateKey(st.line) == nil {
 		context = append(bytes.Clone(st.pem), st.line...)
 	}
 	out = redactAfter(context, piece)
@@ -82,17 +73,7 @@ func (st *deltaStream) next(text []byte, final bool) (out string, ok bool) {
 
 // advance records piece as written after context.
 func (st *deltaStream) advance(context, piece []byte) {
-	all := append(bytes.Clone(context), piece...)
-	st.pem = nil
-	if begin := bytes.LastIndex(all, []byte("-----BEGIN")); begin >= 0 {
-		block := all[begin:]
-		if bytes.Contains(block, []byte("PRIVATE KEY")) && !pemEnd.Match(block) {
-			if end := bytes.IndexByte(block, '\n'); end >= 0 {
-				block = block[:end+1]
-			}
-			st.pem = bytes.Clone(block[:min(len(block), pemLineLimit)])
-		}
-	}
+	st.pem = bytes.Clone(redact.OpenPrivateKey(append(bytes.Clone(context), piece...)))
 	line := append(st.line, piece...)
 	if nl := bytes.LastIndexByte(line, '\n'); nl >= 0 {
 		line = line[nl+1:]

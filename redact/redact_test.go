@@ -306,3 +306,22 @@ func TestContinuation(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenPrivateKey: the BEGIN line of a block still being written, none
+// once its END line came.
+func TestOpenPrivateKey(t *testing.T) {
+	t.Parallel()
+	const begin = "-----BEGIN RSA PRIVATE KEY-----"
+	for in, want := range map[string]string{
+		"text " + begin + "\nMIIE":                                      begin,
+		begin + "\nMIIE\n-----END RSA PRIVATE KEY-----\nmore":           "",
+		begin + "\nx\n-----END RSA PRIVATE KEY-----\n" + begin + "\nMI": begin,
+		"-----BEGIN RSA PRIVATE ":                                       "",
+		"-----BEGIN CERTIFICATE-----\nMIIE":                             "",
+		"-----BEGIN PRIVATE KEY-----\nMIIE\n-----END RSA":               "-----BEGIN PRIVATE KEY-----",
+	} {
+		if got := string(OpenPrivateKey([]byte(in))); got != want {
+			t.Errorf("OpenPrivateKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -60,6 +60,31 @@ const lead = `(?:^|[^A-Za-z0-9])`
 // as group 1, after lead.
 func afterLead(shape string) *regexp.Regexp { return regexp.MustCompile(lead + "(" + shape + ")") }
 
+// The lines that open and close a private key block.
+const (
+	pemBegin = `-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`
+	pemEnd   = `-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`
+)
+
+var pemBeginRe, pemEndRe = regexp.MustCompile(pemBegin), regexp.MustCompile(pemEnd)
+
+// OpenPrivateKey returns the BEGIN line of the last private key block of
+// text when no END line follows it (the block is still being written),
+// else nil. Text after it is part of the block, which the private_key rule
+// redacts whole: a writer of text in pieces keeps the line as the context
+// of the next piece.
+func OpenPrivateKey(text []byte) []byte {
+	begins := pemBeginRe.FindAllIndex(text, -1)
+	if len(begins) == 0 {
+		return nil
+	}
+	last := begins[len(begins)-1]
+	if pemEndRe.Match(text[last[1]:]) {
+		return nil
+	}
+	return text[last[0]:last[1]]
+}
+
 // valueRules run in this order: whole PEM blocks first, then the
 // provider-specific shapes (their names are the most useful), then the
 // contextual shapes (URLs with userinfo, Bearer/Basic values) that would
@@ -69,7 +94,7 @@ var valueRules = []valueRule{
 		name:     "private_key",
 		triggers: []string{"PRIVATE KEY"},
 		// An unterminated block (a truncated output) is redacted to the end.
-		re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)`),
+		re: regexp.MustCompile(pemBegin + `(?:[\s\S]*?` + pemEnd + `|[\s\S]*)`),
 	},
 	{
 		name:     "anthropic_key",
