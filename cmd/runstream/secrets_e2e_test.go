@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/runstream/runstream/redact/redacttest"
+	"github.com/runstream/runstream/workflow"
 )
 
 // TestNoSecretKeptOrShown plants every synthetic secret of the redaction
@@ -249,4 +250,51 @@ func readFor(t *testing.T, url string, d time.Duration) string {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, raw)
 	}
 	return string(raw)
+}
+
+// TestStreamedSecretOverSSE: a model that streams a credential token by
+// token, a token per delta window, shows none of it to a follower of the
+// run's SSE stream, whose deltas still join to the text, redacted.
+func TestStreamedSecretOverSSE(t *testing.T) {
+	t.Parallel()
+	const token = "q8Zt3LmN0pXv7Rk2Yb5WcJ4hQ9"
+	const key = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+	dir := t.TempDir()
+	srv := runServe(t, nil, "--store", "sqlite:"+filepath.Join(dir, "runstream.db"), "--data-dir", filepath.Join(dir, "data"))
+	def := `{"definition":{"name":"talk","nodes":[{"id":"say","type":"llm",
+		"config":{"provider":"scripted","text":"use Authorization: Bearer ` + token + ` and the key ` + key + ` now","tokensPerSecond":20}}],
+		"output":"say"}}`
+	post := func(path, body string) map[string]any {
+		resp, err := http.Post(srv.base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %d %v %v", path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	wf := post("/api/workflows", def)
+	run := post("/api/workflows/"+wf["workflowId"].(string)+"/runs", `{}`)
+	stream := readRunStream(t, srv.base, run["runId"].(string))
+	var joined strings.Builder
+	deltas := 0
+	for _, line := range strings.Split(stream, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.Contains(data, `"event":"node.output.delta"`) {
+			continue
+		}
+		deltas++
+		if strings.Contains(data, token[:8]) || strings.Contains(data, key[:12]) || strings.Contains(data, key[12:24]) {
+			t.Errorf("a delta on the stream holds part of a secret: %s", data)
+		}
+		var env struct{ Data workflow.OutputDelta }
+		json.Unmarshal([]byte(data), &env)
+		joined.WriteString(env.Data.Delta)
+	}
+	if deltas < 4 || joined.String() != "use Authorization: Bearer [REDACTED:bearer] and the key [REDACTED:openai_key] now" {
+		t.Errorf("%d deltas on the stream join to %q", deltas, joined.String())
+	}
 }
