@@ -484,6 +484,7 @@ func TestServeRemovedJWTKeyEndsItsStreams(t *testing.T) {
 	}
 	streams := map[string][]string{
 		"gone token":   {"Authorization", "Bearer " + goneToken},
+		"gone api key": {"X-Api-Key", goneToken}, // the LangGraph SDK's apiKey
 		"gone session": {"Cookie", cookie},
 		"kept token":   {"Authorization", "Bearer " + keptToken},
 	}
@@ -503,7 +504,7 @@ func TestServeRemovedJWTKeyEndsItsStreams(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"gone token", "gone session"} {
+	for _, name := range []string{"gone token", "gone api key", "gone session"} {
 		if err := apitest.ReadToEnd(t, readers[name], 30*time.Second); !errors.Is(err, io.EOF) {
 			t.Errorf("the stream with the %s ended with %v once its key was removed; want a clean end", name, err)
 		}
@@ -512,7 +513,7 @@ func TestServeRemovedJWTKeyEndsItsStreams(t *testing.T) {
 	if ev, err := readers["kept token"].Next(); err != nil || ev.ID != "2" {
 		t.Errorf("the kept key's stream after the rotation: %+v, %v; want seq 2", ev, err)
 	}
-	for _, name := range []string{"gone token", "gone session"} {
+	for _, name := range []string{"gone token", "gone api key", "gone session"} {
 		if code, _ := open(streams[name]...); code != http.StatusUnauthorized {
 			t.Errorf("reconnection with the %s: %d, want 401", name, code)
 		}
