@@ -210,7 +210,10 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
+	modes, err := ParseModes(r.URL.Query()["stream_mode"])
+	if err != nil {
+		return err
+	}
 	user := a.h.User(r)
 	action, err := threadruns.QueryAction(r)
 	if err != nil {
@@ -259,7 +262,7 @@ func (a *api) join(w http.ResponseWriter, r *http.Request) error {
 		stop := a.h.AfterRevoke(r, func() { close(revoked) }) // called at most once
 		defer stop()
 	}
-	a.s.join(w, r, run, cursor, ParseModes(q["stream_mode"]), lifetime, revoked)
+	a.s.join(w, r, run, cursor, modes, lifetime, revoked)
 	return nil
 }
 

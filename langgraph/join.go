@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,24 +45,35 @@ const writeTimeout = 10 * time.Second
 // Modes passes everything.
 type Modes []string
 
+// knownModes are the stream modes of the LangGraph API; "messages-tuple"
+// is the SDK's name for the messages chunks.
+var knownModes = []string{"values", "messages", "messages-tuple", "updates", "events", "debug", "custom", "tasks", "checkpoints"}
+
 // ParseModes reads the stream_mode query values: each a mode name, a
 // comma-separated list, or a JSON array of names (the SDK sends an array
-// as its JSON text).
-func ParseModes(values []string) Modes {
+// as its JSON text). A name that is not one of the LangGraph API's modes
+// is VALIDATION_FAILED, as LangGraph answers 422 for it.
+func ParseModes(values []string) (Modes, error) {
 	var out Modes
 	for _, v := range values {
 		var list []string
-		if strings.HasPrefix(v, "[") && json.Unmarshal([]byte(v), &list) == nil {
-			out = append(out, list...)
-			continue
-		}
-		for m := range strings.SplitSeq(v, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				out = append(out, m)
+		if !strings.HasPrefix(v, "[") || json.Unmarshal([]byte(v), &list) != nil {
+			list = list[:0]
+			for m := range strings.SplitSeq(v, ",") {
+				if m = strings.TrimSpace(m); m != "" {
+					list = append(list, m)
+				}
 			}
 		}
+		for _, m := range list {
+			if !slices.Contains(knownModes, m) {
+				return nil, runstream.Errorf(runstream.CodeValidationFailed, "stream_mode: each mode must be one of %s", strings.Join(knownModes, ", ")).
+					WithDetail("parameter", "stream_mode").WithDetail("in", "query")
+			}
+			out = append(out, m)
+		}
 	}
-	return out
+	return out, nil
 }
 
 // Shows reports whether a chunk of event passes the filter. A subgraph's

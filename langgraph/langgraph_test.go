@@ -474,6 +474,14 @@ func TestJoinFiltersByStreamMode(t *testing.T) {
 			t.Errorf("%s (%v):\n%s\nwant\n%s", tc.query, err, frames(events), want)
 		}
 	}
+	// A mode LangGraph does not know is refused, as LangGraph refuses it,
+	// without echoing it.
+	for _, query := range []string{`?stream_mode=valuez`, `?stream_mode=values,bogus-secret-mode`, `?stream_mode=%5B%22nope%22%5D`, `?stream_mode=%5Bvalues`} {
+		status, body := f.call(t, "GET", "/api/threads/t1/runs/r1/stream"+query, "")
+		if status != 422 || strings.Contains(fmt.Sprint(body), "bogus") || !strings.Contains(fmt.Sprint(body), "stream_mode") {
+			t.Errorf("%s: %d %v", query, status, body)
+		}
+	}
 }
 
 func TestJoinGapBelowRetention(t *testing.T) {
