@@ -82,6 +82,15 @@ func queryInt(q url.Values, name string, min, max int64) (*int64, error) {
 	return &n, nil
 }
 
+// queryIntOrZero is queryInt with 0 for an absent parameter.
+func queryIntOrZero(q url.Values, name string, min, max int64) (int64, error) {
+	n, err := queryInt(q, name, min, max)
+	if n == nil {
+		return 0, err
+	}
+	return *n, nil
+}
+
 const maxInt64 = 1<<63 - 1
 
 // querySeq returns an optional sequence cursor (an integer >= 1).

@@ -65,6 +65,34 @@ func testPutThreadRunCreatesAndUpdates(t *testing.T, b threadBackend) {
 	if len(list) != 100 || list[0]["run_id"] != "n099" || list[99]["run_id"] != "n000" {
 		t.Errorf("%d runs from %v to %v; want 100, n099 to n000", len(list), list[0]["run_id"], list[len(list)-1]["run_id"])
 	}
+	// The LangGraph SDK's runs.list pages with limit and offset.
+	for query, want := range map[string]string{
+		"?limit=3":              "n099 n098 n097",
+		"?limit=2&offset=98":    "n001 n000",
+		"?offset=100":           "r1 r0",
+		"?offset=101&limit=500": "r0",
+		"?offset=102":           "",
+		"?limit=1000&offset=0":  "102 runs",
+	} {
+		list := decodeAs[[]map[string]any](t, env.get(t, "/api/threads/t1/runs"+query, ""))
+		ids := make([]string, len(list))
+		for i, run := range list {
+			ids[i] = run["run_id"].(string)
+		}
+		got := strings.Join(ids, " ")
+		if len(list) > 3 {
+			got = fmt.Sprintf("%d runs", len(list))
+		}
+		if got != want {
+			t.Errorf("runs%s: %s, want %s", query, got, want)
+		}
+	}
+	for _, query := range []string{"?limit=0", "?limit=1001", "?limit=x", "?offset=-1", "?offset=1&offset=2"} {
+		rec := env.do(t, "GET", "/api/threads/t1/runs"+query, "")
+		if rec.Code != 422 || !strings.Contains(rec.Body.String(), `"parameter"`) {
+			t.Errorf("runs%s: %d %s, want 422 naming the parameter", query, rec.Code, rec.Body)
+		}
+	}
 }
 
 func TestPutThreadRunRefusals(t *testing.T) { forEachThreadBackend(t, testPutThreadRunRefusals) }

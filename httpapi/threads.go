@@ -42,7 +42,7 @@ func (s *Server) threadRoutes() {
 // threadruns, package langgraph) read and answer requests with, so that
 // they check bodies and write answers as the API's own endpoints do.
 func ThreadKit() threadruns.Kit {
-	return threadruns.Kit{User: userOf, ReadJSON: readJSONBody, Decode: decodeBody, WriteJSON: writeJSON}
+	return threadruns.Kit{User: userOf, ReadJSON: readJSONBody, Decode: decodeBody, WriteJSON: writeJSON, QueryInt: queryIntOrZero}
 }
 
 // handleThreads registers a thread endpoint: h, or UNAVAILABLE on a

@@ -2,6 +2,7 @@ package threadruns
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
@@ -20,6 +21,9 @@ type Kit struct {
 	Decode func(raw []byte, v any) error
 	// WriteJSON answers with v as JSON.
 	WriteJSON func(w http.ResponseWriter, status int, v any)
+	// QueryInt returns an integer query parameter within [min, max], 0
+	// when absent, or VALIDATION_FAILED naming it.
+	QueryInt func(q url.Values, name string, min, max int64) (int64, error)
 }
 
 // Handler is an HTTP handler that returns its error for the server to

@@ -1,8 +1,10 @@
 package threadruns
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 
 	"github.com/runstream/runstream/runevents"
@@ -97,15 +99,29 @@ func (h handlers) getRun(w http.ResponseWriter, r *http.Request) error {
 	return answerRun(h, w, r, h.threads.GetRun, newRunView)
 }
 
+// MaxRunsLimit is the largest limit a run list takes.
+const MaxRunsLimit = 1000
+
 // listRuns is GET /api/threads/{thread_id}/runs: the caller's runs of the
-// thread, newest first and at most threadsvc.MaxListedRuns, as a bare
-// array.
+// thread, newest first, as a bare array: at most limit (1 to MaxRunsLimit,
+// threadsvc.MaxListedRuns when absent, as DeerFlow lists them) after the
+// offset newest (0 when absent), the parameters the LangGraph SDK's
+// runs.list sends.
 func (h handlers) listRuns(w http.ResponseWriter, r *http.Request) error {
 	threadID, err := PathID(r, "thread_id")
 	if err != nil {
 		return err
 	}
-	rows, err := h.threads.ListRuns(r.Context(), h.User(r), threadID)
+	q := r.URL.Query()
+	limit, err := h.QueryInt(q, "limit", 1, MaxRunsLimit)
+	if err != nil {
+		return err
+	}
+	offset, err := h.QueryInt(q, "offset", 0, math.MaxInt32)
+	if err != nil {
+		return err
+	}
+	rows, err := h.threads.ListRuns(r.Context(), h.User(r), threadID, int(cmp.Or(limit, threadsvc.MaxListedRuns)), int(offset))
 	if err != nil {
 		return err
 	}

@@ -305,19 +305,22 @@ func (s *Service) GetRun(ctx context.Context, user, threadID, runID string) (run
 	return s.userRun(ctx, user, threadID, runID)
 }
 
-// MaxListedRuns is the most run rows ListRuns returns, as DeerFlow's run
-// list (its run store's list_by_thread) returns.
+// MaxListedRuns is the most run rows ListRuns returns when the caller
+// sets no limit, as DeerFlow's run list (its run store's list_by_thread)
+// returns.
 const MaxListedRuns = 100
 
 // ListRuns returns the user's run rows of the thread, newest first (by
-// created_at, then run id), at most MaxListedRuns, as DeerFlow lists them:
+// created_at, then run id), as DeerFlow lists them: at most limit of them
+// after skipping the offset newest (the LangGraph API's limit and offset);
 // none for a thread that is unknown, or another user's (DeerFlow lists no
 // runs of a thread it has no row of; another user's answers like it).
-func (s *Service) ListRuns(ctx context.Context, user, threadID string) ([]runevents.ThreadRun, error) {
+func (s *Service) ListRuns(ctx context.Context, user, threadID string, limit, offset int) ([]runevents.ThreadRun, error) {
 	runs, err := s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
 	if err != nil {
 		return nil, err
 	}
 	slices.Reverse(runs) // the store's order is the oldest first
-	return runs[:min(len(runs), MaxListedRuns)], nil
+	runs = runs[min(len(runs), max(offset, 0)):]
+	return runs[:min(len(runs), max(limit, 0))], nil
 }
