@@ -78,6 +78,8 @@ func TestThreadErrorDetail(t *testing.T) {
 		{"POST", eventsPath, `{"events":[{"event_type":"run.start","category":"message","content":{"chain":null},"metadata":{"caller":"lead_agent"}}]}`, nil, `"detail":[{"loc":["body","events",0,"category"],"msg":"must be \"trace\" for event type run.start","type":"value_error"}]`},
 		{"POST", eventsPath, `{"events":[{"category":"trace"}]}`, nil, `"detail":[{"loc":["body","events",0,"event_type"],"msg":"required","type":"missing"}]`},
 		{"PUT", "/api/threads/t1/runs/r1", `{"status":"done"}`, nil, `"detail":[{"loc":["body","status"],`},
+		{"PUT", "/api/threads/t1/runs/r1", `{"status":"running","colour":"red"}`, nil, `"detail":[{"loc":["body","colour"],`},
+		{"POST", eventsPath, `{"events":[{"event_type":"run.start","seq":4}]}`, nil, `"detail":[{"loc":["body","events",0,"seq"],`},
 		{"PATCH", "/api/threads/t1/runs/r1", "", nil, `"detail":"method`},
 		{"POST", "/api/threads", `{}`, nil, `"detail":"`},
 	} {

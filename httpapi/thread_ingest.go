@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"github.com/runstream/runstream/internal/jsontype"
 	"net/http"
 	"reflect"
@@ -319,10 +318,10 @@ func exactMembers(raw []byte, t reflect.Type) error {
 		for name, value := range members {
 			field, ok := jsonField(t, name)
 			if !ok {
-				return fmt.Errorf("json: unknown field %s", redact.Quote(name))
+				return &unknownMemberError{pointer: pointerToken(redact.Excerpt(name)), name: name}
 			}
 			if err := exactMembers(value, field.Type); err != nil {
-				return err
+				return within(pointerToken(name), err)
 			}
 		}
 	case reflect.Map:
@@ -330,9 +329,9 @@ func exactMembers(raw []byte, t reflect.Type) error {
 		if json.Unmarshal(raw, &members) != nil {
 			return nil
 		}
-		for _, value := range members {
+		for name, value := range members {
 			if err := exactMembers(value, t.Elem()); err != nil {
-				return err
+				return within(pointerToken(redact.Excerpt(name)), err)
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -343,13 +342,38 @@ func exactMembers(raw []byte, t reflect.Type) error {
 		if json.Unmarshal(raw, &items) != nil {
 			return nil
 		}
-		for _, item := range items {
+		for i, item := range items {
 			if err := exactMembers(item, t.Elem()); err != nil {
-				return err
+				return within("/"+strconv.Itoa(i), err)
 			}
 		}
 	}
 	return nil
+}
+
+// unknownMemberError is exactMembers' refusal of a member its type does
+// not have. pointer is the JSON pointer of the member within the value
+// exactMembers was given; its last token is the member's name cut to an
+// excerpt (redact.Excerpt), as the message quotes it.
+type unknownMemberError struct {
+	pointer, name string
+}
+
+func (e *unknownMemberError) Error() string { return "json: unknown field " + redact.Quote(e.name) }
+
+// within returns err, a member's refusal found inside the value at token,
+// with its pointer starting at token.
+func within(token string, err error) error {
+	if e, ok := err.(*unknownMemberError); ok {
+		e.pointer = token + e.pointer
+	}
+	return err
+}
+
+// pointerToken returns a member's name as a JSON pointer token, "/"
+// included.
+func pointerToken(name string) string {
+	return "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
 }
 
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
@@ -390,7 +414,10 @@ func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 func bodyProblem(path string, err error) error {
 	msg := jsonErrorText(err)
 	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
+	var unknown *unknownMemberError
+	if errors.As(err, &unknown) {
+		path += unknown.pointer
+	} else if errors.As(err, &typeErr) {
 		pointer, want, got := jsontype.Mismatch(typeErr)
 		msg = "wrong type: want a JSON " + want + ", not " + got
 		path += pointer
