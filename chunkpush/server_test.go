@@ -98,7 +98,7 @@ func (s *realServer) restart() *instance {
 
 func (s *realServer) numbers(t testing.TB, run string) []int {
 	t.Helper()
-	chunks, err := s.store.ReadChunks(context.Background(), run, -1, 10_000)
+	chunks, err := s.store.ReadChunks(context.Background(), run, -1, 10_000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,25 +17,18 @@ import (
 
 // A join stream replays a run's chunks from the store page by page. A
 // chunk may be megabytes (a values state), so a page is bounded by bytes
-// as well as by count: the first read takes firstReplayPage chunks, each
-// next one as many as fit replayBytes at the largest chunk of the last
-// page (at most replayPage; a page of small chunks followed by large ones
-// may still hold replayPage large ones). What the stream has framed is
-// written each flushBytes, in slices of flushBytes each within its own
-// writeTimeout, so a slow reader is not cut for a page that takes long
-// to send.
+// as well as by count: the first read takes firstReplayPage chunks (the
+// stream starts at once), each next one replayPage, and every read stops
+// past replayBytes of data (runchunks.Store.ReadChunks). What the stream
+// has framed is written each flushBytes, in slices of flushBytes each
+// within its own writeTimeout, so a slow reader is not cut for a page
+// that takes long to send.
 const (
 	replayPage      = 64
 	firstReplayPage = 4
 	replayBytes     = 4 << 20
 	flushBytes      = 256 << 10
 )
-
-// nextReplayPage returns how many chunks the next read takes, after a page
-// whose largest chunk held largest bytes.
-func nextReplayPage(largest int) int {
-	return max(1, min(replayPage, replayBytes/(largest+1)))
-}
 
 // writeTimeout bounds each write to a joiner; a joiner that does not
 // take a write in time is cut (it reconnects and resumes).
@@ -242,7 +235,7 @@ func (j *joiner) deliverLive(ctx context.Context, sub *live.Subscription) error 
 func (j *joiner) catchUp(ctx context.Context) error {
 	page := firstReplayPage
 	for {
-		chunks, err := j.s.store.ReadChunks(ctx, j.run.RunID, j.cursor, page)
+		chunks, err := j.s.store.ReadChunks(ctx, j.run.RunID, j.cursor, page, replayBytes)
 		if err != nil {
 			return err
 		}
@@ -253,9 +246,9 @@ func (j *joiner) catchUp(ctx context.Context) error {
 			}
 			return j.gap(run)
 		}
-		largest := 0
+		read := 0
 		for _, c := range chunks {
-			largest = max(largest, len(c.Data))
+			read += len(c.Data)
 			if j.modes.Shows(c.Event) {
 				j.buf = chunkFrame(j.buf, c)
 			}
@@ -269,8 +262,8 @@ func (j *joiner) catchUp(ctx context.Context) error {
 		if err := j.flush(); err != nil {
 			return err
 		}
-		if len(chunks) == page {
-			page = nextReplayPage(largest)
+		if len(chunks) == page || read >= replayBytes { // a full page: more may follow
+			page = replayPage
 			continue
 		}
 		run, err := j.s.store.GetRun(ctx, j.run.RunID)

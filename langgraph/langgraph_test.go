@@ -380,7 +380,7 @@ func TestPushRedactsCredentialsKeepsReasoning(t *testing.T) {
 	if status, resp := f.call(t, "POST", "/api/runs/r1/stream-chunks", body); status != 200 {
 		t.Fatalf("push: %d %v", status, resp)
 	}
-	chunks, err := f.store.ReadChunks(context.Background(), "r1", -1, 10)
+	chunks, err := f.store.ReadChunks(context.Background(), "r1", -1, 10, 0)
 	if err != nil || len(chunks) != 2 {
 		t.Fatalf("chunks = %v, %v", chunks, err)
 	}
@@ -511,14 +511,14 @@ func TestRetentionExpiredRunEndsAtOnce(t *testing.T) {
 	if err := f.svc.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if chunks, _ := f.store.ReadChunks(context.Background(), "r1", -1, 10); len(chunks) != 2 {
+	if chunks, _ := f.store.ReadChunks(context.Background(), "r1", -1, 10, 0); len(chunks) != 2 {
 		t.Fatalf("chunks within the TTL: %d", len(chunks))
 	}
 	f.clock.Add(time.Hour + time.Second)
 	if err := f.svc.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if chunks, _ := f.store.ReadChunks(context.Background(), "r1", -1, 10); len(chunks) != 0 {
+	if chunks, _ := f.store.ReadChunks(context.Background(), "r1", -1, 10, 0); len(chunks) != 0 {
 		t.Fatalf("chunks after the TTL: %d", len(chunks))
 	}
 	events, err := f.join(t, "r1", "-1", "").rest()
@@ -981,8 +981,8 @@ type readRecorder struct {
 	reads []int
 }
 
-func (r *readRecorder) ReadChunks(ctx context.Context, runID string, after int64, limit int) ([]runchunks.Chunk, error) {
-	chunks, err := r.Store.ReadChunks(ctx, runID, after, limit)
+func (r *readRecorder) ReadChunks(ctx context.Context, runID string, after int64, limit, maxBytes int) ([]runchunks.Chunk, error) {
+	chunks, err := r.Store.ReadChunks(ctx, runID, after, limit, maxBytes)
 	size := 0
 	for _, c := range chunks {
 		size += len(c.Data)
@@ -996,14 +996,19 @@ func (r *readRecorder) ReadChunks(ctx context.Context, runID string, after int64
 }
 
 // TestReplayOfLargeChunksIsPaged: a join replaying a run of large chunks
-// reads them about 4 MiB at a time, and sends them all.
+// reads them about 4 MiB at a time, and sends them all, also when small
+// chunks come first (a page sized by them would read 64 large ones).
 func TestReplayOfLargeChunksIsPaged(t *testing.T) {
 	f := newFixture(t, langgraph.Config{})
-	const n, size = 24, 512 << 10
+	const n, size = 32, 512 << 10
 	state := `{"s":"` + strings.Repeat("v", size) + `"}`
 	for first := 0; first < n; first += 4 {
 		var chunks []string
 		for range 4 {
+			if first < 8 {
+				chunks = append(chunks, `{"event":"values","data":{"s":"small"}}`)
+				continue
+			}
 			chunks = append(chunks, `{"event":"values","data":`+state+`}`)
 		}
 		body := fmt.Sprintf(`{"thread_id":"t1","epoch":1,"first_index":%d,"chunks":[%s]`, first, strings.Join(chunks, ","))

@@ -398,7 +398,7 @@ func Poller(store runchunks.Store, next live.PollFunc) live.PollFunc {
 		// The hub polls again only when woken: a page must hold what
 		// the pushes of a wake wrote (chunkpush sends up to 200).
 		const page = 500
-		chunks, err := store.ReadChunks(ctx, runID, after-1, page)
+		chunks, err := store.ReadChunks(ctx, runID, after-1, page, 0)
 		if err != nil {
 			return nil, fmt.Errorf("poll %s: %w", key, err)
 		}

@@ -101,8 +101,9 @@ func (s *ChunkStore) GetRun(_ context.Context, runID string) (runchunks.Run, err
 	return cloneChunkRun(st.run), nil
 }
 
-// ReadChunks returns up to limit chunks with index > after.
-func (s *ChunkStore) ReadChunks(_ context.Context, runID string, after int64, limit int) ([]runchunks.Chunk, error) {
+// ReadChunks returns up to limit chunks with index > after, up to
+// maxBytes of data (runchunks.Store).
+func (s *ChunkStore) ReadChunks(_ context.Context, runID string, after int64, limit, maxBytes int) ([]runchunks.Chunk, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.state[runID]
@@ -110,13 +111,15 @@ func (s *ChunkStore) ReadChunks(_ context.Context, runID string, after int64, li
 		return nil, nil
 	}
 	var out []runchunks.Chunk
+	read := 0
 	for _, c := range st.chunks {
-		if len(out) >= limit {
+		if len(out) >= limit || (maxBytes > 0 && read >= maxBytes) {
 			break
 		}
 		if c.Index > after {
 			c.Data = bytes.Clone(c.Data)
 			out = append(out, c)
+			read += len(c.Data)
 		}
 	}
 	return out, nil

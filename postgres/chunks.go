@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -183,9 +184,18 @@ func (s *ChunkStore) GetRun(ctx context.Context, runID string) (runchunks.Run, e
 	return r, nil
 }
 
-// ReadChunks returns up to limit chunks with index > after.
-func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, limit int) ([]runchunks.Chunk, error) {
-	rows, err := s.pool.Query(ctx, "SELECT idx, event, data, created_at FROM stream_chunks WHERE run_id = $1 AND idx > $2 ORDER BY idx LIMIT $3", runID, after, limit)
+// ReadChunks returns up to limit chunks with index > after, up to
+// maxBytes of data (runchunks.Store): the sizes are summed in the
+// statement, from the stored lengths, so the chunks past the bound are
+// neither read nor sent.
+func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, limit, maxBytes int) ([]runchunks.Chunk, error) {
+	if maxBytes <= 0 {
+		maxBytes = math.MaxInt
+	}
+	rows, err := s.pool.Query(ctx, `SELECT idx, event, data, created_at FROM (
+		SELECT idx, event, data, created_at, sum(octet_length(data)) OVER (ORDER BY idx) - octet_length(data) AS before
+		FROM stream_chunks WHERE run_id = $1 AND idx > $2 ORDER BY idx LIMIT $3) page
+		WHERE before < $4 ORDER BY idx`, runID, after, limit, int64(maxBytes))
 	if err != nil {
 		return nil, dbError(err, "read chunks")
 	}

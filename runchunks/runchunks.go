@@ -127,8 +127,10 @@ type Store interface {
 	// GetRun returns the run, or CodeNotFound.
 	GetRun(ctx context.Context, runID string) (Run, error)
 	// ReadChunks returns up to limit chunks of the run with index > after,
-	// ascending.
-	ReadChunks(ctx context.Context, runID string, after int64, limit int) ([]Chunk, error)
+	// ascending. With maxBytes > 0 it stops after the chunk whose data
+	// brings the data read to maxBytes or more, so that a page of large
+	// chunks stays bounded and holds at least one chunk.
+	ReadChunks(ctx context.Context, runID string, after int64, limit, maxBytes int) ([]Chunk, error)
 	// RequestCancel stores a cancel request on an active run and returns
 	// the run; an ended run is returned unchanged. A request repeating the
 	// pending one's action keeps its time; another action replaces both,

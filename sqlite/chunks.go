@@ -181,8 +181,9 @@ func (s *ChunkStore) GetRun(ctx context.Context, runID string) (runchunks.Run, e
 	return r, nil
 }
 
-// ReadChunks returns up to limit chunks with index > after.
-func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, limit int) ([]runchunks.Chunk, error) {
+// ReadChunks returns up to limit chunks with index > after, up to
+// maxBytes of data (runchunks.Store): it stops reading rows there.
+func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, limit, maxBytes int) ([]runchunks.Chunk, error) {
 	if err := checkDBOpen(s.db); err != nil {
 		return nil, err
 	}
@@ -192,7 +193,8 @@ func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, 
 	}
 	defer rows.Close()
 	var out []runchunks.Chunk
-	for rows.Next() {
+	read := 0
+	for (maxBytes <= 0 || read < maxBytes) && rows.Next() {
 		var (
 			c       runchunks.Chunk
 			created int64
@@ -202,6 +204,7 @@ func (s *ChunkStore) ReadChunks(ctx context.Context, runID string, after int64, 
 		}
 		c.CreatedAt = fromMicros0(created)
 		out = append(out, c)
+		read += len(c.Data)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, sqlError("sqlite: read chunks", err)

@@ -74,7 +74,7 @@ func wantCode(t *testing.T, err error, code runstream.ErrorCode) *runstream.Erro
 
 func readAll(t *testing.T, s runchunks.Store) []runchunks.Chunk {
 	t.Helper()
-	got, err := s.ReadChunks(context.Background(), "run-1", -1, 1000)
+	got, err := s.ReadChunks(context.Background(), "run-1", -1, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +103,22 @@ func testPushAndRead(t *testing.T, h Harness) {
 	}
 	mustPush(t, s, push(3, chunks(3, 2)))
 	checkIndexes(t, readAll(t, s), 0, 5)
-	page, err := s.ReadChunks(ctx, "run-1", 1, 2)
+	page, err := s.ReadChunks(ctx, "run-1", 1, 2, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkIndexes(t, page, 2, 2)
+	// A byte bound stops a page after the chunk that reaches it (each
+	// chunk's data is 21 bytes here), and never empties it.
+	for _, tc := range []struct{ after, limit, maxBytes, first, n int }{
+		{-1, 10, 42, 0, 2}, {-1, 10, 43, 0, 3}, {-1, 10, 1, 0, 1}, {2, 10, 1000, 3, 2}, {0, 2, 1000, 1, 2},
+	} {
+		page, err := s.ReadChunks(ctx, "run-1", int64(tc.after), tc.limit, tc.maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkIndexes(t, page, tc.first, tc.n)
+	}
 	run, err := s.GetRun(ctx, "run-1")
 	if err != nil || run.NextIndex != 5 || run.FirstIndex != 0 || run.ThreadID != "thread-1" || run.Epoch != 1 || !run.LeaseExpiresAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("GetRun = %+v, %v", run, err)
