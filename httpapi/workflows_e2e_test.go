@@ -190,7 +190,7 @@ func TestResumeExpiredAndNotAwaiting(t *testing.T) {
 	if body["status"] != "cancelled" {
 		t.Errorf("cancelled parked run: %v", body)
 	}
-	wantError(t, "not awaiting", 409, runstream.CodeWorkflowRunNotAwaitingInput)(s.post(t, "/api/workflows/runs/"+run+"/resume", resumeBody(d.ResumeToken, "submit", `{}`)))
+	wantError(t, "already terminal", 409, runstream.CodeWorkflowRunAlreadyTerminal)(s.post(t, "/api/workflows/runs/"+run+"/resume", resumeBody(d.ResumeToken, "submit", `{}`)))
 	enginetest.CheckSequence(t, st.Rest(t),
 		"run.created", "run.queued", "run.started", "node.queued:ask", "node.started:ask", "run.awaiting_input:ask",
 		"run.cancel_requested", "run.cancelled")

@@ -447,7 +447,7 @@ func (s *WorkflowStore) Resume(_ context.Context, p workflow.ResumeParams) ([]wo
 	case !p.Now.Before(row.tokens[i].ExpiresAt):
 		return nil, runstream.Errorf(runstream.CodeWorkflowResumeTokenExpired, "resume: the token of run %q has expired", p.RunID)
 	case row.r.Status != workflow.StatusAwaitingInput:
-		return nil, runstream.Errorf(runstream.CodeWorkflowRunNotAwaitingInput, "resume: run %q is %s, not awaiting input", p.RunID, row.r.Status)
+		return nil, workflow.NotAwaitingInput(p.RunID, row.r.Status)
 	}
 	row.tokens[i].ConsumedAt = p.Now.UTC().Truncate(time.Microsecond)
 	row.storeOutputsLocked(p.NodeOutputs)

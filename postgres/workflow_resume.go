@@ -53,7 +53,7 @@ func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]
 			return unusableToken(ctx, tx, p.RunID, p.Hash)
 		}
 		if run.Status != workflow.StatusAwaitingInput {
-			return runstream.Errorf(runstream.CodeWorkflowRunNotAwaitingInput, "resume: run %q is %s, not awaiting input", p.RunID, run.Status)
+			return workflow.NotAwaitingInput(p.RunID, run.Status)
 		}
 		var w runWrites
 		envs = w.apply(run, p.Events, storeNow())

@@ -169,7 +169,7 @@ func (s *WorkflowStore) Resume(ctx context.Context, p workflow.ResumeParams) ([]
 			return s.tokenRefused(ctx, tx, p.RunID, hash)
 		}
 		if run.Status != workflow.StatusAwaitingInput {
-			return runstream.Errorf(runstream.CodeWorkflowRunNotAwaitingInput, "resume: run %q is %s, not awaiting input", p.RunID, run.Status)
+			return workflow.NotAwaitingInput(p.RunID, run.Status)
 		}
 		if err := putNodeOutputs(ctx, tx, p.RunID, outputs); err != nil {
 			return err

@@ -3,6 +3,8 @@ package workflow
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/runstream/runstream"
 )
 
 // RunStatus is the lifecycle state of a workflow run.
@@ -23,6 +25,16 @@ const (
 // Terminal reports whether s is completed, failed or cancelled.
 func (s RunStatus) Terminal() bool {
 	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// NotAwaitingInput is a store's refusal to resume run, whose status is
+// not awaiting_input: CodeWorkflowRunAlreadyTerminal for a run that has
+// ended, CodeWorkflowRunNotAwaitingInput otherwise.
+func NotAwaitingInput(runID string, status RunStatus) error {
+	if status.Terminal() {
+		return runstream.Errorf(runstream.CodeWorkflowRunAlreadyTerminal, "resume: run %q is %s", runID, status)
+	}
+	return runstream.Errorf(runstream.CodeWorkflowRunNotAwaitingInput, "resume: run %q is %s, not awaiting input", runID, status)
 }
 
 // Valid reports whether s is one of the run states.

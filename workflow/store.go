@@ -156,7 +156,8 @@ type Store interface {
 	// Resume consumes the run's pending resume token with one
 	// compare-and-set and appends p.Events in the same transaction. Of
 	// several concurrent calls with the same token exactly one succeeds.
-	// Errors: CodeWorkflowRunNotAwaitingInput, CodeWorkflowResumeTokenInvalid
+	// Errors: CodeWorkflowRunAlreadyTerminal for a run that has ended,
+	// CodeWorkflowRunNotAwaitingInput, CodeWorkflowResumeTokenInvalid
 	// (no such token), CodeWorkflowResumeTokenUsed,
 	// CodeWorkflowResumeTokenExpired.
 	Resume(ctx context.Context, p ResumeParams) ([]Envelope, error)

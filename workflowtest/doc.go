@@ -40,7 +40,8 @@
 //     that hash → CodeWorkflowResumeTokenInvalid, consumed →
 //     CodeWorkflowResumeTokenUsed, Now >= ExpiresAt →
 //     CodeWorkflowResumeTokenExpired, and only then a run not awaiting input
-//     → CodeWorkflowRunNotAwaitingInput. So a second use of a token reports
+//     → CodeWorkflowRunNotAwaitingInput, or CodeWorkflowRunAlreadyTerminal
+//     when the run has ended. So a second use of a token reports
 //     Used, also after the run paused again with a new token. A run has at
 //     most one pending token: a new one replaces (invalidates) an unconsumed
 //     older one. A zero Now fails with CodeInvalidArgument.

@@ -165,7 +165,7 @@ var resumeTests = []test{
 		}
 		appendEvents(t, s, workflow.AppendParams{RunID: run.ID, Events: []workflow.NewEvent{runEvent(workflow.EventRunCancelled, "")}})
 		_, err = s.Resume(t.Context(), resumeParams(run.ID, "secret"))
-		wantCode(t, err, runstream.CodeWorkflowRunNotAwaitingInput, "resume of a cancelled run")
+		wantCode(t, err, runstream.CodeWorkflowRunAlreadyTerminal, "resume of a cancelled run")
 	}},
 	{"Replaced", func(t *testing.T, s workflow.Store) {
 		run := pausedRun(t, s)
