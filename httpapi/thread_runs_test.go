@@ -51,6 +51,14 @@ func testPutThreadRunCreatesAndUpdates(t *testing.T, b threadBackend) {
 		row["assistant_id"] != nil || row["stop_reason"] != nil || row["multitask_strategy"] != "reject" || row["message_count"] != 0.0 || fmt.Sprint(row["kwargs"]) != "map[]" {
 		t.Errorf("updated row %s; want the new fields, the first created_at", rec.Body)
 	}
+	// A finished run keeps its status: a late write of another is refused
+	// and changes nothing.
+	if rec := env.do(t, "PUT", "/api/threads/t1/runs/r1", `{"status":"running","total_tokens":1}`); rec.Code != 409 || !strings.Contains(rec.Body.String(), `"code":"CONFLICT"`) {
+		t.Errorf("success → running: %d %s, want 409 CONFLICT", rec.Code, rec.Body)
+	}
+	if row := decodeAs[map[string]any](t, env.get(t, "/api/threads/t1/runs/r1", "")); row["status"] != "success" || row["total_tokens"] != 0.0 {
+		t.Errorf("row after a refused write: %v", row)
+	}
 	env.do(t, "PUT", "/api/threads/t1/runs/r0", `{"status":"success","created_at":"2026-05-01T08:00:00Z"}`)
 	list := decodeAs[[]map[string]any](t, env.get(t, "/api/threads/t1/runs", ""))
 	if len(list) != 2 || list[0]["run_id"] != "r1" || list[1]["run_id"] != "r0" {

@@ -56,6 +56,9 @@ func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.T
 		if old.OwnerID != r.OwnerID {
 			return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
 		}
+		if !old.Status.MayBecome(r.Status) {
+			return runevents.ThreadRun{}, runevents.ErrRunFinished(r.RunID, old.Status, r.Status)
+		}
 		r.CreatedAt = old.CreatedAt
 	}
 	s.runs[key] = r

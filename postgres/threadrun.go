@@ -46,9 +46,11 @@ const threadRunColumns = `thread_id, run_id, owner_id, status, operation_kind, m
 	assistant_id, kwargs, multitask_strategy, message_count, stop_reason,
 	created_at, created_at_offset, updated_at, updated_at_offset`
 
-// putRunSQL creates the row or, when the owner is the same, replaces all
-// but owner_id and created_at. It returns the stored created_at, and no row
-// when another owner holds (thread_id, run_id).
+// putRunSQL creates the row or, when the owner is the same and the stored
+// status may become the new one (runevents.RunStatus.MayBecome), replaces
+// all but owner_id and created_at. It returns the stored created_at, and
+// no row when another owner holds (thread_id, run_id) or the status may
+// not change.
 const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 		$16, $17, $18, $19, $20, $21, $22, $23, $24)
@@ -64,6 +66,8 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 		stop_reason = EXCLUDED.stop_reason,
 		updated_at = EXCLUDED.updated_at, updated_at_offset = EXCLUDED.updated_at_offset
 	WHERE thread_runs.owner_id = EXCLUDED.owner_id
+		AND (thread_runs.status IN ('pending', 'running') OR thread_runs.status = EXCLUDED.status
+			OR (thread_runs.status = 'interrupted' AND EXCLUDED.status = 'error'))
 	RETURNING created_at, created_at_offset`
 
 // PutRun creates or updates the run row.
@@ -78,8 +82,16 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 	)
 	err = s.pool.QueryRow(ctx, putRunSQL, args...).Scan(&created, &offset)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows): // another owner's row: nothing written
-		return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
+	case errors.Is(err, pgx.ErrNoRows): // nothing written: say why
+		var owner, status string
+		err := s.pool.QueryRow(ctx, "SELECT owner_id, status FROM thread_runs WHERE thread_id = $1 AND run_id = $2", r.ThreadID, r.RunID).Scan(&owner, &status)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return runevents.ThreadRun{}, dbError(err, "put run")
+		}
+		if err != nil || owner != r.OwnerID {
+			return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
+		}
+		return runevents.ThreadRun{}, runevents.ErrRunFinished(r.RunID, runevents.RunStatus(status), r.Status)
 	case err != nil:
 		return runevents.ThreadRun{}, dbError(err, "put run")
 	}

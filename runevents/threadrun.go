@@ -38,6 +38,21 @@ func (s RunStatus) Valid() bool {
 	return false
 }
 
+// MayBecome reports whether a run row in status s may be written with
+// status next, as the original's run store guards its writes: a row
+// moves on only from pending or running, keeps its status, or goes from
+// interrupted to error. A finished run never goes back to running.
+// (putRunGuardSQL in the SQL stores is the same rule.)
+func (s RunStatus) MayBecome(next RunStatus) bool {
+	return s == RunPending || s == RunRunning || s == next || (s == RunInterrupted && next == RunError)
+}
+
+// ErrRunFinished is PutRun's refusal of a write that MayBecome refuses.
+func ErrRunFinished(runID string, stored, next RunStatus) error {
+	return runstream.Errorf(runstream.CodeConflict, "run %s is %s: a finished run keeps its status (%s refused)", runID, stored, next).
+		WithDetail("status", string(stored))
+}
+
 // ModelUsage is the token usage of one model within a run.
 type ModelUsage struct {
 	InputTokens  int64 `json:"input_tokens"`
@@ -165,7 +180,9 @@ var FeedbackTags = []string{"incorrect", "not_as_expected", "slow", "style_tone"
 type RunStore interface {
 	// PutRun creates the run row or replaces its mutable fields (status,
 	// model, metadata, usage, updated_at); CreatedAt and OwnerID are kept
-	// from the first write. A row owned by another user is CodeNotFound.
+	// from the first write. A row owned by another user is CodeNotFound;
+	// a status the stored one may not become (RunStatus.MayBecome) is
+	// ErrRunFinished's CodeConflict, and writes nothing.
 	PutRun(ctx context.Context, r ThreadRun) (ThreadRun, error)
 	// GetRun returns the row of (threadID, runID).
 	GetRun(ctx context.Context, threadID, runID string, owner Owner) (ThreadRun, error)

@@ -227,6 +227,40 @@ var runStoreTests = []struct {
 			t.Errorf("ListRuns of an unknown thread = %v, %v; want none", runIDs(runs), err)
 		}
 	}},
+	{"FinishedRunKeepsItsStatus", func(t *testing.T, s runevents.RunStore) {
+		ctx := t.Context()
+		all := []runevents.RunStatus{runevents.RunPending, runevents.RunRunning, runevents.RunSuccess, runevents.RunError, runevents.RunInterrupted, runevents.RunTimeout}
+		for i, from := range all {
+			for j, to := range all {
+				run := fmt.Sprintf("r%d-%d", i, j)
+				first := threadRun("t1", run, 0, from)
+				putRun(t, s, first)
+				next := threadRun("t1", run, 1, to)
+				next.Usage.TotalTokens = 7
+				_, err := s.PutRun(ctx, next)
+				got, gerr := s.GetRun(ctx, "t1", run, asAlice)
+				if gerr != nil {
+					t.Fatalf("GetRun %s: %v", run, gerr)
+				}
+				allowed := from == runevents.RunPending || from == runevents.RunRunning || from == to ||
+					(from == runevents.RunInterrupted && to == runevents.RunError)
+				switch {
+				case allowed && (err != nil || got.Status != to || got.Usage.TotalTokens != 7):
+					t.Errorf("%s → %s: %v, row %s with %d tokens; want it written", from, to, err, got.Status, got.Usage.TotalTokens)
+				case !allowed:
+					wantCode(t, err, runstream.CodeConflict, fmt.Sprintf("%s → %s", from, to))
+					if got.Status != from || got.Usage.TotalTokens != 0 {
+						t.Errorf("%s → %s refused, but the row is %s with %d tokens", from, to, got.Status, got.Usage.TotalTokens)
+					}
+				}
+			}
+		}
+		// Another user's row is still not found, whatever its status.
+		bobs := threadRun("t1", "r0-2", 2, runevents.RunRunning)
+		bobs.OwnerID = bob
+		_, err := s.PutRun(ctx, bobs)
+		wantCode(t, err, runstream.CodeNotFound, "PutRun over another user's finished row")
+	}},
 	{"InvalidArguments", func(t *testing.T, s runevents.RunStore) {
 		ctx := t.Context()
 		for name, r := range map[string]runevents.ThreadRun{

@@ -50,9 +50,10 @@ const threadRunColumns = `thread_id, run_id, owner_id, status, operation_kind, m
 	assistant_id, kwargs, multitask_strategy, message_count, stop_reason,
 	created_at, created_offset, updated_at, updated_offset`
 
-// putRunSQL creates the row or, when the owner is the same, replaces all
-// but created_at; it returns the stored created_at, and no row when
-// another owner holds (thread_id, run_id).
+// putRunSQL creates the row or, when the owner is the same and the stored
+// status may become the new one (runevents.RunStatus.MayBecome), replaces
+// all but created_at; it returns the stored created_at, and no row when
+// another owner holds (thread_id, run_id) or the status may not change.
 const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (thread_id, run_id) DO UPDATE SET
@@ -67,6 +68,8 @@ const putRunSQL = `INSERT INTO thread_runs (` + threadRunColumns + `)
 		stop_reason = excluded.stop_reason,
 		updated_at = excluded.updated_at, updated_offset = excluded.updated_offset
 	WHERE thread_runs.owner_id = excluded.owner_id
+		AND (thread_runs.status IN ('pending', 'running') OR thread_runs.status = excluded.status
+			OR (thread_runs.status = 'interrupted' AND excluded.status = 'error'))
 	RETURNING created_at, created_offset`
 
 // runRowArgs prepares r (runevents.PrepareRunRow, now for its missing
@@ -98,27 +101,37 @@ func (s *RunStore) PutRun(ctx context.Context, r runevents.ThreadRun) (runevents
 		return runevents.ThreadRun{}, err
 	}
 	var (
-		stored        bool
 		created       int64
 		createdOffset int
+		refused       error // the caller's outcome when nothing is written
 	)
 	err = s.db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		stored = false
+		refused = nil
 		err := tx.QueryRowContext(ctx, putRunSQL, args...).Scan(&created, &createdOffset)
 		switch {
-		case errors.Is(err, sql.ErrNoRows): // another owner's row: nothing written
+		case err == nil:
 			return nil
-		case err != nil:
+		case !errors.Is(err, sql.ErrNoRows):
 			return sqlError("sqlite: put run", err)
 		}
-		stored = true
+		// Nothing written: say why.
+		var owner, status string
+		err = tx.QueryRowContext(ctx, "SELECT owner_id, status FROM thread_runs WHERE thread_id = ? AND run_id = ?", r.ThreadID, r.RunID).Scan(&owner, &status)
+		switch {
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return sqlError("sqlite: put run", err)
+		case err != nil || owner != r.OwnerID:
+			refused = errThreadRunNotFound(r.RunID)
+		default:
+			refused = runevents.ErrRunFinished(r.RunID, runevents.RunStatus(status), r.Status)
+		}
 		return nil
 	})
 	if err != nil {
 		return runevents.ThreadRun{}, err
 	}
-	if !stored {
-		return runevents.ThreadRun{}, errThreadRunNotFound(r.RunID)
+	if refused != nil {
+		return runevents.ThreadRun{}, refused
 	}
 	r.CreatedAt = inOffsetZone(time.UnixMicro(created), createdOffset)
 	return r, nil
