@@ -65,6 +65,19 @@ func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.T
 	return cloneThreadRun(r), nil
 }
 
+// setRun stores r as PutRun does, but for a chunk push's status, which
+// RunStatus.MayBecome does not guard; the caller has checked the owner.
+func (s *RunStore) setRun(r runevents.ThreadRun) error {
+	r, err := runevents.PrepareRunRow(r, s.cfg.now())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs[threadRunKey{r.ThreadID, r.RunID}] = cloneThreadRun(r)
+	return nil
+}
+
 func cloneThreadRun(r runevents.ThreadRun) runevents.ThreadRun {
 	r.Metadata = bytes.Clone(r.Metadata)
 	r.Kwargs = bytes.Clone(r.Kwargs)
