@@ -341,6 +341,8 @@ var emptyForStrangers = map[string]bool{
 	"GET /api/threads/t1/runs/r1/workspace-changes": true,
 	"GET /api/threads/t1/token-usage":               true,
 	"GET /api/threads/t1/runs":                      true,
+	"GET /api/threads/t1/runs/r1/feedback":          true,
+	"GET /api/threads/t1/runs/r1/feedback/stats":    true,
 }
 
 // conflictForOwners are the routes of an executing run, which answer
@@ -366,6 +368,8 @@ func testUnknownThreadReadsEmpty(t *testing.T, b threadBackend) {
 		"/api/threads/t-none/runs/r1/messages?after_seq=3": `{"data":[],"has_more":false}`,
 		"/api/threads/t-none/runs/r1/events":               `[]`,
 		"/api/threads/t-none/runs/r1/workspace-changes":    `{"available":false,"version":1,"summary":` + zero + `,"files":[],"limits":{}}`,
+		"/api/threads/t-none/runs/r1/feedback":             `[]`,
+		"/api/threads/t-none/runs/r1/feedback/stats":       `{"run_id":"r1","total":0,"positive":0,"negative":0}`,
 	} {
 		rec := env.do(t, "GET", path, "")
 		if rec.Code != 200 || !sameJSON(rec.Body.String(), want) {

@@ -70,10 +70,16 @@ func (s *Service) DeleteFeedbackByID(ctx context.Context, user, threadID, runID,
 }
 
 // ThreadRunFeedback returns every feedback on one of the user's runs of
-// the thread, every user's, oldest first; NOT_FOUND when the user has no
-// such run.
+// the thread, every user's, oldest first; none when the user has no such
+// run (unknown, or another user's), as the original lists a run it has
+// no row of.
 func (s *Service) ThreadRunFeedback(ctx context.Context, user, threadID, runID string) ([]runevents.Feedback, error) {
-	if _, err := s.userRun(ctx, user, threadID, runID); err != nil {
+	_, err := s.userRun(ctx, user, threadID, runID)
+	switch {
+	case err == nil:
+	case runstream.AsError(err).Code == runstream.CodeNotFound:
+		return nil, nil
+	default:
 		return nil, err
 	}
 	return s.runs.ListRunFeedback(ctx, threadID, runID, runevents.AnyOwner)
@@ -99,7 +105,7 @@ type FeedbackStats struct {
 }
 
 // RunFeedbackStats counts every feedback on one of the user's runs of the
-// thread; NOT_FOUND when the user has no such run.
+// thread; zeros when the user has no such run.
 func (s *Service) RunFeedbackStats(ctx context.Context, user, threadID, runID string) (FeedbackStats, error) {
 	list, err := s.ThreadRunFeedback(ctx, user, threadID, runID)
 	if err != nil {

@@ -54,13 +54,16 @@ func TestRunFeedbackListsEveryUsers(t *testing.T) {
 	if err := svc.DeleteFeedbackByID(ctx, "alice", "t1", "r1", theirs.ID); runstream.ErrorCodeOf(err) != runstream.CodeNotFound {
 		t.Errorf("alice deletes carol's feedback: %v, want NOT_FOUND", err)
 	}
-	for name, call := range map[string]func() error{
-		"ThreadRunFeedback": func() error { _, err := svc.ThreadRunFeedback(ctx, "bob", "t1", "r1"); return err },
-		"RunFeedback":       func() error { _, err := svc.RunFeedback(ctx, "bob", "r1"); return err },
-		"RunFeedbackStats":  func() error { _, err := svc.RunFeedbackStats(ctx, "bob", "t1", "r1"); return err },
-	} {
-		if err := call(); runstream.ErrorCodeOf(err) != runstream.CodeNotFound || runstream.AsError(err).Message != "Run r1 not found" {
-			t.Errorf("bob's %s: %v, want NOT_FOUND \"Run r1 not found\"", name, err)
-		}
+	// bob sees none of it: the thread's run lists and counts nothing, as
+	// for a run nobody has (the original looks up no run there); the
+	// stateless route finds no run of his.
+	if got, err := svc.ThreadRunFeedback(ctx, "bob", "t1", "r1"); err != nil || len(got) != 0 {
+		t.Errorf("bob's ThreadRunFeedback: %+v, %v; want none", got, err)
+	}
+	if got, err := svc.RunFeedbackStats(ctx, "bob", "t1", "r1"); err != nil || got != (threadsvc.FeedbackStats{RunID: "r1"}) {
+		t.Errorf("bob's RunFeedbackStats: %+v, %v; want zeros", got, err)
+	}
+	if _, err := svc.RunFeedback(ctx, "bob", "r1"); runstream.ErrorCodeOf(err) != runstream.CodeNotFound || runstream.AsError(err).Message != "Run r1 not found" {
+		t.Errorf("bob's RunFeedback: %v, want NOT_FOUND \"Run r1 not found\"", err)
 	}
 }

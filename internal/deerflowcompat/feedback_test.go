@@ -104,7 +104,12 @@ func TestFeedbackRouter(t *testing.T) {
 		// nothing of alice's and sees none of it.
 		c.as("bob").detail(404, "POST", "/api/threads/t1/runs/r1/feedback", map[string]any{"rating": 1}, "Run r1 not found")
 		c.as("bob").detail(404, "GET", "/api/runs/r1/feedback", nil, "Run r1 not found")
-		c.as("bob").want(404, "GET", "/api/threads/t1/runs/r1/feedback/stats", nil)
+		if got := c.as("bob").want(200, "GET", "/api/threads/t1/runs/r1/feedback/stats", nil); !sameJSON(got, map[string]any{"run_id": "r1", "total": 0, "positive": 0, "negative": 0}) {
+			t.Errorf("bob's stats of alice's run = %v, want zeros", got)
+		}
+		if got := c.as("bob").want(200, "GET", "/api/threads/t1/runs/r1/feedback", nil); !sameJSON(got, []any{}) {
+			t.Errorf("bob's list of alice's run = %v, want []", got)
+		}
 		c.as("bob").want(404, "DELETE", "/api/threads/t1/runs/r1/feedback/"+negative["feedback_id"].(string), nil)
 		if got := c.want(200, "GET", "/api/threads/t1/runs/r1/feedback/stats", nil).(map[string]any)["total"]; got != 1.0 {
 			t.Errorf("stats total after one delete = %v, want 1", got)
