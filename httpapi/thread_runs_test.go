@@ -210,14 +210,16 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 			t.Errorf("%s: problem at %q, want %q", body, at, path)
 		}
 	}
-	// Only +1 and -1, as DeerFlow: another number is 400, a string 422.
-	for _, body := range []string{`{"rating":0}`, `{"rating":2}`, `{"rating":5}`, `{"rating":-2}`, `{"rating":0.5}`, `{"rating":1e3}`} {
+	// Only +1 and -1, as DeerFlow: its pydantic int takes an integral
+	// number, an integer's text or a boolean, and its handler refuses
+	// another integer with a 400; anything else is a 422 at /rating.
+	for _, body := range []string{`{"rating":0}`, `{"rating":2}`, `{"rating":5}`, `{"rating":-2}`, `{"rating":1e3}`, `{"rating":"0"}`, `{"rating":"2"}`, `{"rating":false}`} {
 		e := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 400, runstream.CodeInvalidArgument)
 		if e.Message != "rating must be +1 or -1" {
 			t.Errorf("%s: %q", body, e.Message)
 		}
 	}
-	for _, body := range []string{`{"rating":"up"}`, `{"rating":"1"}`} {
+	for _, body := range []string{`{"rating":"up"}`, `{"rating":0.5}`, `{"rating":"1.0"}`, `{"rating":""}`} {
 		problems, _ := wantError(t, env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body), 422, runstream.CodeValidationFailed).Details["problems"].([]any)
 		if at, _ := problemAt(problems, 0); at != "/rating" {
 			t.Errorf("%s: problem at %q, want /rating", body, at)
@@ -226,6 +228,12 @@ func testThreadRunFeedback(t *testing.T, b threadBackend) {
 	// The refused writes left the feedback as it was.
 	if list := decodeAs[[]map[string]any](t, env.get(t, "/api/runs/r1/feedback", "")); len(list) != 1 || list[0]["rating"] != -1.0 {
 		t.Errorf("feedback after refused writes = %v", list)
+	}
+	for body, want := range map[string]float64{`{"rating":"1"}`: 1, `{"rating":" -1 "}`: -1, `{"rating":true}`: 1, `{"rating":-1.0}`: -1} {
+		rec := env.do(t, "PUT", "/api/threads/t1/runs/r1/feedback", body)
+		if got := decodeAs[map[string]any](t, rec); got["rating"] != want {
+			t.Errorf("%s: %d %s, want rating %v", body, rec.Code, rec.Body, want)
+		}
 	}
 }
 

@@ -2,7 +2,10 @@ package threadruns
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/redact"
@@ -114,29 +117,45 @@ func (h handlers) createFeedback(w http.ResponseWriter, r *http.Request) error {
 	return h.storeFeedback(w, r, true)
 }
 
-// feedbackRating checks a rating as DeerFlow does: the number +1 or -1
-// (stored as 1 or -1); another number is INVALID_ARGUMENT (400, "rating
-// must be +1 or -1"), a string VALIDATION_FAILED at /rating (its
-// pydantic int refuses "up"). A missing rating, null, an array or an
-// object is left to Feedback.Prepare, which refuses it at /rating.
+// feedbackRating checks a rating as DeerFlow's pydantic int and handler
+// do: a number without a fractional part, an integer's text, or a
+// boolean (true is 1) is an integer, which must be +1 or -1 (stored as 1
+// or -1; another is INVALID_ARGUMENT, 400, "rating must be +1 or -1");
+// another number or string is VALIDATION_FAILED at /rating. A missing
+// rating, null, an array or an object is left to Feedback.Prepare, which
+// refuses it at /rating.
 func feedbackRating(raw json.RawMessage) (json.RawMessage, error) {
 	var v any
 	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
 		return raw, nil
 	}
+	var n float64
 	switch v := v.(type) {
 	case float64:
-		switch v {
-		case 1:
-			return json.RawMessage(`1`), nil
-		case -1:
-			return json.RawMessage(`-1`), nil
+		if v != math.Trunc(v) {
+			return nil, threadsvc.Problem("/rating", "wrong type: want an integer, not a number with a fractional part")
 		}
-		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "rating must be +1 or -1").WithDetail("field", "rating")
+		n = v
 	case string:
-		return nil, threadsvc.Problem("/rating", "wrong type: want the number +1 or -1")
+		i, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return nil, threadsvc.Problem("/rating", "wrong type: want the number +1 or -1")
+		}
+		n = float64(i)
+	case bool:
+		if v {
+			n = 1
+		}
+	default:
+		return raw, nil
 	}
-	return raw, nil
+	switch n {
+	case 1:
+		return json.RawMessage(`1`), nil
+	case -1:
+		return json.RawMessage(`-1`), nil
+	}
+	return nil, runstream.Errorf(runstream.CodeInvalidArgument, "rating must be +1 or -1").WithDetail("field", "rating")
 }
 
 // listFeedback is GET /api/threads/{thread_id}/runs/{run_id}/feedback:
