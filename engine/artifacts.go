@@ -168,25 +168,6 @@ func (f *FileBlobs) Open(_ context.Context, runID, artifactID string) (io.ReadCl
 	return file, nil
 }
 
-// artifactRef is an artifact as run.completed lists it.
-type artifactRef struct {
-	ArtifactID string `json:"artifactId"`
-	Name       string `json:"name"`
-	MimeType   string `json:"mimeType"`
-	SizeBytes  int64  `json:"sizeBytes"`
-	SHA256     string `json:"sha256"`
-	NodeID     string `json:"nodeId,omitempty"`
-}
-
-// artifactCreatedData is the data of artifact.created.
-type artifactCreatedData struct {
-	ArtifactID string `json:"artifactId"`
-	Name       string `json:"name"`
-	MimeType   string `json:"mimeType"`
-	SizeBytes  int64  `json:"sizeBytes"`
-	SHA256     string `json:"sha256"`
-}
-
 // putArtifact stores the bytes of a node's output as its artifact and
 // returns the metadata to commit with node.completed.
 func (r *runner) putArtifact(ctx context.Context, n *NodeRun, spec *ArtifactSpec, out json.RawMessage) (workflow.Artifact, error) {
@@ -209,28 +190,8 @@ func (r *runner) putArtifact(ctx context.Context, n *NodeRun, spec *ArtifactSpec
 	return a, nil
 }
 
-func refOf(a workflow.Artifact) artifactRef {
-	return artifactRef{ArtifactID: a.ID, Name: a.Name, MimeType: a.MimeType, SizeBytes: a.SizeBytes, SHA256: a.SHA256, NodeID: a.NodeID}
-}
-
 func artifactEvent(a workflow.Artifact, nodeRunID string) workflow.NewEvent {
-	return nodeEvent(workflow.EventArtifactCreated, a.NodeID, nodeRunID, artifactCreatedData{
+	return nodeEvent(workflow.EventArtifactCreated, a.NodeID, nodeRunID, workflow.ArtifactCreated{
 		ArtifactID: a.ID, Name: a.Name, MimeType: a.MimeType, SizeBytes: a.SizeBytes, SHA256: a.SHA256,
 	})
-}
-
-// replayArtifacts returns the artifacts a run's stored events announce.
-func replayArtifacts(events []workflow.Envelope) ([]artifactRef, error) {
-	var out []artifactRef
-	for _, env := range events {
-		if env.Event != workflow.EventArtifactCreated {
-			continue
-		}
-		var d artifactCreatedData
-		if err := json.Unmarshal(env.Data, &d); err != nil {
-			return nil, fmt.Errorf("replay seq %d: %w", env.Seq, err)
-		}
-		out = append(out, artifactRef{ArtifactID: d.ArtifactID, Name: d.Name, MimeType: d.MimeType, SizeBytes: d.SizeBytes, SHA256: d.SHA256, NodeID: env.NodeID})
-	}
-	return out, nil
 }

@@ -144,9 +144,9 @@ type runFailedData struct {
 }
 
 type runCompletedData struct {
-	Output     json.RawMessage `json:"output"`
-	Artifacts  []artifactRef   `json:"artifacts"`
-	FinishedAt string          `json:"finishedAt"`
+	Output     json.RawMessage        `json:"output"`
+	Artifacts  []workflow.ArtifactRef `json:"artifacts"`
+	FinishedAt string                 `json:"finishedAt"`
 }
 
 type runCancelledData struct {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +94,7 @@ type runner struct {
 	results     chan nodeResult
 	// artifacts lists the run's artifacts, for run.completed: those of its
 	// stored events, then those its nodes create.
-	artifacts []artifactRef
+	artifacts []workflow.ArtifactRef
 }
 
 func newRunner(e *Engine, run workflow.Run, owner string, leaseUntil time.Time) *runner {
@@ -178,7 +176,7 @@ func (r *runner) drive() outcome {
 	}
 	states, err := replayNodes(events)
 	if err == nil {
-		r.artifacts, err = replayArtifacts(events)
+		r.artifacts, err = workflow.AnnouncedArtifacts(events)
 	}
 	if err != nil {
 		r.e.logger.ErrorContext(r.ctx, "replay run", "run_id", r.run.ID, "error", err)
@@ -205,7 +203,7 @@ type nodeResult struct {
 	id       string
 	end      nodeEnd
 	output   json.RawMessage
-	artifact *artifactRef
+	artifact *workflow.ArtifactRef
 	// err and retryable: the error of a node that failed for good.
 	err       *runstream.Error
 	retryable bool
@@ -361,7 +359,7 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			if art != nil {
 				p.Artifacts = []workflow.Artifact{*art}
 				events = append([]workflow.NewEvent{artifactEvent(*art, n.NodeRunID)}, events...)
-				ref := refOf(*art)
+				ref := workflow.RefOf(*art)
 				res.artifact = &ref
 			}
 			if r.em.emit(r.ctx, p, events...) != nil {
@@ -488,13 +486,7 @@ func (r *runner) complete() outcome {
 	case def.Output != "":
 		out = r.outputs[def.Output]
 	}
-	artifacts := slices.Clone(r.artifacts)
-	if artifacts == nil {
-		artifacts = []artifactRef{}
-	}
-	// Ids are time-ordered: creation order.
-	slices.SortStableFunc(artifacts, func(a, b artifactRef) int { return strings.Compare(a.ArtifactID, b.ArtifactID) })
-	data := runCompletedData{Output: out, Artifacts: artifacts, FinishedAt: timestamp(r.e.now())}
+	data := runCompletedData{Output: out, Artifacts: workflow.CompletedArtifacts(r.artifacts), FinishedAt: timestamp(r.e.now())}
 	end := runEvent(workflow.EventRunCompleted, data)
 	if limit := workflow.EventLimit(r.e.cfg.Log.MaxEventBytes); len(end.Data) > limit {
 		// Not appended: the log would refuse it, and the run would be

@@ -374,7 +374,13 @@ func TestStreamSynthesisedTerminal(t *testing.T) {
 		t.Run(string(status), func(t *testing.T) {
 			t.Parallel()
 			env := newWorkflowEnv(t, StreamConfig{})
-			env.progress(t, 1)
+			art := workflow.Artifact{ID: "art_1", RunID: env.run.ID, NodeID: "n1", Name: "report.md", MimeType: "text/markdown", SizeBytes: 5,
+				SHA256: strings.Repeat("ab", 32), CreatedAt: time.Now()}
+			created, _ := json.Marshal(workflow.ArtifactCreated{ArtifactID: art.ID, Name: art.Name, MimeType: art.MimeType, SizeBytes: art.SizeBytes, SHA256: art.SHA256})
+			if _, err := env.log.Append(t.Context(), workflow.AppendParams{RunID: env.run.ID, Artifacts: []workflow.Artifact{art},
+				Events: []workflow.NewEvent{{Event: workflow.EventArtifactCreated, NodeID: "n1", NodeRunID: "nr1", Data: created}}}); err != nil {
+				t.Fatal(err)
+			}
 			// The run is terminal in the store without a terminal event, as
 			// after a crash between the status change and the event.
 			store := terminalWithoutEvent{Store: env.store, status: status}
@@ -402,6 +408,11 @@ func TestStreamSynthesisedTerminal(t *testing.T) {
 			}
 			if status == workflow.StatusFailed && data["failedNodeId"] != "n1" {
 				t.Errorf("data = %s, want failedNodeId n1, the node its error names", envl.Data)
+			}
+			// A completed run lists the artifact its events announced, as
+			// the engine's run.completed would.
+			if want := `[{"artifactId":"art_1","mimeType":"text/markdown","name":"report.md","nodeId":"n1","sha256":"` + art.SHA256 + `","sizeBytes":5}]`; status == workflow.StatusCompleted && string(mustMarshal(t, data["artifacts"])) != want {
+				t.Errorf("artifacts = %s, want %s", mustMarshal(t, data["artifacts"]), want)
 			}
 			if err := testValidator.ValidateWorkflowData(string(envl.Event), envl.Data); err != nil {
 				t.Errorf("synthesised data breaks the contract: %v", err)
@@ -612,4 +623,14 @@ func TestRepeatedCatchUpsKeepFramesIntact(t *testing.T) {
 		t.Fatalf("second catch-up: %d events, want 13..%d", len(got), last)
 	}
 	c.expectEOF(t)
+}
+
+// mustMarshal returns v's JSON.
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

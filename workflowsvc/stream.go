@@ -103,13 +103,36 @@ func (st *RunStream) End(ctx context.Context, cursor int64) (frame []byte, done,
 			return nil, true, false, nil
 		}
 	}
-	frame, err = synthesisedTerminal(run)
+	var artifacts []workflow.ArtifactRef
+	if run.Status == workflow.StatusCompleted {
+		if artifacts, err = st.announcedArtifacts(ctx); err != nil {
+			return nil, false, false, err
+		}
+	}
+	frame, err = synthesisedTerminal(run, artifacts)
 	return frame, true, false, err
 }
 
+// announcedArtifacts reads the run's events for the artifacts they
+// announce, which a synthesised run.completed lists as the engine's would.
+func (st *RunStream) announcedArtifacts(ctx context.Context) ([]workflow.ArtifactRef, error) {
+	var refs []workflow.ArtifactRef
+	for after := int64(0); ; {
+		events, err := st.store.ListEvents(ctx, st.run.ID, after, workflow.MaxEventPageLimit)
+		if err != nil || len(events) == 0 {
+			return refs, err
+		}
+		page, err := workflow.AnnouncedArtifacts(events)
+		if err != nil {
+			return nil, err
+		}
+		refs, after = append(refs, page...), events[len(events)-1].Seq
+	}
+}
+
 // synthesisedTerminal renders the terminal frame of a run that is terminal
-// without a terminal event.
-func synthesisedTerminal(run workflow.Run) ([]byte, error) {
+// without a terminal event; a completed run's lists artifacts.
+func synthesisedTerminal(run workflow.Run, artifacts []workflow.ArtifactRef) ([]byte, error) {
 	event, _ := workflow.TerminalEventFor(run.Status)
 	finished := run.FinishedAt
 	if finished.IsZero() {
@@ -119,7 +142,7 @@ func synthesisedTerminal(run workflow.Run) ([]byte, error) {
 	switch event {
 	case workflow.EventRunCompleted:
 		data["output"] = orNull(run.Output)
-		data["artifacts"] = []any{}
+		data["artifacts"] = workflow.CompletedArtifacts(artifacts)
 	case workflow.EventRunFailed:
 		errObj := run.Error
 		if len(errObj) == 0 {
