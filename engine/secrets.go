@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -250,12 +252,12 @@ func (v *literalVisitor) Visit(node *ast.Node) {
 	}
 }
 
-// secretShaped reports whether a template writes out text in the shape of
+// SecretShaped reports whether a template writes out text in the shape of
 // a secret the redact package knows (a provider's key, a JWT, a URL's
 // password…), whatever header or part of the URL holds it: in its
 // written-out text, or in a string literal of a placeholder that reads a
 // value.
-func secretShaped(src string) bool {
+func SecretShaped(src string) bool {
 	written, literals := templateText(src)
 	for _, t := range append(literals, written) {
 		if redact.Text(t) != t {
@@ -283,17 +285,72 @@ func checkCredentials(rawURL string, headers map[string]string) error {
 			WithDetail("rule", RuleLiteralCredential)
 	}
 	for name, value := range headers {
-		if secretShaped(value) || credentialHeader(name) && literalCredential(value) {
+		if SecretShaped(value) || credentialHeader(name) && literalCredential(value) {
 			return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
 		}
 	}
 	if where := urlCredential(rawURL); where != "" {
 		return deny("%s holds a literal credential", where)
 	}
-	if secretShaped(rawURL) {
+	if SecretShaped(rawURL) {
 		return deny("the url holds a literal credential")
 	}
 	return nil
+}
+
+// CheckDefinitionCredentials refuses a definition (its JSON) that holds
+// text in the shape of a secret the redaction knows (SecretShaped) in any
+// string or member name, wherever it is: a node's config, a prompt, an
+// expression, a schema's example, the name or the description. A
+// definition is stored and served back as it was published, so it must
+// reference secrets ({{ secrets.NAME }}), never hold them. The error is
+// WORKFLOW_DEFINITION_INVALID with details.rule literal_credential and
+// details.path, the JSON pointer of the string, never its value. The
+// http node's stricter header and URL rules are checkCredentials'.
+func CheckDefinitionCredentials(raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil // refused as JSON elsewhere
+	}
+	if path, found := secretIn(v, ""); found {
+		return LiteralCredential("the definition at "+cmp.Or(path, "/"), path)
+	}
+	return nil
+}
+
+// LiteralCredential is the refusal of a definition that holds a
+// credential: where names the place in words, path (in details.path) is
+// its JSON pointer.
+func LiteralCredential(where, path string) error {
+	return runstream.Errorf(runstream.CodeWorkflowDefinitionInvalid, "%s holds a literal credential: reference a secret, {{ secrets.NAME }}, instead of writing it", where).
+		WithDetail("rule", RuleLiteralCredential).WithDetail("path", path)
+}
+
+// secretIn returns the JSON pointer, below at, of the first string or
+// member name of v that SecretShaped finds a secret in.
+func secretIn(v any, at string) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return at, SecretShaped(v)
+	case []any:
+		for i, item := range v {
+			if path, ok := secretIn(item, fmt.Sprintf("%s/%d", at, i)); ok {
+				return path, true
+			}
+		}
+	case map[string]any:
+		names := slices.Sorted(maps.Keys(v))
+		for _, name := range names {
+			member := at + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
+			if SecretShaped(name) {
+				return at, true
+			}
+			if path, ok := secretIn(v[name], member); ok {
+				return path, true
+			}
+		}
+	}
+	return "", false
 }
 
 // credentialHeader reports whether a header's name says it carries a

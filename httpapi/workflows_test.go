@@ -109,6 +109,22 @@ func TestPublishInvalidDefinition(t *testing.T) {
 			t.Errorf("%s: %v, want literal_credential on call without the key", header, body)
 		}
 	}
+	// A credential anywhere else in a definition (it is stored and served
+	// back as published): refused, naming where, neither echoed nor stored.
+	dsn := "postgres://admin:S3cretPassQ9@db.internal:5432/prod"
+	for _, tc := range []struct{ body, path string }{
+		{`{"name":"lit","description":"db ` + dsn + `","nodes":[{"id":"a","type":"delay","config":{"ms":1}}]}`, "/description"},
+		{`{"name":"lit","nodes":[{"id":"a","type":"transform","config":{"expression":"\"` + dsn + `\""}}],"output":"a"}`, "/nodes/0/config/expression"},
+		{`{"name":"lit","nodes":[{"id":"a","type":"llm","config":{"provider":"scripted","text":"the key is ` + key + `"}}],"output":"a"}`, "/nodes/0/config/text"},
+		{`{"name":"lit","inputSchema":{"type":"object","examples":[{"token":"` + key + `"}]},"nodes":[{"id":"a","type":"delay","config":{"ms":1}}]}`, "/inputSchema/examples/0/token"},
+		{`{"name":"db ` + dsn + `","definition":{"name":"lit","nodes":[{"id":"a","type":"delay","config":{"ms":1}}]}}`, "/name"},
+	} {
+		body := wantError(t, "literal credential", 422, runstream.CodeWorkflowDefinitionInvalid)(s.post(t, "/api/workflows", tc.body))
+		details, _ := body["details"].(map[string]any)
+		if details["rule"] != "literal_credential" || details["path"] != tc.path || strings.Contains(fmt.Sprint(body), "S3cret") || strings.Contains(fmt.Sprint(body), "a1B2") {
+			t.Errorf("%s: %v, want literal_credential at %s without the secret", tc.path, body, tc.path)
+		}
+	}
 	if page := must(t, http.StatusOK)(s.get(t, "/api/workflows")); len(workflowIDs(page["workflows"])) != 0 {
 		t.Errorf("refused definitions were stored: %v", page)
 	}
