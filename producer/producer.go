@@ -481,23 +481,28 @@ func (w *Writer) runURL(threadID, runID string, events, ifAbsent bool) string {
 
 // APIError is a refusal the server answered with.
 type APIError struct {
-	Status  int
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Status    int
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
 }
 
 func (e *APIError) Error() string {
 	return fmt.Sprintf("producer: server answered %d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// retryable reports whether an answer may succeed later: 408, 409 (an
-// idempotent request still in progress), 425, 429 and 5xx.
-func retryable(status int) bool {
-	switch status {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+// retryable reports whether a refusal may succeed later: 408, 425, 429
+// and 5xx, and a 409 whose body says it is retryable. Other conflicts are
+// final (a finished run's row, a key reused with another body): retrying
+// them would only wait out the context.
+func retryable(e *APIError) bool {
+	switch e.Status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
 		return true
+	case http.StatusConflict:
+		return e.Retryable
 	}
-	return status >= 500
+	return e.Status >= 500
 }
 
 // send makes the request until it succeeds, the answer is final, or ctx
@@ -512,7 +517,7 @@ func (w *Writer) send(ctx context.Context, method, u string, body []byte, key st
 			return status, nil
 		}
 		var apiErr *APIError
-		if errors.As(err, &apiErr) && !retryable(apiErr.Status) {
+		if errors.As(err, &apiErr) && !retryable(apiErr) {
 			return status, err
 		}
 		if ctx.Err() != nil {

@@ -472,6 +472,15 @@ func TestSingletonAndRunRow(t *testing.T) {
 	if got.Status != runevents.RunSuccess || got.Usage.TotalTokens != 45 || !bytes.Contains(got.Metadata, []byte(`"message_count":3`)) {
 		t.Errorf("run row = %+v", got)
 	}
+	// A finished run keeps its status: a late write is refused for good,
+	// at once, not retried until the context ends.
+	late, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	row.Status = runevents.RunRunning
+	var apiErr *producer.APIError
+	if err := w.PutRun(late, row); !errors.As(err, &apiErr) || apiErr.Code != "CONFLICT" || late.Err() != nil {
+		t.Errorf("a late write over a finished row: %v (context: %v), want CONFLICT at once", err, late.Err())
+	}
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
