@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr/ast"
@@ -258,13 +259,22 @@ func (v *literalVisitor) Visit(node *ast.Node) {
 // written-out text, or in a string literal of a placeholder that reads a
 // value.
 func SecretShaped(src string) bool {
+	return templateHolds(src, func(t string) bool { return redact.Text(t) != t })
+}
+
+// ValueShaped is SecretShaped with the value rules alone
+// (redact.Shaped): text that only follows a sensitive name ("password =
+// ?", "{"token": input.token}") does not count.
+func ValueShaped(src string) bool {
+	return templateHolds(src, redact.Shaped)
+}
+
+// templateHolds reports whether test finds a secret in a template's
+// written-out text or in a string literal of a placeholder that reads a
+// value (templateText).
+func templateHolds(src string, test func(string) bool) bool {
 	written, literals := templateText(src)
-	for _, t := range append(literals, written) {
-		if redact.Text(t) != t {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(append(literals, written), test)
 }
 
 func containsFold(list []string, s string) bool {
@@ -299,39 +309,67 @@ func checkCredentials(rawURL string, headers map[string]string) error {
 }
 
 // CheckDefinitionCredentials refuses a definition (its JSON) that holds
-// text in the shape of a secret the redaction knows (SecretShaped) in any
-// string or member name, wherever it is: a node's config, a prompt, an
-// expression, a schema's example, the name or the description. A
-// definition is stored and served back as it was published, so it must
-// reference secrets ({{ secrets.NAME }}), never hold them. The error is
-// WORKFLOW_DEFINITION_INVALID with details.rule literal_credential and
-// details.path, the JSON pointer of the string, never its value. The
-// http node's stricter header and URL rules are checkCredentials'.
+// text in the shape of a secret (ValueShaped) in any string or member
+// name, wherever it is: a node's config, a prompt, an expression, a
+// schema's example. A definition is stored and served back as it was
+// published, so it must reference secrets ({{ secrets.NAME }}), never
+// hold them. The error is WORKFLOW_DEFINITION_INVALID with details.rule
+// literal_credential and details.path, the JSON pointer of the string,
+// never its value. The http node's stricter header and URL rules are
+// checkCredentials'. A secret split across strings (a scripted model's
+// tokens, a concatenation in an expression) is not found.
 func CheckDefinitionCredentials(raw json.RawMessage) error {
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return nil // refused as JSON elsewhere
 	}
-	if path, found := secretIn(v, ""); found {
-		return LiteralCredential("the definition at "+cmp.Or(path, "/"), path)
+	path, found := secretIn(v, "")
+	if !found {
+		return nil
 	}
-	return nil
+	e := LiteralCredential("the definition at "+cmp.Or(path, "/"), path)
+	if id := nodeAt(v, path); id != "" {
+		e.WithNode(id)
+	}
+	return e
+}
+
+// nodeAt returns the id of the node whose part the pointer path names
+// (/nodes/N/…), "" when it names none or its id is not a valid one.
+func nodeAt(def any, path string) string {
+	rest, ok := strings.CutPrefix(path, "/nodes/")
+	if !ok {
+		return ""
+	}
+	index, _, _ := strings.Cut(rest, "/")
+	i, err := strconv.Atoi(index)
+	root, _ := def.(map[string]any)
+	nodes, _ := root["nodes"].([]any)
+	if err != nil || i < 0 || i >= len(nodes) {
+		return ""
+	}
+	node, _ := nodes[i].(map[string]any)
+	if id, _ := node["id"].(string); nodeIDPattern.MatchString(id) {
+		return id
+	}
+	return ""
 }
 
 // LiteralCredential is the refusal of a definition that holds a
 // credential: where names the place in words, path (in details.path) is
 // its JSON pointer.
-func LiteralCredential(where, path string) error {
+func LiteralCredential(where, path string) *runstream.Error {
 	return runstream.Errorf(runstream.CodeWorkflowDefinitionInvalid, "%s holds a literal credential: reference a secret, {{ secrets.NAME }}, instead of writing it", where).
 		WithDetail("rule", RuleLiteralCredential).WithDetail("path", path)
 }
 
-// secretIn returns the JSON pointer, below at, of the first string or
-// member name of v that SecretShaped finds a secret in.
+// secretIn returns the JSON pointer, below at, of the first string of v
+// that ValueShaped finds a secret in, or of the object whose member name
+// it finds one in.
 func secretIn(v any, at string) (string, bool) {
 	switch v := v.(type) {
 	case string:
-		return at, SecretShaped(v)
+		return at, ValueShaped(v)
 	case []any:
 		for i, item := range v {
 			if path, ok := secretIn(item, fmt.Sprintf("%s/%d", at, i)); ok {
@@ -342,8 +380,8 @@ func secretIn(v any, at string) (string, bool) {
 		names := slices.Sorted(maps.Keys(v))
 		for _, name := range names {
 			member := at + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
-			if SecretShaped(name) {
-				return at, true
+			if ValueShaped(name) {
+				return at, true // the object: the name is the secret
 			}
 			if path, ok := secretIn(v[name], member); ok {
 				return path, true

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -143,6 +144,46 @@ func TestLiteralCredentialsAreRefused(t *testing.T) {
 	for _, config := range allowed {
 		if _, err := reg.CompileJSON([]byte(`{"name":"c","nodes":[{"id":"call","type":"http","config":` + config + `}]}`)); err != nil {
 			t.Errorf("%s: %v, want allowed", config, err)
+		}
+	}
+}
+
+// TestCheckDefinitionCredentials: a definition holding a secret's shape
+// in any string or member name is refused at its path, without the
+// value; a definition that names credentials without holding one (a
+// sensitive member name, a query's placeholder, prose) is not.
+func TestCheckDefinitionCredentials(t *testing.T) {
+	key := "ghp_" + strings.Repeat("a1B2", 9)
+	dsn := "postgres://admin:S3cretPassQ9@db.internal:5432/prod"
+	for def, path := range map[string]string{
+		`{"description":"db ` + dsn + `"}`:                                                        "/description",
+		`{"nodes":[{"config":{"expression":"\"` + dsn + `\""}}]}`:                                 "/nodes/0/config/expression",
+		`{"nodes":[{"config":{"expression":"` + key + `"}}]}`:                                     "/nodes/0/config/expression",
+		`{"nodes":[{"config":{"text":"the key is {{ \"` + key + `\" }}"}}]}`:                      "/nodes/0/config/text",
+		`{"inputSchema":{"examples":[{"` + key + `":1}]}}`:                                        "/inputSchema/examples/0",
+		`{"nodes":[{"config":{"headers":{"X-Foo":"Bearer ` + key + `"}}}]}`:                       "/nodes/0/config/headers/X-Foo",
+		`{"nodes":[{"config":{"query":"SELECT 1 -- sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"}}]}`: "/nodes/0/config/query",
+	} {
+		err := engine.CheckDefinitionCredentials(json.RawMessage(def))
+		re := runstream.AsError(err)
+		if re == nil || re.Code != runstream.CodeWorkflowDefinitionInvalid || re.Details["rule"] != engine.RuleLiteralCredential || re.Details["path"] != path {
+			t.Errorf("%s: %v, want literal_credential at %s", def, err, path)
+			continue
+		}
+		if strings.Contains(re.Message, "a1B2") || strings.Contains(re.Message, "S3cret") {
+			t.Errorf("%s: the error shows the credential: %s", def, re.Message)
+		}
+	}
+	for _, def := range []string{
+		`{"nodes":[{"config":{"expression":"{\"token\": input.token, \"password\": input.password}"}}]}`,
+		`{"nodes":[{"config":{"expression":"{\"session_token\": nodes.login.output.body.token}"}}]}`,
+		`{"nodes":[{"config":{"query":"SELECT id FROM users WHERE password = ? AND api_key=$1"}}]}`,
+		`{"nodes":[{"config":{"text":"password=at least 12 characters; the token: see the docs"}}]}`,
+		`{"nodes":[{"config":{"headers":{"Authorization":"Bearer {{ secrets.API_TOKEN }}"}}}]}`,
+		`{"nodes":[{"config":{"url":"postgres://{{ secrets.USER }}@db.internal/prod"}}]}`,
+	} {
+		if err := engine.CheckDefinitionCredentials(json.RawMessage(def)); err != nil {
+			t.Errorf("%s: %v, want it accepted", def, err)
 		}
 	}
 }

@@ -118,6 +118,9 @@ func TestPublishInvalidDefinition(t *testing.T) {
 		{`{"name":"lit","nodes":[{"id":"a","type":"llm","config":{"provider":"scripted","text":"the key is ` + key + `"}}],"output":"a"}`, "/nodes/0/config/text"},
 		{`{"name":"lit","inputSchema":{"type":"object","examples":[{"token":"` + key + `"}]},"nodes":[{"id":"a","type":"delay","config":{"ms":1}}]}`, "/inputSchema/examples/0/token"},
 		{`{"name":"db ` + dsn + `","definition":{"name":"lit","nodes":[{"id":"a","type":"delay","config":{"ms":1}}]}}`, "/name"},
+		// Not a valid expression: refused as a credential before the
+		// compile, whose error would quote it.
+		{`{"name":"lit","nodes":[{"id":"a","type":"transform","config":{"expression":"` + key + `"}}],"output":"a"}`, "/nodes/0/config/expression"},
 	} {
 		body := wantError(t, "literal credential", 422, runstream.CodeWorkflowDefinitionInvalid)(s.post(t, "/api/workflows", tc.body))
 		details, _ := body["details"].(map[string]any)
@@ -128,6 +131,8 @@ func TestPublishInvalidDefinition(t *testing.T) {
 	if page := must(t, http.StatusOK)(s.get(t, "/api/workflows")); len(workflowIDs(page["workflows"])) != 0 {
 		t.Errorf("refused definitions were stored: %v", page)
 	}
+	// Naming credentials is not holding one.
+	s.publish(t, `{"name":"names","nodes":[{"id":"a","type":"transform","config":{"expression":"{\"token\": input.token, \"password\": \"see the vault\"}"}}],"output":"a"}`)
 	wantError(t, "unknown request field", 400, runstream.CodeInvalidArgument)(s.post(t, "/api/workflows", `{"definition":`+simpleFlow+`,"owner":"x"}`))
 	wantError(t, "duplicate key", 400, runstream.CodeInvalidJSON)(s.post(t, "/api/workflows", `{"name":"a","name":"b"}`))
 }

@@ -18,6 +18,26 @@ func Text(s string) string {
 	return out
 }
 
+// Shaped reports whether s holds text in the shape of a secret that a
+// value rule knows: a private key block, a provider's key or token, a
+// JWT, a URL's or a DSN's password, a Bearer or Basic credential. The
+// key=value rules, which mask whatever follows a sensitive name
+// ("password = ?" in a query, "token: input.token" in an expression), do
+// not apply: Shaped is for text that may name credentials without
+// holding one, such as a workflow definition.
+func Shaped(s string) bool {
+	mask := candidates(s)
+	for i := range valueRules {
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		if _, changed := valueRules[i].apply(s); changed {
+			return true
+		}
+	}
+	return false
+}
+
 // ExcerptRunes is the most runes of a caller's value that Quote keeps.
 const ExcerptRunes = 32
 

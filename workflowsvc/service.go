@@ -119,6 +119,16 @@ func (s *Service) compile(d Definition) (Definition, error) {
 		return Definition{}, runstream.Errorf(runstream.CodeInvalidArgument, "definition must be a JSON object")
 	}
 	d.Definition = compact.Bytes()
+	// Before the compile, whose errors may quote what they refuse.
+	if err := engine.CheckDefinitionCredentials(d.Definition); err != nil {
+		return Definition{}, err
+	}
+	switch {
+	case engine.ValueShaped(d.Name):
+		return Definition{}, engine.LiteralCredential("the name", "/name")
+	case engine.ValueShaped(d.Description):
+		return Definition{}, engine.LiteralCredential("the description", "/description")
+	}
 	plan, err := s.cfg.Definitions.CompileJSON(d.Definition)
 	if err != nil {
 		return Definition{}, err
@@ -126,15 +136,6 @@ func (s *Service) compile(d Definition) (Definition, error) {
 	def := plan.Definition()
 	d.Name = cmp.Or(d.Name, def.Name)
 	d.Description = cmp.Or(d.Description, def.Description)
-	if err := engine.CheckDefinitionCredentials(d.Definition); err != nil {
-		return Definition{}, err
-	}
-	switch {
-	case engine.SecretShaped(d.Name):
-		return Definition{}, engine.LiteralCredential("the name", "/name")
-	case engine.SecretShaped(d.Description):
-		return Definition{}, engine.LiteralCredential("the description", "/description")
-	}
 	switch {
 	case len([]rune(d.Name)) > engine.MaxNameLength:
 		return Definition{}, runstream.Errorf(runstream.CodeInvalidArgument, "name has more than %d characters", engine.MaxNameLength)
