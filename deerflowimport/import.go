@@ -371,12 +371,17 @@ func (im *importer) run(ctx context.Context, r Run, add func(Problem)) error {
 		im.sum.RunsUnchanged++
 		return nil
 	case got.OwnerID == want.OwnerID && got.CreatedAt.Equal(want.CreatedAt) && want.UpdatedAt.After(got.UpdatedAt):
-		// The source's row is newer: the run went on in DeerFlow.
-		if _, err := im.t.Runs.PutRun(ctx, want); err != nil {
+		// The source's row is newer: the run went on in DeerFlow, unless
+		// runstream's row has finished (RunStatus.MayBecome), which keeps
+		// its status: a conflict like the one below.
+		_, err := im.t.Runs.PutRun(ctx, want)
+		if err == nil {
+			im.sum.RunsUpdated++
+			return nil
+		}
+		if runstream.ErrorCodeOf(err) != runstream.CodeConflict {
 			return fmt.Errorf("%s: %w", r.Loc, err)
 		}
-		im.sum.RunsUpdated++
-		return nil
 	}
 	im.sum.Conflicts++
 	add(Problem{r.Loc, fmt.Errorf("conflict: runstream holds another row for run %s of thread %s, as new as the source's or newer; left as it is", want.RunID, want.ThreadID)})

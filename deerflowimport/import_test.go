@@ -74,3 +74,42 @@ func TestImportRowLimit(t *testing.T) {
 		}
 	}
 }
+
+// runsSource yields run rows only.
+type runsSource struct {
+	fakeSource
+	runs []Run
+}
+
+func (s runsSource) Runs(func(Problem)) ([]Run, error) { return s.runs, nil }
+
+func (runsSource) Threads(func(string, []Row, []Problem) error) error { return nil }
+
+// TestImportFinishedRunIsAConflict: a source's newer row that would move
+// runstream's finished row to another status is a conflict, reported,
+// and the import goes on with the next row.
+func TestImportFinishedRunIsAConflict(t *testing.T) {
+	t.Parallel()
+	v, err := contracts.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, runs := memory.NewRunEventStore(), memory.NewRunStore()
+	created := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	row := func(run string, status runevents.RunStatus, updated time.Duration) runevents.ThreadRun {
+		return runevents.ThreadRun{ThreadID: "t1", RunID: run, OwnerID: "local", Status: status, OperationKind: "run",
+			CreatedAt: created, UpdatedAt: created.Add(updated)}
+	}
+	if _, err := runs.PutRun(t.Context(), row("r1", runevents.RunInterrupted, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	target := Target{Log: eventlog.NewThreadLog(events, v, nil, eventlog.ThreadLimits{}), Threads: events, Runs: runs}
+	src := runsSource{runs: []Run{{Loc: "runs/r1", Row: row("r1", runevents.RunSuccess, time.Hour)}, {Loc: "runs/r2", Row: row("r2", runevents.RunSuccess, time.Hour)}}}
+	sum, err := Import(t.Context(), target, []Source{src}, Options{DefaultOwner: "local"}, nil)
+	if err != nil || sum.Conflicts != 1 || sum.Runs != 1 || len(sum.Problems) != 1 {
+		t.Fatalf("import: %s, %v; want r1 a conflict and r2 imported", sum, err)
+	}
+	if got, _ := runs.GetRun(t.Context(), "t1", "r1", runevents.AnyOwner); got.Status != runevents.RunInterrupted {
+		t.Errorf("r1 is %s, want interrupted, as it was", got.Status)
+	}
+}
