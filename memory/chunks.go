@@ -76,22 +76,31 @@ func (s *ChunkStore) writeThreadRun(ctx context.Context, res runchunks.Result) e
 		return nil
 	}
 	r := res.Run
+	fresh := runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, OperationKind: "run", Status: r.Status, CreatedAt: r.UpdatedAt, UpdatedAt: r.UpdatedAt}
+	if runs, ok := s.runs.(*RunStore); ok {
+		// Under the run store's lock, as the SQL stores' pushes set it in
+		// their transaction: only the status and updated_at, unguarded
+		// (a new epoch may reopen a finished row, which PutRun refuses to
+		// a late writer).
+		fresh, err := runevents.PrepareRunRow(fresh, r.UpdatedAt)
+		if err != nil {
+			return err
+		}
+		if !runs.putStatus(fresh) {
+			return runchunks.NotFound(r.RunID)
+		}
+		return nil
+	}
 	row, err := s.runs.GetRun(ctx, r.ThreadID, r.RunID, runstream.AnyOwner)
 	switch {
 	case err != nil && runstream.AsError(err).Code == runstream.CodeNotFound:
-		row = runevents.ThreadRun{ThreadID: r.ThreadID, RunID: r.RunID, OwnerID: r.OwnerID, OperationKind: "run", CreatedAt: r.UpdatedAt}
+		row = fresh
 	case err != nil:
 		return err
 	case row.OwnerID != r.OwnerID:
 		return runchunks.NotFound(r.RunID)
 	}
 	row.Status, row.UpdatedAt = r.Status, r.UpdatedAt
-	if runs, ok := s.runs.(*RunStore); ok {
-		// The executing run sets its status as the SQL stores' chunk
-		// pushes do: a new epoch may reopen a finished row, which PutRun
-		// refuses to a late writer.
-		return runs.setRun(row)
-	}
 	_, err = s.runs.PutRun(ctx, row)
 	return err
 }

@@ -65,17 +65,25 @@ func (s *RunStore) PutRun(_ context.Context, r runevents.ThreadRun) (runevents.T
 	return cloneThreadRun(r), nil
 }
 
-// setRun stores r as PutRun does, but for a chunk push's status, which
-// RunStatus.MayBecome does not guard; the caller has checked the owner.
-func (s *RunStore) setRun(r runevents.ThreadRun) error {
-	r, err := runevents.PrepareRunRow(r, s.cfg.now())
-	if err != nil {
-		return err
-	}
+// putStatus creates the row r or sets the stored row's status and
+// updated_at to r's, unguarded by RunStatus.MayBecome: a chunk push's. r
+// is a valid row with its times set; false when another owner holds the
+// row, which is left as it is.
+func (s *RunStore) putStatus(r runevents.ThreadRun) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.runs[threadRunKey{r.ThreadID, r.RunID}] = cloneThreadRun(r)
-	return nil
+	key := threadRunKey{r.ThreadID, r.RunID}
+	old, ok := s.runs[key]
+	switch {
+	case !ok:
+		s.runs[key] = cloneThreadRun(r)
+	case old.OwnerID != r.OwnerID:
+		return false
+	default:
+		old.Status, old.UpdatedAt = r.Status, r.UpdatedAt
+		s.runs[key] = old
+	}
+	return true
 }
 
 func cloneThreadRun(r runevents.ThreadRun) runevents.ThreadRun {

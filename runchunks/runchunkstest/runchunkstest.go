@@ -218,6 +218,16 @@ func testEnd(t *testing.T, h Harness) {
 	s, runs := h.Open(t)
 	ctx := context.Background()
 	mustPush(t, s, push(0, chunks(0, 2)))
+	// The producer writes the row's usage meanwhile; the end sets only
+	// its status (and updated_at).
+	usage, err := runs.GetRun(ctx, "thread-1", "run-1", runstream.AnyOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage.Usage.TotalTokens, usage.ModelName = 45, "m"
+	if _, err := runs.PutRun(ctx, usage); err != nil {
+		t.Fatal(err)
+	}
 	p := push(2, nil)
 	p.End = &runchunks.End{Status: runevents.RunError, Error: json.RawMessage(`{"message":"boom","name":"ValueError"}`)}
 	res := mustPush(t, s, p)
@@ -226,8 +236,8 @@ func testEnd(t *testing.T, h Harness) {
 		t.Fatalf("end = %+v", res)
 	}
 	row, err := runs.GetRun(ctx, "thread-1", "run-1", runstream.AnyOwner)
-	if err != nil || row.Status != runevents.RunError {
-		t.Fatalf("thread run row = %+v, %v; want error", row, err)
+	if err != nil || row.Status != runevents.RunError || row.Usage.TotalTokens != 45 || row.ModelName != "m" {
+		t.Fatalf("thread run row = %+v, %v; want error, its usage and model kept", row, err)
 	}
 	if res := mustPush(t, s, p); res.Ended || len(res.Appended) != 0 || res.Run.NextIndex != 3 { // a retried end
 		t.Fatalf("retried end = %+v", res)
