@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/journal"
 	"github.com/runstream/runstream/runevents"
 )
@@ -511,5 +512,28 @@ func TestErrorFallback(t *testing.T) {
 	j.LLMEnd(t.Context(), journal.LLMEnd{CallID: "a", Generations: []*journal.Message{m}})
 	if got := j.Summary().ErrorFallback; got != "" {
 		t.Errorf("error fallback = %q from additional_kwargs.error_fallback, want none", got)
+	}
+}
+
+// refusingSink refuses every run row write with err.
+type refusingSink struct {
+	fakeSink
+	err error
+}
+
+func (s *refusingSink) PutRun(context.Context, runevents.ThreadRun) error { return s.err }
+
+// TestRunRowProgressSkipsAFinishedRow: a progress write that the row
+// refuses because it has finished (CONFLICT) is no failure; another
+// refusal is.
+func TestRunRowProgressSkipsAFinishedRow(t *testing.T) {
+	base := runevents.ThreadRun{ThreadID: "t1", RunID: "r1"}
+	finished := journal.RunRowProgress(&refusingSink{err: runstream.Errorf(runstream.CodeConflict, "run r1 is success")}, base)
+	if err := finished(t.Context(), journal.Summary{}); err != nil {
+		t.Errorf("progress over a finished row: %v, want none", err)
+	}
+	down := journal.RunRowProgress(&refusingSink{err: errors.New("store down")}, base)
+	if err := down(t.Context(), journal.Summary{}); err == nil {
+		t.Error("progress with the store down: no error")
 	}
 }

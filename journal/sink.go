@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
 )
@@ -106,12 +107,19 @@ func (s Summary) RunRow(base runevents.ThreadRun) runevents.ThreadRun {
 }
 
 // RunRowProgress returns an Options.Progress that writes each snapshot to
-// the run row through sink with status running.
+// the run row through sink with status running. A row that has finished
+// meanwhile (a cancel ended it) refuses the write with CONFLICT, which
+// is no failure: as the original's reporter, progress updates the row
+// only while it is running.
 func RunRowProgress(sink Sink, base runevents.ThreadRun) func(context.Context, Summary) error {
 	return func(ctx context.Context, s Summary) error {
 		row := s.RunRow(base)
 		row.Status = runevents.RunRunning
-		return sink.PutRun(ctx, row)
+		err := sink.PutRun(ctx, row)
+		if runstream.ErrorCodeOf(err) == runstream.CodeConflict {
+			return nil
+		}
+		return err
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/internal/backoff"
 	"github.com/runstream/runstream/runevents"
 )
@@ -489,6 +490,18 @@ type APIError struct {
 
 func (e *APIError) Error() string {
 	return fmt.Sprintf("producer: server answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// As lets errors.As (and runstream.ErrorCodeOf) read the refusal as a
+// *runstream.Error with the server's code, so that code written against
+// the in-process service (package journal's sinks) tells refusals apart
+// alike.
+func (e *APIError) As(target any) bool {
+	t, ok := target.(**runstream.Error)
+	if ok {
+		*t = &runstream.Error{Code: runstream.ErrorCode(e.Code), Message: e.Message}
+	}
+	return ok
 }
 
 // retryable reports whether a refusal may succeed later: 408, 425, 429

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/eventlog"
 	"github.com/runstream/runstream/httpapi"
@@ -478,8 +479,12 @@ func TestSingletonAndRunRow(t *testing.T) {
 	defer cancel()
 	row.Status = runevents.RunRunning
 	var apiErr *producer.APIError
-	if err := w.PutRun(late, row); !errors.As(err, &apiErr) || apiErr.Code != "CONFLICT" || late.Err() != nil {
+	err = w.PutRun(late, row)
+	if !errors.As(err, &apiErr) || apiErr.Code != "CONFLICT" || late.Err() != nil {
 		t.Errorf("a late write over a finished row: %v (context: %v), want CONFLICT at once", err, late.Err())
+	}
+	if code := runstream.ErrorCodeOf(err); code != runstream.CodeConflict {
+		t.Errorf("the refusal's code, as runstream reads it: %s, want CONFLICT", code)
 	}
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
