@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,18 +175,13 @@ type accessEntry struct {
 }
 
 // describe records what the access log says of r: its method as the
-// metrics label it (methodLabel), its path and query redacted
-// (logRedact), its route pattern.
+// metrics label it (methodLabel), its path redacted (logRedact), the
+// names of its query parameters (queryNames), never their values, and its
+// route pattern.
 func (e *accessEntry) describe(r *http.Request) {
 	e.method, e.remote = methodLabel(r.Method), r.RemoteAddr
 	e.path = logRedact(r.URL.Path)
-	if r.URL.RawQuery != "" {
-		query, err := url.QueryUnescape(r.URL.RawQuery)
-		if err != nil {
-			query = r.URL.RawQuery
-		}
-		e.query = logRedact(query)
-	}
+	e.query = queryNames(r.URL.RawQuery)
 	e.pattern, e.route = r.Pattern, r.Pattern
 	if e.route == "" {
 		e.route = "unmatched"
@@ -230,7 +226,28 @@ func methodLabel(method string) string {
 	return "other"
 }
 
-// logRedact returns a request path or query as the access log keeps it:
+// queryNames returns the names of a raw query's parameters as the access
+// log keeps them: in order, each once, redacted and cut to an excerpt,
+// joined by commas; at most 20. A value may be a credential whatever its
+// name ("signature", "code"), so none is kept.
+func queryNames(raw string) string {
+	var names []string
+	for part := range strings.SplitSeq(raw, "&") {
+		name, _, _ := strings.Cut(part, "=")
+		if unescaped, err := url.QueryUnescape(name); err == nil {
+			name = unescaped
+		}
+		if name = redact.Excerpt(name); name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+		if len(names) == 20 {
+			break
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// logRedact returns a request path as the access log keeps it:
 // each piece between '/', '?' and '&' redacted as a bare value (a key
 // sent as one path segment), and within a piece the text after each '=',
 // from the last, as the start of a line ("q=X-Api-Key: …"); then the

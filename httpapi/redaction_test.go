@@ -94,6 +94,7 @@ func TestAccessLogRedactsPathAndQuery(t *testing.T) {
 	env := newThreadEnv(t, func(c *envConfig) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
 	secrets := corpus(1)
 	env.do(t, "GET", "/api/threads/"+url.PathEscape(testDSN)+"/runs?token=abcdefgh12345678&dsn="+url.QueryEscape(testDSN), "")
+	env.do(t, "GET", "/api/threads/t1/messages/page?limit=5&signature=f00dcafe0123456789&limit=6", "")
 	for _, s := range secrets {
 		env.do(t, "GET", "/api/threads/t1/runs/"+url.PathEscape(s.Text)+"/messages?q="+url.QueryEscape(s.Text), "")
 		env.do(t, "GET", "/api/"+url.PathEscape(s.Text), "")
@@ -102,10 +103,14 @@ func TestAccessLogRedactsPathAndQuery(t *testing.T) {
 	if !strings.Contains(out, `"msg":"request"`) {
 		t.Fatalf("no access log lines:\n%s", out)
 	}
-	for _, bad := range []string{testDSNPassword, "abcdefgh12345678"} {
+	for _, bad := range []string{testDSNPassword, "abcdefgh12345678", "f00dcafe0123456789"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the access log holds %q:\n%s", bad, out)
 		}
+	}
+	// The query's parameter names are kept, each once, never a value.
+	if !strings.Contains(out, `"query":"limit,signature"`) {
+		t.Errorf("the access log does not name the query's parameters:\n%s", out)
 	}
 	if p, ok := holdsSecret(out, secrets); ok {
 		t.Errorf("the access log holds %q", p)
