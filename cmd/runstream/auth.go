@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 
 	"github.com/runstream/runstream/auth"
 )
@@ -25,28 +27,46 @@ func (m *Main) authCommand(ctx context.Context, args []string, stdout, stderr io
 	case "hash-key":
 		fs := flag.NewFlagSet("auth hash-key", flag.ContinueOnError)
 		if err := m.parseFlags(fs, args[1:], stderr, "runstream auth hash-key < KEY_FILE"); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
 			return err
 		}
 		line, err := bufio.NewReader(io.LimitReader(m.Stdin, 4096)).ReadString('\n')
 		if err != nil && err != io.EOF {
 			return fmt.Errorf("read the key from standard input: %w", err)
 		}
-		hash, err := auth.HashKey(strings.TrimRight(line, "\r\n"))
+		key := strings.TrimRight(line, "\r\n")
+		if len(key) < auth.MinKeyLength {
+			return fmt.Errorf("%w: the key on standard input has %d bytes, at least %d are needed: make one with runstream auth new-key USER", errUsage, len(key), auth.MinKeyLength)
+		}
+		hash, err := auth.HashKey(key)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
 		fmt.Fprintln(stdout, hash)
 		return nil
 	case "new-key":
-		if len(args) != 2 || strings.TrimSpace(args[1]) != args[1] || args[1] == "" || strings.ContainsAny(args[1], " \t") {
-			return fmt.Errorf("%w: usage: runstream auth new-key USER", errUsage)
+		const newKeySynopsis = "runstream auth new-key USER"
+		for _, a := range args[1:] {
+			if a == "-h" || a == "-help" || a == "--help" {
+				fmt.Fprintf(stdout, "Usage: %s\n\nPrints a new API key and its line for --api-keys-file.\n", newKeySynopsis)
+				return nil
+			}
+		}
+		if len(args) != 2 {
+			return fmt.Errorf("%w: new-key takes one USER; usage: %s", errUsage, newKeySynopsis)
+		}
+		user := args[1]
+		if user == "" || strings.HasPrefix(user, "-") || strings.ContainsFunc(user, unicode.IsSpace) {
+			return fmt.Errorf("%w: USER must be one word that does not start with '-' (the keys file separates the user from the hash with a space); usage: %s", errUsage, newKeySynopsis)
 		}
 		key := auth.NewKey()
 		hash, err := auth.HashKey(key)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "key: %s\nkeys-file line: %s %s\n", key, args[1], hash)
+		fmt.Fprintf(stdout, "key: %s\nkeys-file line: %s %s\n", key, user, hash)
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, "Usage: %s\n", synopsis)

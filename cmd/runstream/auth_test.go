@@ -218,9 +218,15 @@ func TestAuthCommand(t *testing.T) {
 	if h, _ := auth.HashKey(newKey); lines[1] != "keys-file line: alice "+h {
 		t.Errorf("new-key's line does not hash its key: %q", out)
 	}
-	for _, args := range [][]string{{}, {"nope"}, {"new-key"}, {"new-key", "a b"}} {
+	for _, args := range [][]string{{}, {"nope"}, {"new-key"}, {"new-key", "a b"}, {"new-key", "-x"}, {"new-key", "a", "b"}} {
 		if _, err := run("", args...); !errors.Is(err, errUsage) {
 			t.Errorf("auth %v: %v", args, err)
+		}
+	}
+	// Help is help: no key is made for a user named "--help".
+	for _, args := range [][]string{{"new-key", "--help"}, {"new-key", "-h"}, {"hash-key", "--help"}} {
+		if out, err := run("", args...); err != nil || strings.Contains(out, "rsk_") {
+			t.Errorf("auth %v = %q, %v; want help, no key", args, out, err)
 		}
 	}
 }
