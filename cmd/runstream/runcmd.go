@@ -19,6 +19,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/client"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -65,8 +66,13 @@ func (m *Main) runWorkflow(ctx context.Context, args []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	if cfg.store != "" && flagGiven(fs, "server") {
+	switch {
+	case cfg.store != "" && flagGiven(fs, "server") && flagGiven(fs, "store"):
 		return fmt.Errorf("%w: --store runs in this process and --server on a server: give one", errUsage)
+	case cfg.store != "" && flagGiven(fs, "server"):
+		cfg.store = "" // RUNSTREAM_STORE, exported for serve: the flag given wins
+	case cfg.store != "" && !flagGiven(fs, "store"):
+		fmt.Fprintf(stderr, "running in this process on %s (from %s), not on a server; give --server to use one\n", redact.Text(cfg.store), envName("store"))
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var target runTarget
@@ -105,7 +111,7 @@ func (m *Main) runWorkflow(ctx context.Context, args []string, stdout, stderr io
 	for env, err := range target.follow(ctx, runID) {
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("interrupted; the run goes on: runstream tail %s", runID)
+				return interrupted(cfg, runID)
 			}
 			return fmt.Errorf("follow run %s: %w", runID, err)
 		}
@@ -405,6 +411,18 @@ func (a *apiClient) post(ctx context.Context, path, contentType string, body []b
 }
 
 // flagGiven reports whether the command line set the flag name.
+// interrupted is the error of a run command stopped by a signal: where
+// the run goes on, if anywhere.
+func interrupted(cfg runConfig, runID string) error {
+	switch {
+	case cfg.store == "":
+		return fmt.Errorf("interrupted; the run goes on on the server: runstream tail --server %s %s", cfg.server, runID)
+	case strings.HasPrefix(cfg.store, "memory:"):
+		return fmt.Errorf("interrupted; run %s ended with this process (a memory: store keeps nothing)", runID)
+	}
+	return fmt.Errorf("interrupted; run %s stays in the store and goes on when a server runs on it: runstream serve --store … then runstream tail %s", runID, runID)
+}
+
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })

@@ -167,6 +167,35 @@ func TestRunCommandUsage(t *testing.T) {
 	}
 }
 
+// TestRunCommandStoreFromEnvironment: RUNSTREAM_STORE, exported for serve,
+// gives way to a --server given on the command line, and runs in process
+// only with a notice saying so.
+func TestRunCommandStoreFromEnvironment(t *testing.T) {
+	t.Parallel()
+	base, _, _ := startServe(t, nil, "--store", "memory:")
+	run := func(args ...string) (error, string) {
+		m := &Main{Getenv: func(name string) string {
+			if name == "RUNSTREAM_STORE" {
+				return "memory:"
+			}
+			return ""
+		}, Stdin: strings.NewReader("")}
+		var stdout, stderr bytes.Buffer
+		err := m.Run(t.Context(), append([]string{"run"}, args...), &stdout, &stderr)
+		return err, stderr.String()
+	}
+	quick := filepath.Join(t.TempDir(), "quick.yaml")
+	if err := os.WriteFile(quick, []byte("name: quick\nnodes: [{id: a, type: delay, config: {ms: 1}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err, stderr := run("--server", base, quick); err != nil || strings.Contains(stderr, "in this process") {
+		t.Errorf("--server with RUNSTREAM_STORE set: %v\n%s", err, stderr)
+	}
+	if err, stderr := run(quick); err != nil || !strings.Contains(stderr, "running in this process on memory: (from RUNSTREAM_STORE)") {
+		t.Errorf("RUNSTREAM_STORE alone: %v\n%s", err, stderr)
+	}
+}
+
 // serve wires the server's node configuration: the SQL databases named by
 // --sql-database, artifact files under --data-dir, and the openai key from
 // the environment only, sent to the base URLs --openai-base-url lists.
