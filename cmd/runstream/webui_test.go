@@ -369,6 +369,9 @@ func TestWebUIPublishRunApprove(t *testing.T) {
 	ui.wait("no failed run", `location.search === "?status=failed" && document.querySelector("main").textContent.includes("No run matches the filters.")`)
 	ui.eval(`(() => { const s = document.querySelector("#f-status"); s.value = "completed"; s.dispatchEvent(new Event("change")); return true; })()`, nil)
 	ui.wait("the completed run", `location.search === "?status=completed" && document.querySelectorAll("main tbody tr").length === 1`)
+	// The first page's recent runs name their workflow, as /runs does.
+	ui.open("/")
+	ui.wait("the recent run's workflow name", `[...document.querySelectorAll("main tbody tr td a")].some(a => a.textContent === "ui-approval")`)
 }
 
 // A long run started with one click on the first page is cancelled from

@@ -162,7 +162,7 @@ async function publishExample(ex) {
 
 async function home() {
   document.title = "runstream";
-  const runs = await api("/api/workflows/runs?limit=5");
+  const [runs, wfs] = await Promise.all([api("/api/workflows/runs?limit=5"), api("/api/workflows?limit=100")]);
   const status = h("div", {"aria-live": "polite"});
   const threads = recentThreads();
   clear(main,
@@ -186,11 +186,20 @@ async function home() {
         }}, "Run"),
         h("a", {href: "/examples/" + ex.file, class: "button", "aria-label": "View " + ex.file}, "YAML"))))),
     h("h2", {}, "Recent runs"),
-    runsTable(runs.runs),
+    runsTable(runs.runs, workflowLabels(wfs.workflows)),
     h("p", {}, link("/runs", "All runs →")),
     h("h2", {}, "Recent threads"),
     threads.length ? h("ul", {}, threads.map((t) => h("li", {}, link("/threads/" + encodeURIComponent(t), t)))) : h("p", {class: "muted"}, "No thread opened in this browser yet. ", link("/threads", "Open a thread")),
   );
+}
+
+// workflowLabels maps each workflow's id to the label a list shows: its
+// name, followed by the end of its id when another workflow has the same
+// name (publishing a file twice makes two workflows).
+function workflowLabels(workflows) {
+  const count = {};
+  for (const w of workflows) count[w.name] = (count[w.name] || 0) + 1;
+  return Object.fromEntries(workflows.map((w) => [w.workflowId, count[w.name] > 1 ? w.name + " (…" + w.workflowId.slice(-6) + ")" : w.name]));
 }
 
 function runsTable(runs, names = {}, empty = "No runs yet.") {
@@ -211,8 +220,8 @@ const STATUSES = ["queued", "running", "awaiting_input", "cancelling", "complete
 async function runsPage(q) {
   document.title = "Runs · runstream";
   const wfs = await api("/api/workflows?limit=100");
-  const names = Object.fromEntries(wfs.workflows.map((w) => [w.workflowId, w.name]));
-  const wfSel = h("select", {id: "f-wf"}, h("option", {value: ""}, "all"), wfs.workflows.map((w) => h("option", {value: w.workflowId, selected: q.get("workflowId") === w.workflowId}, w.name)));
+  const names = workflowLabels(wfs.workflows);
+  const wfSel = h("select", {id: "f-wf"}, h("option", {value: ""}, "all"), wfs.workflows.map((w) => h("option", {value: w.workflowId, selected: q.get("workflowId") === w.workflowId}, names[w.workflowId])));
   const stSel = h("select", {id: "f-status"}, h("option", {value: ""}, "all"), STATUSES.map((s) => h("option", {value: s, selected: q.get("status") === s}, s)));
   const body = h("div", {"aria-live": "polite"});
   const pager = h("div", {class: "row"});
