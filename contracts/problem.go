@@ -104,11 +104,11 @@ func appendLeaves(out []Problem, prefix string, ve *jsonschema.ValidationError) 
 	switch k := ve.ErrorKind.(type) {
 	case *kind.Required:
 		for _, name := range k.Missing {
-			out = append(out, Problem{Path: at + "/" + escapeToken(name), Message: "required property is missing"})
+			out = append(out, Problem{Path: at + PointerToken(name), Message: "required property is missing"})
 		}
 	case *kind.AdditionalProperties:
 		for _, name := range k.Properties {
-			out = append(out, Problem{Path: at + "/" + escapeToken(name), Message: "property is not allowed"})
+			out = append(out, Problem{Path: at + PointerToken(name), Message: "property is not allowed"})
 		}
 	default:
 		out = append(out, Problem{Path: at, Message: shorten(k.LocalizedString(printer))})
@@ -119,14 +119,15 @@ func appendLeaves(out []Problem, prefix string, ve *jsonschema.ValidationError) 
 func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(escapeToken(t))
+		b.WriteString(PointerToken(t))
 	}
 	return b.String()
 }
 
-func escapeToken(t string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
+// PointerToken returns a member name or an index as one token of a JSON
+// pointer (RFC 6901), its "/" included: "~" and "/" escaped.
+func PointerToken(t string) string {
+	return "/" + strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }
 
 func shorten(s string) string {

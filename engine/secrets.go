@@ -17,6 +17,7 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/parser"
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/redact"
 )
 
@@ -379,7 +380,7 @@ func secretIn(v any, at string) (string, bool) {
 	case map[string]any:
 		names := slices.Sorted(maps.Keys(v))
 		for _, name := range names {
-			member := at + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
+			member := at + contracts.PointerToken(name)
 			if ValueShaped(name) {
 				return at, true // the object: the name is the secret
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/internal/jsonscan"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
@@ -318,10 +319,10 @@ func exactMembers(raw []byte, t reflect.Type) error {
 		for name, value := range members {
 			field, ok := jsonField(t, name)
 			if !ok {
-				return &unknownMemberError{pointer: pointerToken(redact.Excerpt(name)), name: name}
+				return &unknownMemberError{pointer: contracts.PointerToken(redact.Excerpt(name)), name: name}
 			}
 			if err := exactMembers(value, field.Type); err != nil {
-				return within(pointerToken(name), err)
+				return within(contracts.PointerToken(name), err)
 			}
 		}
 	case reflect.Map:
@@ -331,7 +332,7 @@ func exactMembers(raw []byte, t reflect.Type) error {
 		}
 		for name, value := range members {
 			if err := exactMembers(value, t.Elem()); err != nil {
-				return within(pointerToken(redact.Excerpt(name)), err)
+				return within(contracts.PointerToken(redact.Excerpt(name)), err)
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -368,12 +369,6 @@ func within(token string, err error) error {
 		e.pointer = token + e.pointer
 	}
 	return err
-}
-
-// pointerToken returns a member's name as a JSON pointer token, "/"
-// included.
-func pointerToken(name string) string {
-	return "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(name)
 }
 
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()

@@ -416,7 +416,7 @@ func (a *apiClient) post(ctx context.Context, path, contentType string, body []b
 func interrupted(cfg runConfig, runID string) error {
 	switch {
 	case cfg.store == "":
-		return fmt.Errorf("interrupted; the run goes on on the server: runstream tail --server %s %s", cfg.server, runID)
+		return fmt.Errorf("interrupted; the run goes on on the server: runstream tail --server %s %s", redact.Text(cfg.server), runID)
 	case strings.HasPrefix(cfg.store, "memory:"):
 		return fmt.Errorf("interrupted; run %s ended with this process (a memory: store keeps nothing)", runID)
 	}
