@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -268,8 +270,18 @@ func (e *Engine) Start(ctx context.Context) error {
 // Stop shuts the engine down gracefully: it claims nothing more, lets each
 // run reach a safe point (its running nodes finish; no node or retry
 // starts), and releases the run's lease so another instance continues it.
-// When ctx ends first, the remaining runs are abandoned (see Start) and
-// Stop returns ctx's error once their goroutines have returned.
+//
+// When ctx has a deadline, the node attempts still running a little before
+// it (a quarter of the time Stop was given, at most MaxInterruptMargin)
+// are interrupted: their context is cancelled, and each attempt that
+// returns is written as node.failed with WORKFLOW_WORKER_LOST,
+// details.reason "shutdown" and willRetry true. Such an attempt does not
+// count against the node's retry.maxAttempts, and the instance that
+// continues the run starts the node again at once.
+//
+// When ctx ends first, the remaining runs (those whose nodes did not
+// return) are abandoned (see Start) and Stop returns ctx's error once
+// their goroutines have returned.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.started {
@@ -287,14 +299,52 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.runners.Wait()
 		close(done)
 	}()
-	select {
-	case <-done:
-		e.abandon()
-		return nil
-	case <-ctx.Done():
-		e.abandon()
-		<-done
-		return ctx.Err()
+	var interrupt <-chan time.Time
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		t := time.NewTimer(left - interruptMargin(left))
+		defer t.Stop()
+		interrupt = t.C
+	}
+	for {
+		select {
+		case <-done:
+			e.abandon()
+			return nil
+		case <-interrupt:
+			interrupt = nil
+			e.interruptNodes()
+		case <-ctx.Done():
+			e.abandon()
+			<-done
+			return ctx.Err()
+		}
+	}
+}
+
+// MaxInterruptMargin bounds how long before Stop's deadline the running
+// node attempts are interrupted.
+const MaxInterruptMargin = 5 * time.Second
+
+// interruptMargin is how long before the end of a stop given left the
+// running node attempts are interrupted: time for them to return, for
+// their node.failed and the pending deltas to be written and the leases
+// released.
+func interruptMargin(left time.Duration) time.Duration {
+	return min(left/4, MaxInterruptMargin)
+}
+
+// interruptNodes stops the running node attempts of every run with
+// errShutdown (see Stop).
+func (e *Engine) interruptNodes() {
+	e.mu.Lock()
+	runners := slices.Collect(maps.Values(e.runs))
+	e.mu.Unlock()
+	if len(runners) > 0 {
+		e.logger.Warn("interrupting the running nodes before the shutdown deadline", "runs", len(runners))
+	}
+	for _, r := range runners {
+		r.stopNodes(errShutdown)
 	}
 }
 

@@ -128,6 +128,9 @@ type failedData struct {
 		Code      runstream.ErrorCode `json:"code"`
 		Retryable bool                `json:"retryable"`
 		NodeID    string              `json:"nodeId"`
+		Details   struct {
+			Reason string `json:"reason"`
+		} `json:"details"`
 	} `json:"error"`
 	Attempt   int     `json:"attempt"`
 	WillRetry bool    `json:"willRetry"`

@@ -38,7 +38,12 @@ var (
 	errRunFailed       = errors.New("another node of the run failed")
 	errNodeTimeout     = errors.New("the node attempt timed out")
 	errRunnerDone      = errors.New("the runner finished")
+	errShutdown        = errors.New("the engine is shutting down")
 )
+
+// ShutdownReason is details.reason of the WORKFLOW_WORKER_LOST error of a
+// node attempt interrupted by a graceful shutdown (see Engine.Stop).
+const ShutdownReason = "shutdown"
 
 // Lease upkeep, as divisors of Config.LeaseDuration.
 const (
@@ -371,13 +376,16 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			endAttemptSpan(span, "awaiting_input", nil, false)
 			return nodeResult{id: id, end: nodeYielded}
 		}
+		if errors.Is(context.Cause(r.nodesCtx), errShutdown) {
+			return r.interrupted(id, n, span)
+		}
 		if r.nodesCtx.Err() != nil {
 			endAttemptSpan(span, "stopped", nil, false)
 			return nodeResult{id: id, end: nodeStopped}
 		}
 		nerr := r.nodeError(actx, id, err)
 		retryable := retryableOf(err, nerr.Code)
-		willRetry := retryable && attempt < pn.maxAttempts
+		willRetry := retryable && attempt < pn.maxAttempts+spec.spare
 		endAttemptSpan(span, "failed", nerr, willRetry)
 		data := nodeFailedData{Error: nodeErrorObject(nerr, retryable), Attempt: attempt, WillRetry: willRetry}
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
@@ -387,8 +395,25 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			return nodeResult{id: id, end: nodeFailed, err: nerr, retryable: retryable}
 		}
 		r.e.cfg.Observer.NodeRetried(pn.spec.Type)
-		wait = pn.backoffAfter(attempt)
+		wait = pn.backoffAfter(attempt - spec.spare)
 	}
+}
+
+// interrupted writes the end of attempt n of node id, interrupted by a
+// graceful shutdown: node.failed with a retryable WORKFLOW_WORKER_LOST
+// whose details.reason is ShutdownReason, and willRetry true. The run
+// yields; the instance that continues it starts the next attempt at once,
+// and the interrupted one does not count against retry.maxAttempts (see
+// reconcile).
+func (r *runner) interrupted(id string, n *NodeRun, span trace.Span) nodeResult {
+	nerr := runstream.Errorf(runstream.CodeWorkflowWorkerLost, "the instance running node %s shut down during attempt %d; the node starts again where the run continues", id, n.Attempt).
+		WithNode(id).WithDetail("reason", ShutdownReason)
+	endAttemptSpan(span, "interrupted", nerr, true)
+	data := nodeFailedData{Error: nodeErrorObject(nerr, true), Attempt: n.Attempt, WillRetry: true}
+	if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
+		return nodeResult{id: id, end: nodeStopped}
+	}
+	return nodeResult{id: id, end: nodeYielded}
 }
 
 // reserveOutput counts out, a node's redacted output, in the run's node

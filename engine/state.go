@@ -27,6 +27,11 @@ type nodeState struct {
 	willRetry bool
 	failed    bool
 	lastError json.RawMessage
+	// shutdown: the latest attempt was interrupted by a graceful
+	// shutdown; spare counts the node's attempts that were, which do not
+	// count against its retry.maxAttempts.
+	shutdown bool
+	spare    int
 }
 
 // replayNodes folds a run's events into node states.
@@ -49,7 +54,7 @@ func replayNodes(events []workflow.Envelope) (map[string]*nodeState, error) {
 			if err := json.Unmarshal(env.Data, &d); err != nil {
 				return nil, fmt.Errorf("replay seq %d: %w", env.Seq, err)
 			}
-			*st = nodeState{queued: true, attempt: d.Attempt, nodeRunID: env.NodeRunID, startedAt: env.Timestamp, open: true}
+			*st = nodeState{queued: true, attempt: d.Attempt, nodeRunID: env.NodeRunID, startedAt: env.Timestamp, open: true, spare: st.spare}
 		case workflow.EventNodeCompleted:
 			st.open, st.completed = false, true
 		case workflow.EventNodeFailed:
@@ -57,19 +62,35 @@ func replayNodes(events []workflow.Envelope) (map[string]*nodeState, error) {
 				Error     json.RawMessage `json:"error"`
 				WillRetry bool            `json:"willRetry"`
 			}
+			var e struct {
+				Code    runstream.ErrorCode `json:"code"`
+				Details struct {
+					Reason string `json:"reason"`
+				} `json:"details"`
+			}
 			if err := json.Unmarshal(env.Data, &d); err != nil {
 				return nil, fmt.Errorf("replay seq %d: %w", env.Seq, err)
 			}
+			if err := json.Unmarshal(d.Error, &e); err != nil {
+				return nil, fmt.Errorf("replay seq %d: error: %w", env.Seq, err)
+			}
 			st.open, st.willRetry, st.failed, st.lastError = false, d.WillRetry, !d.WillRetry, d.Error
+			st.shutdown = d.WillRetry && e.Code == runstream.CodeWorkflowWorkerLost && e.Details.Reason == ShutdownReason
+			if st.shutdown {
+				st.spare++
+			}
 		}
 	}
 	return states, nil
 }
 
-// startSpec says how a node starts: with which attempt, after which wait.
+// startSpec says how a node starts: with which attempt, after which wait,
+// and how many of its earlier attempts a shutdown interrupted (spare: they
+// do not count against its retry.maxAttempts).
 type startSpec struct {
 	attempt int
 	wait    time.Duration
+	spare   int
 }
 
 // load reads the run's definition, events and stored node outputs.
@@ -105,7 +126,9 @@ func (r *runner) load(ctx context.Context) ([]workflow.Envelope, map[string]json
 // are scheduled: a node with a stored output is done (a human_input node
 // resumed since gets its node.completed now); an interrupted attempt
 // fails with WORKFLOW_WORKER_LOST and is retried when its policy allows;
-// a node whose last attempt failed for good fails the run. It returns the
+// an attempt a graceful shutdown interrupted starts again at once, without
+// counting against the policy; a node whose last attempt failed for good
+// fails the run. It returns the
 // nodes that restart with a later attempt, or end when the run ended.
 func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json.RawMessage) (map[string]startSpec, outcome) {
 	restart := map[string]startSpec{}
@@ -128,7 +151,7 @@ func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json
 		switch {
 		case st.open:
 			lostErr := runstream.Errorf(runstream.CodeWorkflowWorkerLost, "the instance running node %s stopped during attempt %d", id, st.attempt).WithNode(id)
-			willRetry := st.attempt < pn.maxAttempts
+			willRetry := st.attempt < pn.maxAttempts+st.spare
 			data := nodeFailedData{Error: newErrorObject(lostErr), Attempt: st.attempt, WillRetry: willRetry}
 			if err := r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, st.nodeRunID, data)); err != nil {
 				return nil, lost
@@ -136,11 +159,13 @@ func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json
 			if !willRetry {
 				return nil, r.failRun(id, mustJSON(newErrorObject(lostErr)))
 			}
-			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt)}
+			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - st.spare), spare: st.spare}
 		case st.failed:
 			return nil, r.failRun(id, st.lastError)
+		case st.shutdown:
+			restart[id] = startSpec{attempt: st.attempt + 1, spare: st.spare}
 		case st.willRetry:
-			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt)}
+			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - st.spare), spare: st.spare}
 		}
 	}
 	return restart, running

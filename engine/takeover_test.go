@@ -63,25 +63,6 @@ func TestTakeover(t *testing.T) {
 			kill: func(cancel context.CancelFunc, a *engine.Engine) error { cancel(); return a.Stop(context.Background()) },
 			tail: []string{"node.failed:slow", "run.failed"},
 		},
-		{
-			// A graceful stop whose deadline passes abandons the run too.
-			name:  "StopDeadline",
-			retry: `"retry":{"maxAttempts":3},`,
-			kill: func(_ context.CancelFunc, a *engine.Engine) error {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				defer cancel()
-				if err := a.Stop(ctx); err != context.DeadlineExceeded {
-					return err
-				}
-				return nil
-			},
-			tail: []string{
-				"node.failed:slow",
-				"node.started:slow", "node.progress:slow", "node.progress:slow", "node.progress:slow", "node.completed:slow",
-				"node.queued:last", "node.started:last", "node.completed:last",
-				"run.completed",
-			},
-		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -11,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 const examples = "../../examples/workflows/"
@@ -297,4 +300,89 @@ func TestServeHTTPNodeAllow(t *testing.T) {
 	if !errors.Is(err, errUsage) {
 		t.Errorf("a bad RUNSTREAM_HTTP_NODE_ALLOW: %v", err)
 	}
+}
+
+// progressWriter closes seen at the first line of node.progress written
+// to it.
+type progressWriter struct {
+	once sync.Once
+	seen chan struct{}
+}
+
+func (w *progressWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("node.progress")) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+// A Ctrl-C on an in-process run interrupts its running node (a minute's
+// delay) instead of waiting for it: the attempt ends with node.failed,
+// lost to a shutdown and retried, which a server on the same store then
+// shows.
+func TestRunCommandInterruptedInProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := "sqlite:" + filepath.Join(dir, "runstream.db")
+	file := filepath.Join(dir, "long.yaml")
+	if err := os.WriteFile(file, []byte("name: long\nnodes: [{id: long, type: delay, config: {ms: 60000, progressEveryMs: 200}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &progressWriter{seen: make(chan struct{})}
+	go func() {
+		<-out.seen
+		cancel()
+	}()
+	var stderr syncBuffer
+	m := &Main{Getenv: func(string) string { return "" }, Stdin: strings.NewReader("")}
+	err := m.Run(ctx, []string{"run", file, "--store", store}, out, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("err = %v, want interrupted\n%s", err, stderr.String())
+	}
+	_, runID, _ := strings.Cut(strings.TrimSpace(stderr.String()), ", run ")
+	runID, _, _ = strings.Cut(runID, "\n")
+
+	base, _, _ := startServe(t, nil, "--store", store, "--shutdown-timeout", "1s")
+	resp, err := http.Get(base + "/api/workflows/runs/" + runID + "/events?limit=1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page struct {
+		Events []struct {
+			Event     string    `json:"event"`
+			Timestamp time.Time `json:"timestamp"`
+			Data      struct {
+				Error struct {
+					Code    string `json:"code"`
+					Details struct{ Reason string }
+				} `json:"error"`
+				WillRetry bool `json:"willRetry"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events of run %q: %d %v", runID, resp.StatusCode, err)
+	}
+	var progress time.Time
+	for _, e := range page.Events {
+		switch e.Event {
+		case "node.progress":
+			if progress.IsZero() {
+				progress = e.Timestamp
+			}
+		case "node.failed":
+			if e.Data.Error.Code != "WORKFLOW_WORKER_LOST" || e.Data.Error.Details.Reason != "shutdown" || !e.Data.WillRetry {
+				t.Errorf("node.failed %+v, want lost to a shutdown and retried", e.Data)
+			}
+			// Well within serve's 30 s, whose interruption comes 25 s in.
+			if waited := e.Timestamp.Sub(progress); waited > 10*time.Second {
+				t.Errorf("the node was interrupted %v after the Ctrl-C; want within the in-process timeout (%v)", waited, localShutdownTimeout)
+			}
+			return
+		}
+	}
+	t.Errorf("run %s has no node.failed: the interrupted attempt was left open", runID)
 }

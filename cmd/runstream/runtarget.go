@@ -99,6 +99,12 @@ type localTarget struct {
 	app *app
 }
 
+// localShutdownTimeout is how long closing an in-process run's services
+// waits for a running node: a Ctrl-C interrupts it before this passes
+// (engine.Stop), and the run goes on, with that node's next attempt, where
+// a server runs on the store.
+const localShutdownTimeout = 2 * time.Second
+
 // localFollowPoll is how often a local follower reads the store when the
 // hub wakes it for nothing.
 const localFollowPoll = 500 * time.Millisecond
@@ -112,7 +118,7 @@ func (m *Main) openLocalTarget(ctx context.Context, cfg runConfig, logger *slog.
 		workers:         1,
 		workerID:        engine.DefaultWorkerID(),
 		dataDir:         localDataDir(cfg.store),
-		shutdownTimeout: 30 * time.Second,
+		shutdownTimeout: localShutdownTimeout,
 		openBackend:     m.openBackend,
 	}
 	if err := m.readNodeEnv(&sc); err != nil {

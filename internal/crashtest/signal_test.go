@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +79,68 @@ func TestSignals(t *testing.T) {
 			t.Fatal("serve still runs 10 s after a second SIGTERM")
 		}
 	})
+}
+
+// A node that would outlast --shutdown-timeout is interrupted before it
+// passes: SIGTERM still exits 0, the attempt ends with node.failed
+// WORKFLOW_WORKER_LOST (details.reason "shutdown", willRetry), and the
+// restarted server runs the node again at once although it has no retry
+// left, and completes the run.
+func TestSignalInterruptsLongNode(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	args := append(backendArgs(t, "sqlite", dir), "--shutdown-timeout", "2s")
+	srv := startServer(t, dir, addr, args...)
+	base := srv.Base()
+	var wf struct{ WorkflowID string }
+	postJSON(t, base+"/api/workflows", `{"name":"long","nodes":[{"id":"long","type":"delay","config":{"ms":3000,"progressEveryMs":100}}],"output":"long"}`, &wf)
+	var run struct{ RunID string }
+	postJSON(t, base+"/api/workflows/"+wf.WorkflowID+"/runs", `{"input":{}}`, &run)
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.ContainsFunc(runEvents(t, base, run.RunID), func(row map[string]any) bool { return row["event"] == "node.progress" }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not start:\n%s", srv.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	srv.Signal(syscall.SIGTERM)
+	select {
+	case <-srv.Done():
+		if srv.Err() != nil {
+			t.Fatalf("serve exited with %v after SIGTERM; want 0\n%s", srv.Err(), srv.Log())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("serve still runs 10 s after SIGTERM\n%s", srv.Log())
+	}
+
+	srv = startServer(t, dir, addr, args...)
+	deadline = time.Now().Add(30 * time.Second)
+	var rows []map[string]any
+	for {
+		rows = runEvents(t, base, run.RunID)
+		if last := rows[len(rows)-1]["event"]; last == "run.completed" || last == "run.failed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not end after the restart:\n%s", srv.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var seq []string
+	var interrupted map[string]any
+	for _, row := range rows {
+		seq = append(seq, row["event"].(string))
+		if row["event"] == "node.failed" {
+			interrupted = row["data"].(map[string]any)
+		}
+	}
+	if seq[len(seq)-1] != "run.completed" || interrupted == nil {
+		t.Fatalf("events %v; want the interrupted attempt's node.failed and run.completed", seq)
+	}
+	e := interrupted["error"].(map[string]any)
+	if e["code"] != "WORKFLOW_WORKER_LOST" || e["details"].(map[string]any)["reason"] != "shutdown" || interrupted["willRetry"] != true {
+		t.Errorf("node.failed of the interrupted attempt: %v", interrupted)
+	}
 }
 
 // waitRefused waits until srv no longer accepts connections: its shutdown
