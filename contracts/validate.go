@@ -35,6 +35,9 @@ type runEventSchema struct {
 	category string
 	content  *jsonschema.Schema
 	metadata *jsonschema.Schema
+	// quickContent and quickMetadata are the quick forms of content and
+	// metadata, nil when they have none (quick.go).
+	quickContent, quickMetadata *quickSchema
 }
 
 type middlewarePattern struct {
@@ -54,8 +57,10 @@ type workflowDoc struct {
 
 type runEventDoc struct {
 	Events []struct {
-		EventType string `json:"event_type"`
-		Category  string `json:"category"`
+		EventType string          `json:"event_type"`
+		Category  string          `json:"category"`
+		Content   json.RawMessage `json:"content_schema"`
+		Metadata  json.RawMessage `json:"metadata_schema"`
 	} `json:"events"`
 	Aliases []struct {
 		EventType string          `json:"event_type"`
@@ -63,8 +68,10 @@ type runEventDoc struct {
 		Metadata  json.RawMessage `json:"metadata_schema"`
 	} `json:"legacy_event_aliases"`
 	Patterns []struct {
-		Pattern  string `json:"pattern"`
-		Category string `json:"category"`
+		Pattern  string          `json:"pattern"`
+		Category string          `json:"category"`
+		Content  json.RawMessage `json:"content_schema"`
+		Metadata json.RawMessage `json:"metadata_schema"`
 	} `json:"dynamic_event_patterns"`
 }
 
@@ -110,9 +117,11 @@ func NewValidator() (*Validator, error) {
 	for i, e := range re.Events {
 		at := "/events/" + strconv.Itoa(i)
 		v.runEvents[e.EventType] = runEventSchema{
-			category: e.Category,
-			content:  compile(RunEventStreamFile, at+"/content_schema"),
-			metadata: compile(RunEventStreamFile, at+"/metadata_schema"),
+			category:      e.Category,
+			content:       compile(RunEventStreamFile, at+"/content_schema"),
+			metadata:      compile(RunEventStreamFile, at+"/metadata_schema"),
+			quickContent:  compileQuick(e.Content),
+			quickMetadata: compileQuick(e.Metadata),
 		}
 	}
 	if len(re.Patterns) != 1 {
@@ -127,9 +136,11 @@ func NewValidator() (*Validator, error) {
 		eventType: compile(RunEventStreamFile, "/dynamic_event_patterns/0/event_type_schema"),
 		tag:       compile(RunEventStreamFile, "/dynamic_event_patterns/0/tag_schema"),
 		runEventSchema: runEventSchema{
-			category: re.Patterns[0].Category,
-			content:  compile(RunEventStreamFile, "/dynamic_event_patterns/0/content_schema"),
-			metadata: compile(RunEventStreamFile, "/dynamic_event_patterns/0/metadata_schema"),
+			category:      re.Patterns[0].Category,
+			content:       compile(RunEventStreamFile, "/dynamic_event_patterns/0/content_schema"),
+			metadata:      compile(RunEventStreamFile, "/dynamic_event_patterns/0/metadata_schema"),
+			quickContent:  compileQuick(re.Patterns[0].Content),
+			quickMetadata: compileQuick(re.Patterns[0].Metadata),
 		},
 	}
 	for i, a := range re.Aliases {
@@ -144,6 +155,7 @@ func NewValidator() (*Validator, error) {
 		// An alias with a metadata schema of its own: the canonical
 		// category and content, its own metadata.
 		canonical.metadata = compile(RunEventStreamFile, "/legacy_event_aliases/"+strconv.Itoa(i)+"/metadata_schema")
+		canonical.quickMetadata = compileQuick(a.Metadata)
 		v.runEvents[a.EventType] = canonical
 	}
 	if err != nil {
@@ -289,6 +301,9 @@ func (v *Validator) ValidateRunEvent(eventType string, content, metadata any) er
 	schema, ok, problems := v.runEventSchema(eventType)
 	if !ok {
 		return newValidationError(problems)
+	}
+	if quickAccepts(schema.quickContent, content) && quickAccepts(schema.quickMetadata, metadata) {
+		return nil
 	}
 	// Both members are converted before either is validated, so the
 	// problems come in the order of ValidateRunEventRecord's: conversion
