@@ -70,7 +70,7 @@ const (
 	CodeWorkflowHTTPNodeError ErrorCode = "WORKFLOW_HTTP_NODE_ERROR"
 	// CodeWorkflowNodeLimitExceeded: A node exceeded a configured bound (expression budget, statement time, rows, output, event or artifact size); details.limit names the bound.
 	CodeWorkflowNodeLimitExceeded ErrorCode = "WORKFLOW_NODE_LIMIT_EXCEEDED"
-	// CodeWorkflowWorkerLost: The instance running a node attempt stopped during it: it died or lost its lease, or it shut down (details.reason "shutdown"; such an attempt is retried and does not count against retry.maxAttempts).
+	// CodeWorkflowWorkerLost: The instance running a node attempt stopped during it: it died or lost its lease, or it shut down (details.reason "shutdown"; the attempt of a node that acts on nothing outside its run is then retried without counting against retry.maxAttempts).
 	CodeWorkflowWorkerLost ErrorCode = "WORKFLOW_WORKER_LOST"
 )
 
@@ -145,5 +145,5 @@ var errorCodes = map[ErrorCode]errorCodeInfo{
 	CodeWorkflowLLMProviderError:    {retryable: true, meaning: "The language-model provider returned an error or broke the stream."},
 	CodeWorkflowHTTPNodeError:       {retryable: false, meaning: "An http node's request failed or answered non-2xx; retryable for 5xx and 429."},
 	CodeWorkflowNodeLimitExceeded:   {retryable: false, meaning: "A node exceeded a configured bound (expression budget, statement time, rows, output, event or artifact size); details.limit names the bound."},
-	CodeWorkflowWorkerLost:          {retryable: true, meaning: "The instance running a node attempt stopped during it: it died or lost its lease, or it shut down (details.reason \"shutdown\"; such an attempt is retried and does not count against retry.maxAttempts)."},
+	CodeWorkflowWorkerLost:          {retryable: true, meaning: "The instance running a node attempt stopped during it: it died or lost its lease, or it shut down (details.reason \"shutdown\"; the attempt of a node that acts on nothing outside its run is then retried without counting against retry.maxAttempts)."},
 }

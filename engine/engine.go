@@ -274,10 +274,12 @@ func (e *Engine) Start(ctx context.Context) error {
 // When ctx has a deadline, the node attempts still running a little before
 // it (a quarter of the time Stop was given, at most MaxInterruptMargin)
 // are interrupted: their context is cancelled, and each attempt that
-// returns is written as node.failed with WORKFLOW_WORKER_LOST,
-// details.reason "shutdown" and willRetry true. Such an attempt does not
-// count against the node's retry.maxAttempts, and the instance that
-// continues the run starts the node again at once.
+// returns is written as node.failed with WORKFLOW_WORKER_LOST and
+// details.reason "shutdown". The attempt of a repeatable node
+// (NodeType.Repeatable) does not count against its retry.maxAttempts;
+// another's counts, and fails the node (and its run) when the policy has
+// no attempt left. The instance that continues the run starts the next
+// attempt at once.
 //
 // When ctx ends first, the remaining runs (those whose nodes did not
 // return) are abandoned (see Start) and Stop returns ctx's error once

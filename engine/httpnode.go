@@ -111,7 +111,7 @@ type httpRequest struct {
 // (credentials among them) appear in no output, event or error.
 func HTTP(opts HTTPOptions) NodeType {
 	opts = opts.withDefaults()
-	return NodeType{Name: "http", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+	return NodeType{Name: "http", Repeatable: httpRepeatable, Compile: func(raw json.RawMessage) (NodeFunc, error) {
 		var c httpConfig
 		if err := DecodeConfig(raw, &c); err != nil {
 			return nil, err
@@ -128,6 +128,20 @@ func HTTP(opts HTTPOptions) NodeType {
 			return req.do(ctx, env, opts.Client, opts.Secrets)
 		}, nil
 	}}
+}
+
+// httpRepeatable reports whether an http node's request is safe to send
+// again (RFC 9110 §9.2.1: GET, HEAD, OPTIONS): see NodeType.Repeatable.
+func httpRepeatable(raw json.RawMessage) bool {
+	var c httpConfig
+	if json.Unmarshal(raw, &c) != nil {
+		return false
+	}
+	switch strings.ToUpper(c.Method) {
+	case "", "GET", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
 }
 
 func compileHTTP(c httpConfig, opts HTTPOptions) (*httpRequest, error) {

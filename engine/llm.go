@@ -31,7 +31,7 @@ func LLM(providers ...LLMProvider) NodeType {
 	for _, p := range providers {
 		byName[p.Name] = p
 	}
-	return NodeType{Name: "llm", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+	return NodeType{Name: "llm", Repeatable: AlwaysRepeatable, Compile: func(raw json.RawMessage) (NodeFunc, error) {
 		var head struct {
 			Provider string `json:"provider"`
 		}

@@ -46,7 +46,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // expression over input and nodes.<id>.output whose value is the node's
 // output.
 func Transform() NodeType {
-	return NodeType{Name: "transform", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+	return NodeType{Name: "transform", Repeatable: AlwaysRepeatable, Compile: func(raw json.RawMessage) (NodeFunc, error) {
 		var c struct {
 			Expression string `json:"expression"`
 		}
@@ -83,7 +83,7 @@ const MaxDelay = 24 * time.Hour
 // of the wait, at least 100 ms) and at the end. Its output is
 // {"waitedMs": ms}.
 func Delay() NodeType {
-	return NodeType{Name: "delay", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+	return NodeType{Name: "delay", Repeatable: AlwaysRepeatable, Compile: func(raw json.RawMessage) (NodeFunc, error) {
 		var c struct {
 			Ms              int64 `json:"ms"`
 			ProgressEveryMs int64 `json:"progressEveryMs"`
@@ -141,7 +141,7 @@ const (
 // actions and values that match formSchema; the node's output is then
 // {"action", "values"}.
 func HumanInput() NodeType {
-	return NodeType{Name: "human_input", Compile: func(raw json.RawMessage) (NodeFunc, error) {
+	return NodeType{Name: "human_input", Repeatable: AlwaysRepeatable, Compile: func(raw json.RawMessage) (NodeFunc, error) {
 		var c struct {
 			FormSchema  json.RawMessage `json:"formSchema"`
 			Actions     []string        `json:"actions"`

@@ -26,7 +26,19 @@ type NodeType struct {
 	// details.rule "invalid_config", or the rule of a *runstream.Error
 	// that has one, and the error's message.
 	Compile func(config json.RawMessage) (NodeFunc, error)
+	// Repeatable reports whether an attempt of a node of this type with
+	// config (one Compile accepted) acts on nothing outside its run: it
+	// reads, computes or waits. An attempt of such a node that a graceful
+	// shutdown interrupted runs again where the run continues, without
+	// counting against its retry.maxAttempts (see Engine.Stop); any other
+	// interrupted attempt counts, as a crashed one does, so that a node
+	// runs twice only when its definition says it may. Nil: no node of
+	// the type is repeatable.
+	Repeatable func(config json.RawMessage) bool
 }
+
+// AlwaysRepeatable is the Repeatable of node types whose every node is.
+func AlwaysRepeatable(json.RawMessage) bool { return true }
 
 // Registry holds the node types definitions may use. It is immutable and
 // safe for concurrent use.
@@ -89,8 +101,11 @@ type planNode struct {
 	// upstream lists the node's transitive needs.
 	upstream    []string
 	maxAttempts int
-	backoff     time.Duration
-	timeout     time.Duration
+	// repeatable: an attempt a shutdown interrupted runs again without
+	// counting (NodeType.Repeatable).
+	repeatable bool
+	backoff    time.Duration
+	timeout    time.Duration
 }
 
 // Definition returns the definition the plan was compiled from.
@@ -116,6 +131,16 @@ func (n *planNode) backoffAfter(attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, MaxBackoff)
+}
+
+// spareAttempts is how many of a node's attempts that a graceful shutdown
+// interrupted (shutdowns) do not count against its retry.maxAttempts: all
+// of them, up to MaxAttempts, for a repeatable node; none for another.
+func (n *planNode) spareAttempts(shutdowns int) int {
+	if !n.repeatable {
+		return 0
+	}
+	return min(shutdowns, MaxAttempts)
 }
 
 // Validate checks a definition: see Compile.
@@ -220,6 +245,9 @@ func (r *Registry) compileNode(pn *planNode) error {
 		return invalid(n.ID, RuleInvalidConfig, "node %s: invalid %s config: %s", n.ID, n.Type, runstream.ErrorMessage(asSafe(err)))
 	}
 	pn.run = run
+	if repeatable := r.types[n.Type].Repeatable; repeatable != nil {
+		pn.repeatable = repeatable(config)
+	}
 	pn.maxAttempts = 1
 	if n.Retry != nil {
 		if n.Retry.MaxAttempts < 1 || n.Retry.MaxAttempts > MaxAttempts {

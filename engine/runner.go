@@ -377,7 +377,7 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			return nodeResult{id: id, end: nodeYielded}
 		}
 		if errors.Is(context.Cause(r.nodesCtx), errShutdown) {
-			return r.interrupted(id, n, span)
+			return r.interrupted(pn, n, spec.shutdowns, span)
 		}
 		if r.nodesCtx.Err() != nil {
 			endAttemptSpan(span, "stopped", nil, false)
@@ -385,7 +385,8 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 		}
 		nerr := r.nodeError(actx, id, err)
 		retryable := retryableOf(err, nerr.Code)
-		willRetry := retryable && attempt < pn.maxAttempts+spec.spare
+		spare := pn.spareAttempts(spec.shutdowns)
+		willRetry := retryable && attempt < pn.maxAttempts+spare
 		endAttemptSpan(span, "failed", nerr, willRetry)
 		data := nodeFailedData{Error: nodeErrorObject(nerr, retryable), Attempt: attempt, WillRetry: willRetry}
 		if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
@@ -395,23 +396,33 @@ func (r *runner) runNode(id string, spec startSpec, upstream map[string]json.Raw
 			return nodeResult{id: id, end: nodeFailed, err: nerr, retryable: retryable}
 		}
 		r.e.cfg.Observer.NodeRetried(pn.spec.Type)
-		wait = pn.backoffAfter(attempt - spec.spare)
+		wait = pn.backoffAfter(attempt - spare)
 	}
 }
 
-// interrupted writes the end of attempt n of node id, interrupted by a
-// graceful shutdown: node.failed with a retryable WORKFLOW_WORKER_LOST
-// whose details.reason is ShutdownReason, and willRetry true. The run
-// yields; the instance that continues it starts the next attempt at once,
-// and the interrupted one does not count against retry.maxAttempts (see
-// reconcile).
-func (r *runner) interrupted(id string, n *NodeRun, span trace.Span) nodeResult {
-	nerr := runstream.Errorf(runstream.CodeWorkflowWorkerLost, "the instance running node %s shut down during attempt %d; the node starts again where the run continues", id, n.Attempt).
-		WithNode(id).WithDetail("reason", ShutdownReason)
-	endAttemptSpan(span, "interrupted", nerr, true)
-	data := nodeFailedData{Error: nodeErrorObject(nerr, true), Attempt: n.Attempt, WillRetry: true}
+// interrupted writes the end of attempt n of node pn, interrupted by a
+// graceful shutdown after shutdowns earlier ones: node.failed with a
+// retryable WORKFLOW_WORKER_LOST whose details.reason is ShutdownReason.
+// Another attempt follows when the node is repeatable (the interrupted
+// one does not count: spareAttempts) or has attempts left; the run then
+// yields, and the instance that continues it starts the next attempt at
+// once (reconcile). Otherwise the node fails for good, and its run: a
+// node runs twice only when its definition says it may.
+func (r *runner) interrupted(pn *planNode, n *NodeRun, shutdowns int, span trace.Span) nodeResult {
+	id := n.NodeID
+	willRetry := n.Attempt < pn.maxAttempts+pn.spareAttempts(shutdowns+1)
+	msg := "the instance running node %s shut down during attempt %d; the node starts again where the run continues"
+	if !willRetry {
+		msg = "the instance running node %s shut down during attempt %d, and the node may not run again: it may act outside the run, and its retry policy allows no other attempt"
+	}
+	nerr := runstream.Errorf(runstream.CodeWorkflowWorkerLost, msg, id, n.Attempt).WithNode(id).WithDetail("reason", ShutdownReason)
+	endAttemptSpan(span, "interrupted", nerr, willRetry)
+	data := nodeFailedData{Error: nodeErrorObject(nerr, true), Attempt: n.Attempt, WillRetry: willRetry}
 	if r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, n.NodeRunID, data)) != nil {
 		return nodeResult{id: id, end: nodeStopped}
+	}
+	if !willRetry {
+		return nodeResult{id: id, end: nodeFailed, err: nerr, retryable: true}
 	}
 	return nodeResult{id: id, end: nodeYielded}
 }

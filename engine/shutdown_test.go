@@ -136,13 +136,14 @@ func TestShutdownInterruptsLongNodes(t *testing.T) {
 		})
 	})
 	// A crashed attempt after an interrupted one counts: with one attempt
-	// allowed the run fails, with two the node gets its second.
+	// allowed the run fails, with two the node gets its second, after the
+	// backoff of a first failure (the interrupted attempt not counted).
 	for _, tc := range []struct {
 		retry string
 		want  workflow.RunStatus
 	}{
 		{``, workflow.StatusFailed},
-		{`"retry":{"maxAttempts":2},`, workflow.StatusCompleted},
+		{`"retry":{"maxAttempts":2,"backoffMs":1000},`, workflow.StatusCompleted},
 	} {
 		t.Run("CrashAfterShutdown/"+string(tc.want), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -167,30 +168,28 @@ func TestShutdownInterruptsLongNodes(t *testing.T) {
 				}
 				checkInterrupted(t, events, 0, 1)
 				var lost failedData
-				enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 1, &lost)
+				failedAt := enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 1, &lost).Timestamp
 				if lost.Error.Code != runstream.CodeWorkflowWorkerLost || lost.Error.Details.Reason != "" || lost.WillRetry != (tc.want == workflow.StatusCompleted) || lost.Attempt != 2 {
 					t.Errorf("node.failed of the crashed attempt: %+v", lost)
+				}
+				if lost.WillRetry {
+					startedAt := enginetest.Data(t, events, workflow.EventNodeStarted, "slow", 2, &struct{}{}).Timestamp
+					if wait := startedAt.Sub(failedAt); wait < time.Second || wait >= 2*time.Second {
+						t.Errorf("the third attempt started %v after the crash was reported, want the first backoff (1s)", wait)
+					}
 				}
 			})
 		})
 	}
 	// A failed attempt after an interrupted one is retried as the policy
-	// says, the interrupted one not counted.
+	// says, the interrupted one not counted: neither in the attempts nor
+	// in the backoff.
 	t.Run("FailureAfterShutdown", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			reg, err := engine.NewRegistry(append(engine.Builtins(), flaky)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			run := e.createRun(t, `{"name":"f","nodes":[{"id":"slow","type":"flaky","retry":{"maxAttempts":2}}],"output":"slow"}`, `{}`)
-			a := e.start(t, func(c *engine.Config) { c.WorkerID, c.Registry = "a", reg })
-			e.wait(t, run.ID, "slow started", func(_ workflow.Run, envs []workflow.Envelope) bool {
-				return slices.Contains(enginetest.Sequence(envs), "node.started:slow")
-			})
-			if err := stopWithin(a, time.Second); err != nil {
-				t.Fatalf("Stop a: %v", err)
-			}
+			reg := registryWith(t, flaky(engine.AlwaysRepeatable))
+			run := e.createRun(t, `{"name":"f","nodes":[{"id":"slow","type":"flaky","retry":{"maxAttempts":2,"backoffMs":1000}}],"output":"slow"}`, `{}`)
+			interruptFirstAttempt(t, e, reg, run.ID)
 			e.start(t, func(c *engine.Config) { c.WorkerID, c.Registry = "b", reg })
 			got, events := e.waitTerminal(t, run.ID)
 			if got.Status != workflow.StatusCompleted {
@@ -198,28 +197,100 @@ func TestShutdownInterruptsLongNodes(t *testing.T) {
 			}
 			checkInterrupted(t, events, 0, 1)
 			var failed failedData
-			enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 1, &failed)
+			failedAt := enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 1, &failed).Timestamp
 			if failed.Error.Code != runstream.CodeWorkflowLLMProviderError || !failed.WillRetry || failed.Attempt != 2 {
 				t.Errorf("node.failed of the second attempt: %+v", failed)
 			}
+			startedAt := enginetest.Data(t, events, workflow.EventNodeStarted, "slow", 2, &struct{}{}).Timestamp
+			if wait := startedAt.Sub(failedAt); wait < time.Second || wait >= 2*time.Second {
+				t.Errorf("the third attempt started %v after the second failed, want the first backoff (1s)", wait)
+			}
 		})
 	})
+	// A node that may act outside its run (no Repeatable: an http POST, a
+	// custom type) runs again only when its policy allows: the
+	// interrupted attempt counts, and without retries the run fails.
+	for _, tc := range []struct {
+		retry string
+		want  workflow.RunStatus
+	}{
+		{``, workflow.StatusFailed},
+		{`,"retry":{"maxAttempts":2}`, workflow.StatusCompleted},
+	} {
+		t.Run("NotRepeatable/"+string(tc.want), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				reg := registryWith(t, flaky(nil))
+				run := e.createRun(t, `{"name":"f","nodes":[{"id":"slow","type":"flaky"`+tc.retry+`}],"output":"slow"}`, `{}`)
+				interruptFirstAttempt(t, e, reg, run.ID)
+				stored, events := e.wait(t, run.ID, "stopped", func(workflow.Run, []workflow.Envelope) bool { return true })
+				var d failedData
+				enginetest.Data(t, events, workflow.EventNodeFailed, "slow", 0, &d)
+				if d.Error.Code != runstream.CodeWorkflowWorkerLost || d.Error.Details.Reason != engine.ShutdownReason || d.WillRetry != (tc.want == workflow.StatusCompleted) {
+					t.Errorf("node.failed of the interrupted attempt: %+v", d)
+				}
+				if tc.want == workflow.StatusFailed {
+					var failed failedData
+					enginetest.Data(t, events, workflow.EventRunFailed, "", 0, &failed)
+					if stored.Status != workflow.StatusFailed || failed.Error.Code != runstream.CodeWorkflowWorkerLost || failed.Failed == nil || *failed.Failed != "slow" {
+						t.Errorf("run %s, run.failed %+v; want it failed by the shutdown", stored.Status, failed)
+					}
+					return
+				}
+				e.start(t, func(c *engine.Config) { c.WorkerID, c.Registry = "b", reg })
+				got, events := e.waitTerminal(t, run.ID)
+				if got.Status != tc.want {
+					t.Errorf("run %s, want %s", got.Status, tc.want)
+				}
+				if a := enginetest.Attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2}) {
+					t.Errorf("slow attempts %v, want [1 2]", a)
+				}
+			})
+		})
+	}
 }
 
-// flaky is a node type whose first attempt waits for its context, whose
-// second fails with a retryable error and whose third returns true.
-var flaky = engine.NodeType{Name: "flaky", Compile: func(json.RawMessage) (engine.NodeFunc, error) {
-	return func(ctx context.Context, n *engine.NodeRun) (json.RawMessage, error) {
-		switch n.Attempt {
-		case 1:
-			<-ctx.Done()
-			return nil, ctx.Err()
-		case 2:
-			return nil, runstream.Errorf(runstream.CodeWorkflowLLMProviderError, "the provider is busy")
-		}
-		return json.RawMessage(`true`), nil
-	}, nil
-}}
+// registryWith returns the built-in node types and types.
+func registryWith(t *testing.T, types ...engine.NodeType) *engine.Registry {
+	t.Helper()
+	reg, err := engine.NewRegistry(append(engine.Builtins(), types...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// interruptFirstAttempt runs an engine with reg until node slow of run
+// started, then stops it gracefully within a second.
+func interruptFirstAttempt(t *testing.T, e *env, reg *engine.Registry, runID string) {
+	t.Helper()
+	a := e.start(t, func(c *engine.Config) { c.WorkerID, c.Registry = "a", reg })
+	e.wait(t, runID, "slow started", func(_ workflow.Run, envs []workflow.Envelope) bool {
+		return slices.Contains(enginetest.Sequence(envs), "node.started:slow")
+	})
+	if err := stopWithin(a, time.Second); err != nil {
+		t.Fatalf("Stop a: %v", err)
+	}
+}
+
+// flaky returns a node type, repeatable as repeatable says, whose first
+// attempt waits for its context, whose second fails with a retryable
+// error, and whose later ones return true; for the second attempt of a
+// node without retries, it returns true.
+func flaky(repeatable func(json.RawMessage) bool) engine.NodeType {
+	return engine.NodeType{Name: "flaky", Repeatable: repeatable, Compile: func(json.RawMessage) (engine.NodeFunc, error) {
+		return func(ctx context.Context, n *engine.NodeRun) (json.RawMessage, error) {
+			switch {
+			case n.Attempt == 1:
+				<-ctx.Done()
+				return nil, ctx.Err()
+			case n.Attempt == 2 && repeatable != nil:
+				return nil, runstream.Errorf(runstream.CodeWorkflowLLMProviderError, "the provider is busy")
+			}
+			return json.RawMessage(`true`), nil
+		}, nil
+	}}
+}
 
 // stubborn is a node type whose attempts sleep 2 s whatever their context
 // says, and then return true.
@@ -237,10 +308,7 @@ var stubborn = engine.NodeType{Name: "stubborn", Compile: func(json.RawMessage) 
 func TestShutdownAbandonsNodesThatIgnoreTheirContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
-		reg, err := engine.NewRegistry(append(engine.Builtins(), stubborn)...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := registryWith(t, stubborn)
 		withStubborn := func(worker string, clock func() time.Time) func(*engine.Config) {
 			return func(c *engine.Config) { c.WorkerID, c.Registry, c.Clock = worker, reg, clock }
 		}

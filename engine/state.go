@@ -28,10 +28,9 @@ type nodeState struct {
 	failed    bool
 	lastError json.RawMessage
 	// shutdown: the latest attempt was interrupted by a graceful
-	// shutdown; spare counts the node's attempts that were, which do not
-	// count against its retry.maxAttempts.
-	shutdown bool
-	spare    int
+	// shutdown; shutdowns counts the node's attempts that were.
+	shutdown  bool
+	shutdowns int
 }
 
 // replayNodes folds a run's events into node states.
@@ -54,7 +53,7 @@ func replayNodes(events []workflow.Envelope) (map[string]*nodeState, error) {
 			if err := json.Unmarshal(env.Data, &d); err != nil {
 				return nil, fmt.Errorf("replay seq %d: %w", env.Seq, err)
 			}
-			*st = nodeState{queued: true, attempt: d.Attempt, nodeRunID: env.NodeRunID, startedAt: env.Timestamp, open: true, spare: st.spare}
+			*st = nodeState{queued: true, attempt: d.Attempt, nodeRunID: env.NodeRunID, startedAt: env.Timestamp, open: true, shutdowns: st.shutdowns}
 		case workflow.EventNodeCompleted:
 			st.open, st.completed = false, true
 		case workflow.EventNodeFailed:
@@ -75,9 +74,9 @@ func replayNodes(events []workflow.Envelope) (map[string]*nodeState, error) {
 				return nil, fmt.Errorf("replay seq %d: error: %w", env.Seq, err)
 			}
 			st.open, st.willRetry, st.failed, st.lastError = false, d.WillRetry, !d.WillRetry, d.Error
-			st.shutdown = d.WillRetry && e.Code == runstream.CodeWorkflowWorkerLost && e.Details.Reason == ShutdownReason
+			st.shutdown = e.Code == runstream.CodeWorkflowWorkerLost && e.Details.Reason == ShutdownReason
 			if st.shutdown {
-				st.spare++
+				st.shutdowns++
 			}
 		}
 	}
@@ -85,12 +84,11 @@ func replayNodes(events []workflow.Envelope) (map[string]*nodeState, error) {
 }
 
 // startSpec says how a node starts: with which attempt, after which wait,
-// and how many of its earlier attempts a shutdown interrupted (spare: they
-// do not count against its retry.maxAttempts).
+// and how many of its earlier attempts a graceful shutdown interrupted.
 type startSpec struct {
-	attempt int
-	wait    time.Duration
-	spare   int
+	attempt   int
+	wait      time.Duration
+	shutdowns int
 }
 
 // load reads the run's definition, events and stored node outputs.
@@ -127,8 +125,8 @@ func (r *runner) load(ctx context.Context) ([]workflow.Envelope, map[string]json
 // resumed since gets its node.completed now); an interrupted attempt
 // fails with WORKFLOW_WORKER_LOST and is retried when its policy allows;
 // an attempt a graceful shutdown interrupted starts again at once, without
-// counting against the policy; a node whose last attempt failed for good
-// fails the run. It returns the
+// counting against the policy when the node is repeatable (spareAttempts);
+// a node whose last attempt failed for good fails the run. It returns the
 // nodes that restart with a later attempt, or end when the run ended.
 func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json.RawMessage) (map[string]startSpec, outcome) {
 	restart := map[string]startSpec{}
@@ -148,10 +146,11 @@ func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json
 			}
 			continue
 		}
+		spare := pn.spareAttempts(st.shutdowns)
 		switch {
 		case st.open:
 			lostErr := runstream.Errorf(runstream.CodeWorkflowWorkerLost, "the instance running node %s stopped during attempt %d", id, st.attempt).WithNode(id)
-			willRetry := st.attempt < pn.maxAttempts+st.spare
+			willRetry := st.attempt < pn.maxAttempts+spare
 			data := nodeFailedData{Error: newErrorObject(lostErr), Attempt: st.attempt, WillRetry: willRetry}
 			if err := r.em.emit(r.ctx, workflow.AppendParams{}, nodeEvent(workflow.EventNodeFailed, id, st.nodeRunID, data)); err != nil {
 				return nil, lost
@@ -159,13 +158,13 @@ func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json
 			if !willRetry {
 				return nil, r.failRun(id, mustJSON(newErrorObject(lostErr)))
 			}
-			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - st.spare), spare: st.spare}
+			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - spare), shutdowns: st.shutdowns}
 		case st.failed:
 			return nil, r.failRun(id, st.lastError)
-		case st.shutdown:
-			restart[id] = startSpec{attempt: st.attempt + 1, spare: st.spare}
+		case st.willRetry && st.shutdown:
+			restart[id] = startSpec{attempt: st.attempt + 1, shutdowns: st.shutdowns}
 		case st.willRetry:
-			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - st.spare), spare: st.spare}
+			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - spare), shutdowns: st.shutdowns}
 		}
 	}
 	return restart, running

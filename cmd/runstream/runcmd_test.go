@@ -344,7 +344,7 @@ func TestRunCommandInterruptedInProcess(t *testing.T) {
 	_, runID, _ := strings.Cut(strings.TrimSpace(stderr.String()), ", run ")
 	runID, _, _ = strings.Cut(runID, "\n")
 
-	base, _, _ := startServe(t, nil, "--store", store, "--shutdown-timeout", "1s")
+	base, _, _ := startServe(t, nil, "--store", store, "--shutdown-timeout", "4s")
 	resp, err := http.Get(base + "/api/workflows/runs/" + runID + "/events?limit=1000")
 	if err != nil {
 		t.Fatal(err)

@@ -294,7 +294,7 @@ type config struct {
 // the node runs, so a denied statement fails the node with
 // WORKFLOW_SQL_POLICY_DENIED, not the publication.
 func NodeType(dbs *Databases) engine.NodeType {
-	return engine.NodeType{Name: "sql", Compile: func(raw json.RawMessage) (engine.NodeFunc, error) {
+	return engine.NodeType{Name: "sql", Repeatable: engine.AlwaysRepeatable, Compile: func(raw json.RawMessage) (engine.NodeFunc, error) {
 		var c config
 		if err := engine.DecodeConfig(raw, &c); err != nil {
 			return nil, err
