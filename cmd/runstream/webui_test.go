@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -461,6 +462,48 @@ func TestWebUIResumesAfterRestart(t *testing.T) {
 	ui.shot("run-resumed-after-restart")
 	ui.click(`#resume-form button[data-action=reject]`)
 	ui.wait("the run to complete", `document.querySelector("#run-status").textContent === "completed"`)
+}
+
+// A server stopped while a run's node would outlast its shutdown timeout
+// interrupts the node; the page following the run shows the interrupted
+// attempt as such (not as a failure) and the node's next attempt on the
+// restarted server, which completes the run.
+func TestWebUIInterruptedAttempt(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "rs.db")
+	addr := freeAddr(t)
+	args := []string{"--store", db, "--addr", addr, "--shutdown-timeout", "2s"}
+	p := runServe(t, nil, args...)
+	var wf struct{ WorkflowID string }
+	apiCall(t, "POST", p.base+"/api/workflows", "application/json", `{"name":"long","nodes":[{"id":"wait","type":"delay","config":{"ms":3000,"progressEveryMs":200}}],"output":"wait"}`, 201, &wf)
+	var run struct{ RunID string }
+	apiCall(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", "application/json", `{"input":{}}`, 201, &run)
+
+	ui := openUI(t, p.base)
+	ui.mu.Lock()
+	ui.allow = restartErrors
+	ui.mu.Unlock()
+	ui.open("/runs/" + run.RunID)
+	ui.wait("the node running", `window.runstreamRun.nodes.get("wait")?.state === "running"`)
+	if err := p.stop(); err != nil {
+		t.Fatalf("stop serve: %v", err)
+	}
+	runServe(t, nil, args...)
+	ui.wait("the run to complete", `document.querySelector("#run-status").textContent === "completed"`)
+	var note string
+	ui.eval(`document.querySelector("#node-wait .note")?.textContent ?? ""`, &note)
+	if !strings.Contains(note, "Attempt 1 was interrupted by a server shutdown; the node starts again.") {
+		t.Errorf("the node's card says %q about its first attempt", note)
+	}
+	var errs, bars []string
+	ui.eval(`[...document.querySelectorAll("#node-wait .error")].map(e => e.textContent)`, &errs)
+	if len(errs) != 0 {
+		t.Errorf("the node's card shows errors %q", errs)
+	}
+	ui.eval(`window.runstreamRun.nodes.get("wait").attempts.map(a => a.state)`, &bars)
+	if !slices.Equal(bars, []string{"interrupted", "completed"}) {
+		t.Errorf("the timeline's attempts are %v, want interrupted, then completed", bars)
+	}
+	ui.shot("run-interrupted-attempt")
 }
 
 // seedThread writes a thread through the ingest API: 45 messages, two

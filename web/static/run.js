@@ -76,11 +76,17 @@ export async function runPage(main, runId) {
       }
       case "artifact.created": (n ? n.artifacts : state.artifacts).push(d); break;
       case "node.completed": n.state = "completed"; n.output = d.outputSummary; if (attempt()) Object.assign(attempt(), {end: t, state: "completed"}); break;
-      case "node.failed":
-        n.errors.push(d.error || {});
+      case "node.failed": {
+        // An attempt a server's graceful shutdown interrupted is not the
+        // node's failure: it starts again where the run continues, unless
+        // the node may not run twice.
+        const e = d.error || {};
+        const interrupted = e.code === "WORKFLOW_WORKER_LOST" && e.details && e.details.reason === "shutdown";
+        n.errors.push({...e, attempt: d.attempt, interrupted, willRetry: d.willRetry});
         n.state = d.willRetry ? "queued" : "failed";
-        if (attempt()) Object.assign(attempt(), {end: t, state: "failed"});
+        if (attempt()) Object.assign(attempt(), {end: t, state: interrupted ? "interrupted" : "failed"});
         break;
+      }
       case "run.awaiting_input":
         state.status = "awaiting_input";
         if (n) n.state = "awaiting_input";
@@ -167,7 +173,9 @@ export async function runPage(main, runId) {
         Object.entries(e.text).map(([ch, text]) => h("pre", {"data-channel": ch}, text)))),
       [...n.tools.entries()].map(([id, c]) => h("details", {class: "tool"}, h("summary", {}, "Tool " + (c.name || "?") + " · " + c.status),
         h("div", {class: "muted"}, "call " + id), h("div", {}, "input"), h("pre", {}, json(c.input)), c.output !== undefined ? [h("div", {}, "output"), h("pre", {}, json(c.output))] : null)),
-      n.errors.map((e) => h("div", {class: "error"}, (e.code || "ERROR") + ": " + (e.message || ""))),
+      n.errors.map((e) => e.interrupted
+        ? h("div", {class: "note"}, "Attempt " + e.attempt + " was interrupted by a server shutdown; " + (e.willRetry ? "the node starts again." : "the node may not run twice, and failed."))
+        : h("div", {class: "error"}, (e.code || "ERROR") + ": " + (e.message || ""))),
       n.artifacts.length ? artifactList(n.artifacts) : null,
       n.output !== undefined && !Object.keys(n.text).length ? h("details", {}, h("summary", {}, "Output"), h("pre", {}, json(n.output))) : null);
   }
