@@ -3,6 +3,7 @@
 //	runstream serve      run the server (SQLite under ./runstream-data by default)
 //	runstream import     copy a DeerFlow deployment's data into the store
 //	runstream doctor     check a deployment and say what to fix
+//	runstream migrate    apply the store's schema migrations and exit
 //	runstream version    print the version
 //
 // Run "runstream help" or "runstream COMMAND --help" for the flags; every

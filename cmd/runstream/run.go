@@ -68,6 +68,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return m.importCommand(ctx, rest, stdout, stderr)
 	case "doctor":
 		return m.doctor(ctx, rest, stdout, stderr)
+	case "migrate":
+		return m.migrate(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -92,6 +94,7 @@ Usage:
                               copy a DeerFlow deployment's run events, run rows
                               and feedback into the store (see docs/DEERFLOW.md)
   runstream doctor [flags]    check a deployment: store, durability, clock, listener, disk
+  runstream migrate [flags]   apply the store's missing schema migrations (serve does at start)
   runstream auth hash-key     hash an API key read from stdin for --api-keys-file
   runstream auth new-key USER make an API key and its --api-keys-file line
   runstream version           print the version
