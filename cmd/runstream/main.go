@@ -1,6 +1,9 @@
 // Command runstream is the runstream server and its command-line tools.
 //
 //	runstream serve      run the server (SQLite under ./runstream-data by default)
+//	runstream tail       follow a workflow run's events
+//	runstream events     print a workflow run's or a thread run's stored events
+//	runstream run        publish a workflow, run it and follow it
 //	runstream import     copy a DeerFlow deployment's data into the store
 //	runstream doctor     check a deployment and say what to fix
 //	runstream migrate    apply the store's schema migrations and exit

@@ -60,6 +60,8 @@ func (m *Main) Run(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return m.bench(ctx, rest, stdout, stderr)
 	case "tail":
 		return m.tail(ctx, rest, stdout, stderr)
+	case "events":
+		return m.events(ctx, rest, stdout, stderr)
 	case "run":
 		return m.runWorkflow(ctx, rest, stdout, stderr)
 	case "auth":
@@ -88,6 +90,9 @@ func printUsage(w io.Writer) {
 Usage:
   runstream serve [flags]     run the HTTP server
   runstream tail [flags] RUN  print a workflow run's events as they happen
+  runstream events [flags] RUN
+                              print a workflow run's stored events (with --thread T,
+                              a thread run's) and exit
   runstream run [flags] FILE  publish a workflow (YAML or JSON), run it and follow it
   runstream bench [flags]     measure the SSE path under load (see docs/BENCHMARKS.md)
   runstream import deerflow --from DIR|FILE|URL

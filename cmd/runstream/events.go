@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/runstream/runstream/client"
+	"github.com/runstream/runstream/runevents"
+)
+
+// eventsConfig is the configuration of "runstream events".
+type eventsConfig struct {
+	tailConfig
+	thread string
+}
+
+// threadEventsPage is how many thread run events one request asks for
+// (the endpoint's most).
+const threadEventsPage = 2000
+
+// events prints the stored events of a workflow run, or with --thread of
+// a thread's run, after --after, and exits: the history that tail goes on
+// to follow.
+func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg eventsConfig
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.StringVar(&cfg.server, "server", "http://127.0.0.1:8780", "base URL of the runstream server")
+	fs.Int64Var(&cfg.after, "after", 0, "print the events after this seq")
+	fs.BoolVar(&cfg.json, "json", false, "print each event as one JSON line (NDJSON): a workflow run's envelopes, a thread's records")
+	fs.BoolVar(&cfg.showToken, "show-token", false, "print the resume token of run.awaiting_input (hidden by default: it is the credential that resumes the run)")
+	fs.StringVar(&cfg.thread, "thread", "", "the thread of RUN_ID: print the thread run's events instead of a workflow run's")
+	cfg.credential.add(fs)
+	runID, flagArgs := splitRunID(fs, args)
+	const usage = "runstream events [flags] RUN_ID | runstream events --thread THREAD_ID [flags] RUN_ID"
+	if err := m.parseFlags(fs, flagArgs, stderr, usage); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	switch {
+	case runID == "":
+		return fmt.Errorf("%w: events needs a run id: %s", errUsage, usage)
+	case cfg.after < 0:
+		return fmt.Errorf("%w: --after must not be negative", errUsage)
+	}
+	hc, err := cfg.credential.httpClient()
+	if err != nil {
+		return err
+	}
+	if cfg.thread != "" {
+		return printThreadEvents(ctx, hc, cfg, runID, stdout)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := client.New(cfg.server, client.WithLogger(logger), client.WithHTTPClient(hc))
+	if err != nil {
+		return fmt.Errorf("%w: --server: %v", errUsage, err)
+	}
+	for env, err := range c.Events(ctx, runID, cfg.after) {
+		if err != nil {
+			return tailError(runID, err)
+		}
+		line, err := formatEvent(env, cfg.json, cfg.showToken)
+		if err != nil {
+			return fmt.Errorf("events of run %s: seq %d: %w", runID, env.Seq, err)
+		}
+		if _, err := io.WriteString(stdout, line+"\n"); err != nil {
+			return fmt.Errorf("events of run %s: %w", runID, err)
+		}
+	}
+	return nil
+}
+
+// printThreadEvents prints the events of run runID of cfg.thread after
+// cfg.after, a page of GET /api/threads/{t}/runs/{r}/events at a time.
+func printThreadEvents(ctx context.Context, hc *http.Client, cfg eventsConfig, runID string, stdout io.Writer) error {
+	base, err := url.Parse(strings.TrimSuffix(cfg.server, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return fmt.Errorf("%w: --server: want an http:// or https:// URL", errUsage)
+	}
+	u := base.JoinPath("api", "threads", cfg.thread, "runs", runID, "events")
+	after := cfg.after
+	for {
+		q := url.Values{"limit": {strconv.Itoa(threadEventsPage)}}
+		if after > 0 {
+			q.Set("after_seq", strconv.FormatInt(after, 10))
+		}
+		u.RawQuery = q.Encode()
+		var page []json.RawMessage
+		if err := getThreadJSON(ctx, hc, u.String(), &page); err != nil {
+			return fmt.Errorf("events of run %s of thread %s: %w", runID, cfg.thread, err)
+		}
+		for _, raw := range page {
+			line, seq, err := formatRecord(raw, cfg.json)
+			if err != nil {
+				return fmt.Errorf("events of run %s of thread %s: %w", runID, cfg.thread, err)
+			}
+			if _, err := io.WriteString(stdout, line+"\n"); err != nil {
+				return err
+			}
+			after = seq
+		}
+		if len(page) < threadEventsPage {
+			return nil
+		}
+	}
+}
+
+// getThreadJSON GETs u and decodes its JSON answer into v; a refusal
+// is an error with the server's code and message.
+func getThreadJSON(ctx context.Context, hc *http.Client, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Code, Message string }
+		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
+		if e.Code == "" {
+			return fmt.Errorf("the server answered %s", resp.Status)
+		}
+		return fmt.Errorf("the server answered %s %s: %s", resp.Status, e.Code, e.Message)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// formatRecord renders a thread run event record as one JSON line, or as
+// "#SEQ  TIME  EVENT_TYPE  CATEGORY  CONTENT" with the content cut to a
+// summary; it returns the record's seq.
+func formatRecord(raw json.RawMessage, asJSON bool) (string, int64, error) {
+	var r runevents.Record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return "", 0, fmt.Errorf("decode a record: %w", err)
+	}
+	if asJSON {
+		return string(raw), r.Seq, nil
+	}
+	line := fmt.Sprintf("#%d  %s  %s  %s", r.Seq, r.CreatedAt.Local().Format(time.TimeOnly+".000"), r.EventType, r.Category)
+	if s := truncate(string(r.Content), maxSummaryRunes); s != "" && s != `""` {
+		line += "  " + s
+	}
+	return line, r.Seq, nil
+}
