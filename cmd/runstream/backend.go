@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,16 +213,36 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger, 
 	return b, nil
 }
 
-// redactURL hides the password of a store URL in messages.
+// redactURL hides the secrets of a store URL in messages: the password
+// of its user information and the values of its password parameters.
 func redactURL(s string) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return s
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return s
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, hasPassword := strings.Cut(rest[:at], ":"); hasPassword {
+			rest = user + ":xxxxx" + rest[at:]
+		}
 	}
-	user, _, _ := strings.Cut(rest[:at], ":")
-	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+	if !hasQuery {
+		return scheme + "://" + rest
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		raw, _, _ := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(raw)
+		switch {
+		case err != nil:
+			params[i] = "xxxxx"
+		case passwordParams[strings.ToLower(name)]:
+			params[i] = raw + "=xxxxx"
+		}
+	}
+	return scheme + "://" + rest + "?" + strings.Join(params, "&")
 }
+
+// passwordParams are the query parameters of a store URL that carry a
+// secret (libpq's connection parameters).
+var passwordParams = map[string]bool{"password": true, "sslpassword": true}

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/client"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 )
 
@@ -59,6 +61,11 @@ func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	if cfg.thread != "" {
+		for _, id := range []struct{ kind, id string }{{"--thread", cfg.thread}, {"run id", runID}} {
+			if runevents.ValidateID(id.kind, id.id) != nil {
+				return fmt.Errorf("%w: %s %s: thread and run ids are 1 to 64 ASCII letters, digits, hyphens or underscores", errUsage, id.kind, redact.Quote(id.id))
+			}
+		}
 		return printThreadEvents(ctx, hc, cfg, runID, stdout)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -68,7 +75,11 @@ func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	for env, err := range c.Events(ctx, runID, cfg.after) {
 		if err != nil {
-			return tailError(runID, err)
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) && apiErr.Code == runstream.CodeWorkflowRunNotFound {
+				return fmt.Errorf("run %s not found", runID)
+			}
+			return fmt.Errorf("events: %w", err)
 		}
 		line, err := formatEvent(env, cfg.json, cfg.showToken)
 		if err != nil {
@@ -82,7 +93,9 @@ func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 // printThreadEvents prints the events of run runID of cfg.thread after
-// cfg.after, a page of GET /api/threads/{t}/runs/{r}/events at a time.
+// cfg.after, a page of GET /api/threads/{t}/runs/{r}/events at a time; the
+// ids are valid (runevents.ValidateID), so they need no escaping. A page
+// whose seqs do not go past the previous one's is an error, not a loop.
 func printThreadEvents(ctx context.Context, hc *http.Client, cfg eventsConfig, runID string, stdout io.Writer) error {
 	base, err := url.Parse(strings.TrimSuffix(cfg.server, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
@@ -104,6 +117,9 @@ func printThreadEvents(ctx context.Context, hc *http.Client, cfg eventsConfig, r
 			line, seq, err := formatRecord(raw, cfg.json)
 			if err != nil {
 				return fmt.Errorf("events of run %s of thread %s: %w", runID, cfg.thread, err)
+			}
+			if seq <= after {
+				return fmt.Errorf("events of run %s of thread %s: the server answered seq %d after %d: its pages do not advance", runID, cfg.thread, seq, after)
 			}
 			if _, err := io.WriteString(stdout, line+"\n"); err != nil {
 				return err

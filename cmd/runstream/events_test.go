@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -96,5 +99,37 @@ func TestEventsThreadRun(t *testing.T) {
 	err, out = eventsCmd(t, "--server", base, "--thread", "t1", "--after", fmt.Sprint(n-1), "r1")
 	if err != nil || !strings.HasPrefix(out, fmt.Sprintf("#%d ", n)) || strings.Count(out, "\n") != 1 || !strings.Contains(out, "run.start  trace") {
 		t.Errorf("the last record as text: %q, %v", out, err)
+	}
+}
+
+// events --thread refuses ids the server would not take, which a path
+// would otherwise read as another thread's ("..", "/"), and stops on a
+// server whose pages do not advance instead of printing them forever.
+func TestEventsThreadRefusals(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--thread", "zz", "../../t1/runs/r1"}, {"--thread", "..", "r1"}, {"--thread", "%41", "r1"}} {
+		if err, _ := eventsCmd(t, append([]string{"--server", "http://127.0.0.1:1"}, args...)...); !errors.Is(err, errUsage) {
+			t.Errorf("events %q: %v, want a usage error", args, err)
+		}
+	}
+	var page strings.Builder
+	page.WriteString("[")
+	for i := range threadEventsPage {
+		if i > 0 {
+			page.WriteString(",")
+		}
+		fmt.Fprintf(&page, `{"thread_id":"t1","run_id":"r1","event_type":"run.start","category":"trace","content":{},"metadata":{},"seq":%d,"created_at":"2026-12-02T00:00:00Z"}`, i+1)
+	}
+	page.WriteString("]")
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, page.String()) // whatever after_seq says
+	}))
+	defer stuck.Close()
+	err, out := eventsCmd(t, "--server", stuck.URL, "--thread", "t1", "r1")
+	if err == nil || !strings.Contains(err.Error(), "do not advance") {
+		t.Errorf("a server whose pages do not advance: %v", err)
+	}
+	if n := strings.Count(out, "\n"); n != threadEventsPage {
+		t.Errorf("printed %d lines, want the first page's %d", n, threadEventsPage)
 	}
 }

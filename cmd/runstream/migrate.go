@@ -18,7 +18,8 @@ import (
 // serve does when it starts: for an upgrade done before the new servers
 // start, or a database prepared ahead of its first server. It prints the
 // schema version before and after. A schema newer than the binary's is an
-// error, and nothing is changed.
+// error, and nothing is changed (serve refuses it on SQLite, and runs on
+// it on PostgreSQL, leaving the newer migrations alone).
 func (m *Main) migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg serveConfig
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
@@ -39,13 +40,22 @@ func (m *Main) migrate(ctx context.Context, args []string, stdout, stderr io.Wri
 	case "memory":
 		fmt.Fprintln(stdout, "--store memory: keeps nothing on disk and has no schema; nothing to migrate")
 		return nil
-	case "sqlite", "postgres":
+	case "sqlite":
+		if strings.TrimPrefix(cfg.store, "sqlite:") == "" {
+			return fmt.Errorf("%w: --store sqlite: needs a file path, as in sqlite:./runstream-data/runstream.db", errUsage)
+		}
+	case "postgres":
 	default:
 		return fmt.Errorf("%w: --store %q: want sqlite:PATH or postgres://…", errUsage, name)
 	}
-	before, _, err := schemaVersion(ctx, kind, cfg)
+	before, latest, err := schemaVersion(ctx, kind, cfg)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if before > latest {
+		// serve on PostgreSQL runs on such a schema (an older instance
+		// during an upgrade); migrating it with this binary is a mistake.
+		return fmt.Errorf("migrate %s: the schema's version %d is newer than this binary's %d: nothing changed; run the newer binary's migrate", name, before, latest)
 	}
 	cfg.sqliteSync = sqlite.SynchronousFull
 	open := m.openBackend
@@ -59,7 +69,7 @@ func (m *Main) migrate(ctx context.Context, args []string, stdout, stderr io.Wri
 	if err := b.close(); err != nil {
 		return fmt.Errorf("migrate %s: close: %w", name, err)
 	}
-	after, latest, err := schemaVersion(ctx, kind, cfg)
+	after, _, err := schemaVersion(ctx, kind, cfg)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/runstream/runstream/internal/binarytest"
 	"github.com/runstream/runstream/postgres"
 	"github.com/runstream/runstream/sqlite"
@@ -86,6 +87,19 @@ func TestMigratePostgres(t *testing.T) {
 	if err, out := migrateCmd(t, flags...); err != nil || !strings.Contains(out, "up to date") {
 		t.Errorf("second migrate: %v, %q", err, out)
 	}
+	// A newer binary's migration: refused, and left alone.
+	conn, err := pgx.Connect(t.Context(), flags[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	if _, err := conn.Exec(t.Context(), "INSERT INTO "+pgx.Identifier{flags[3], "schema_migrations"}.Sanitize()+" (version, name) VALUES (999, 'from the future')"); err != nil {
+		t.Fatal(err)
+	}
+	err, _ = migrateCmd(t, flags...)
+	if err == nil || !strings.Contains(err.Error(), "newer than this binary") || exitCode(err) != 1 {
+		t.Errorf("migrate of a newer schema: %v", err)
+	}
 }
 
 func TestMigrateUsage(t *testing.T) {
@@ -93,12 +107,31 @@ func TestMigrateUsage(t *testing.T) {
 	if err, out := migrateCmd(t, "--store", "memory:"); err != nil || !strings.Contains(out, "nothing to migrate") {
 		t.Errorf("memory: %v, %q", err, out)
 	}
-	for _, args := range [][]string{{"--store", "mysql://x"}, {"extra"}} {
+	for _, args := range [][]string{{"--store", "mysql://x"}, {"extra"}, {"--store", "sqlite:"}} {
 		if err, _ := migrateCmd(t, args...); !errors.Is(err, errUsage) {
 			t.Errorf("migrate %q: err = %v, want a usage error", args, err)
 		}
 	}
 	if err, _ := migrateCmd(t, "--help"); err != nil {
 		t.Errorf("--help: %v", err)
+	}
+}
+
+// A store URL in messages keeps no password: of its user information or
+// of its query.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:secret@db:5432/rs":                         "postgres://u:xxxxx@db:5432/rs",
+		"postgres://u@db/rs":                                     "postgres://u@db/rs",
+		"postgres://db/rs?sslmode=disable&password=secret":       "postgres://db/rs?sslmode=disable&password=xxxxx",
+		"postgres://u:p@w@db/rs?SSLPassword=secret&user=u":       "postgres://u:xxxxx@db/rs?SSLPassword=xxxxx&user=u",
+		"postgres://db/rs?pass%77ord=secret":                     "postgres://db/rs?pass%77ord=xxxxx",
+		"postgres://db/rs?%zz=secret":                            "postgres://db/rs?xxxxx",
+		"sqlite:./runstream-data/runstream.db":                   "sqlite:./runstream-data/runstream.db",
+		"postgres://u:secret@db/rs?options=-c%20search_path%3Dx": "postgres://u:xxxxx@db/rs?options=-c%20search_path%3Dx",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -471,12 +471,18 @@ func TestWebUIResumesAfterRestart(t *testing.T) {
 func TestWebUIInterruptedAttempt(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "rs.db")
 	addr := freeAddr(t)
-	args := []string{"--store", db, "--addr", addr, "--shutdown-timeout", "2s"}
+	// A POST that never answers: the node that sends it may not run
+	// twice, so its interrupted attempt fails it.
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hang.Close()
+	args := []string{"--store", db, "--addr", addr, "--shutdown-timeout", "2s", "--http-node-allow", "127.0.0.0/8"}
 	p := runServe(t, nil, args...)
-	var wf struct{ WorkflowID string }
+	var wf, post struct{ WorkflowID string }
 	apiCall(t, "POST", p.base+"/api/workflows", "application/json", `{"name":"long","nodes":[{"id":"wait","type":"delay","config":{"ms":3000,"progressEveryMs":200}}],"output":"wait"}`, 201, &wf)
-	var run struct{ RunID string }
+	apiCall(t, "POST", p.base+"/api/workflows", "application/json", `{"name":"post","nodes":[{"id":"send","type":"http","config":{"method":"POST","url":"`+hang.URL+`/orders"}}]}`, 201, &post)
+	var run, postRun struct{ RunID string }
 	apiCall(t, "POST", p.base+"/api/workflows/"+wf.WorkflowID+"/runs", "application/json", `{"input":{}}`, 201, &run)
+	apiCall(t, "POST", p.base+"/api/workflows/"+post.WorkflowID+"/runs", "application/json", `{"input":{}}`, 201, &postRun)
 
 	ui := openUI(t, p.base)
 	ui.mu.Lock()
@@ -504,6 +510,13 @@ func TestWebUIInterruptedAttempt(t *testing.T) {
 		t.Errorf("the timeline's attempts are %v, want interrupted, then completed", bars)
 	}
 	ui.shot("run-interrupted-attempt")
+
+	ui.open("/runs/" + postRun.RunID)
+	ui.wait("the POST's run to have failed", `document.querySelector("#run-status").textContent === "failed"`)
+	ui.eval(`[...document.querySelectorAll("#node-send .error")].map(e => e.textContent)`, &errs)
+	if len(errs) != 1 || !strings.Contains(errs[0], "Attempt 1 was interrupted by a server shutdown, and the node may not run again") {
+		t.Errorf("the POST node's card shows errors %q", errs)
+	}
 }
 
 // seedThread writes a thread through the ingest API: 45 messages, two

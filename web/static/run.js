@@ -173,9 +173,13 @@ export async function runPage(main, runId) {
         Object.entries(e.text).map(([ch, text]) => h("pre", {"data-channel": ch}, text)))),
       [...n.tools.entries()].map(([id, c]) => h("details", {class: "tool"}, h("summary", {}, "Tool " + (c.name || "?") + " · " + c.status),
         h("div", {class: "muted"}, "call " + id), h("div", {}, "input"), h("pre", {}, json(c.input)), c.output !== undefined ? [h("div", {}, "output"), h("pre", {}, json(c.output))] : null)),
-      n.errors.map((e) => e.interrupted
-        ? h("div", {class: "note"}, "Attempt " + e.attempt + " was interrupted by a server shutdown; " + (e.willRetry ? "the node starts again." : "the node may not run twice, and failed."))
-        : h("div", {class: "error"}, (e.code || "ERROR") + ": " + (e.message || ""))),
+      n.errors.map((e) => {
+        if (!e.interrupted) return h("div", {class: "error"}, (e.code || "ERROR") + ": " + (e.message || ""));
+        const which = e.attempt ? "Attempt " + e.attempt : "An attempt";
+        return e.willRetry
+          ? h("div", {class: "note"}, which + " was interrupted by a server shutdown; the node starts again.")
+          : h("div", {class: "error"}, which + " was interrupted by a server shutdown, and the node may not run again: " + (e.message || ""));
+      }),
       n.artifacts.length ? artifactList(n.artifacts) : null,
       n.output !== undefined && !Object.keys(n.text).length ? h("details", {}, h("summary", {}, "Output"), h("pre", {}, json(n.output))) : null);
   }
