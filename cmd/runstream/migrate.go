@@ -77,7 +77,11 @@ func (m *Main) migrate(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stdout, "%s: schema version %d, up to date (this binary's latest is %d)\n", name, after, latest)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s: schema version %d → %d (%d migrations applied)\n", name, before, after, after-before)
+	applied := "migrations"
+	if after-before == 1 {
+		applied = "migration"
+	}
+	fmt.Fprintf(stdout, "%s: schema version %d → %d (%d %s applied)\n", name, before, after, after-before, applied)
 	return nil
 }
 

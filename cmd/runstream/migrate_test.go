@@ -37,7 +37,7 @@ func TestMigrateSQLite(t *testing.T) {
 	if err != nil || in.SchemaVersion != in.LatestVersion || in.JournalMode != "wal" {
 		t.Fatalf("after migrate: %+v, %v; want the latest schema in WAL mode", in, err)
 	}
-	if !strings.Contains(out, "schema version 0 → ") || !strings.Contains(out, "migrations applied") {
+	if !strings.Contains(out, "schema version 0 → ") || !strings.Contains(out, " applied)") {
 		t.Errorf("first migrate printed %q", out)
 	}
 	if err, out := migrateCmd(t, "--store", "sqlite:"+path); err != nil || !strings.Contains(out, "up to date") {
@@ -81,7 +81,7 @@ func TestMigratePostgres(t *testing.T) {
 	if err != nil || in.SchemaVersion == 0 || in.SchemaVersion != in.LatestVersion {
 		t.Fatalf("after migrate: %+v, %v; want the latest schema", in, err)
 	}
-	if !strings.Contains(out, "migrations applied") {
+	if !strings.Contains(out, " applied)") {
 		t.Errorf("migrate printed %q", out)
 	}
 	if err, out := migrateCmd(t, flags...); err != nil || !strings.Contains(out, "up to date") {
