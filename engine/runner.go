@@ -412,7 +412,11 @@ func (r *runner) interrupted(pn *planNode, n *NodeRun, shutdowns int, span trace
 	id := n.NodeID
 	willRetry := n.Attempt < pn.maxAttempts+pn.spareAttempts(shutdowns+1)
 	msg := "the instance running node %s shut down during attempt %d; the node starts again where the run continues"
-	if !willRetry {
+	switch {
+	case willRetry:
+	case pn.repeatable:
+		msg = "the instance running node %s shut down during attempt %d, and the node may not run again: shutdowns interrupted it too often"
+	default:
 		msg = "the instance running node %s shut down during attempt %d, and the node may not run again: it may act outside the run, and its retry policy allows no other attempt"
 	}
 	nerr := runstream.Errorf(runstream.CodeWorkflowWorkerLost, msg, id, n.Attempt).WithNode(id).WithDetail("reason", ShutdownReason)

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -132,6 +133,30 @@ func TestShutdownInterruptsLongNodes(t *testing.T) {
 			checkInterrupted(t, events, 1, 2)
 			if a := enginetest.Attempts(t, events, "slow"); !slices.Equal(a, []int{1, 2, 3}) {
 				t.Errorf("slow attempts %v, want [1 2 3]", a)
+			}
+		})
+	})
+	// A repeatable node's interrupted attempts are spare up to
+	// MaxAttempts of them: the next interruption fails the node.
+	t.Run("TooManyShutdowns", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(t)
+			run := e.createRun(t, chain(""), `{}`)
+			for i := range engine.MaxAttempts + 1 {
+				eng, _ := startKillable(t, e, fmt.Sprintf("w%d", i), nil)
+				waitProgress(t, e, run.ID, i+1)
+				if err := stopWithin(eng, time.Second); err != nil {
+					t.Fatalf("Stop %d: %v", i, err)
+				}
+			}
+			got, events := e.waitTerminal(t, run.ID)
+			if got.Status != workflow.StatusFailed {
+				t.Fatalf("run %s after %d shutdowns, want failed", got.Status, engine.MaxAttempts+1)
+			}
+			var last failedData
+			enginetest.Data(t, events, workflow.EventNodeFailed, "slow", engine.MaxAttempts, &last)
+			if last.WillRetry || last.Attempt != engine.MaxAttempts+1 || last.Error.Details.Reason != engine.ShutdownReason {
+				t.Errorf("the last interrupted attempt: %+v", last)
 			}
 		})
 	})

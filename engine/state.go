@@ -70,8 +70,10 @@ func replayNodes(events []workflow.Envelope) (map[string]*nodeState, error) {
 			if err := json.Unmarshal(env.Data, &d); err != nil {
 				return nil, fmt.Errorf("replay seq %d: %w", env.Seq, err)
 			}
-			if err := json.Unmarshal(d.Error, &e); err != nil {
-				return nil, fmt.Errorf("replay seq %d: error: %w", env.Seq, err)
+			if len(d.Error) > 0 {
+				if err := json.Unmarshal(d.Error, &e); err != nil {
+					return nil, fmt.Errorf("replay seq %d: error: %w", env.Seq, err)
+				}
 			}
 			st.open, st.willRetry, st.failed, st.lastError = false, d.WillRetry, !d.WillRetry, d.Error
 			st.shutdown = e.Code == runstream.CodeWorkflowWorkerLost && e.Details.Reason == ShutdownReason
