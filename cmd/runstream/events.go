@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/client"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
@@ -36,12 +35,8 @@ const threadEventsPage = 2000
 func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg eventsConfig
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
-	fs.StringVar(&cfg.server, "server", "http://127.0.0.1:8780", "base URL of the runstream server")
-	fs.Int64Var(&cfg.after, "after", 0, "print the events after this seq")
-	fs.BoolVar(&cfg.json, "json", false, "print each event as one JSON line (NDJSON): a workflow run's envelopes, a thread's records")
-	fs.BoolVar(&cfg.showToken, "show-token", false, "print the resume token of run.awaiting_input (hidden by default: it is the credential that resumes the run)")
+	addEventFlags(fs, &cfg.tailConfig)
 	fs.StringVar(&cfg.thread, "thread", "", "the thread of RUN_ID: print the thread run's events instead of a workflow run's")
-	cfg.credential.add(fs)
 	runID, flagArgs := splitRunID(fs, args)
 	const usage = "runstream events [flags] RUN_ID | runstream events --thread THREAD_ID [flags] RUN_ID"
 	if err := m.parseFlags(fs, flagArgs, stderr, usage); err != nil {
@@ -75,17 +70,9 @@ func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	for env, err := range c.Events(ctx, runID, cfg.after) {
 		if err != nil {
-			var apiErr *client.APIError
-			if errors.As(err, &apiErr) && apiErr.Code == runstream.CodeWorkflowRunNotFound {
-				return fmt.Errorf("run %s not found", runID)
-			}
-			return fmt.Errorf("events: %w", err)
+			return runError("events", runID, err)
 		}
-		line, err := formatEvent(env, cfg.json, cfg.showToken)
-		if err != nil {
-			return fmt.Errorf("events of run %s: seq %d: %w", runID, env.Seq, err)
-		}
-		if _, err := io.WriteString(stdout, line+"\n"); err != nil {
+		if err := printEvent(stdout, env, cfg.tailConfig); err != nil {
 			return fmt.Errorf("events of run %s: %w", runID, err)
 		}
 	}

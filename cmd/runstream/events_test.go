@@ -16,9 +16,16 @@ import (
 // stdout.
 func eventsCmd(t *testing.T, args ...string) (error, string) {
 	t.Helper()
+	return commandOutput(t, "events", args...)
+}
+
+// commandOutput runs "runstream cmd" with args and no environment; it
+// returns the error and stdout.
+func commandOutput(t *testing.T, cmd string, args ...string) (error, string) {
+	t.Helper()
 	m := &Main{Getenv: func(string) string { return "" }}
 	var stdout, stderr bytes.Buffer
-	err := m.Run(t.Context(), append([]string{"events"}, args...), &stdout, &stderr)
+	err := m.Run(t.Context(), append([]string{cmd}, args...), &stdout, &stderr)
 	return err, stdout.String()
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"database/sql"
 	"errors"
 	"path/filepath"
@@ -18,10 +17,7 @@ import (
 // stdout.
 func migrateCmd(t *testing.T, args ...string) (error, string) {
 	t.Helper()
-	m := &Main{Getenv: func(string) string { return "" }}
-	var stdout, stderr bytes.Buffer
-	err := m.Run(t.Context(), append([]string{"migrate"}, args...), &stdout, &stderr)
-	return err, stdout.String()
+	return commandOutput(t, "migrate", args...)
 }
 
 // migrate creates a SQLite database at the binary's schema, says so, and

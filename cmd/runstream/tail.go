@@ -66,45 +66,57 @@ func (m *Main) tail(ctx context.Context, args []string, stdout, stderr io.Writer
 		if ctx.Err() != nil {
 			return nil
 		}
-		return tailError(runID, err)
+		return runError("tail", runID, err)
 	}
 	for env, err := range c.Follow(ctx, runID, client.FollowOptions{After: cfg.after, MaxRetries: cfg.maxRetries}) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // interrupted: not a failure of the run or the stream
 			}
-			return tailError(runID, err)
+			return runError("tail", runID, err)
 		}
-		line, err := formatEvent(env, cfg.json, cfg.showToken)
-		if err != nil {
-			return fmt.Errorf("tail run %s: seq %d: %w", runID, env.Seq, err)
-		}
-		if _, err := io.WriteString(stdout, line+"\n"); err != nil {
+		if err := printEvent(stdout, env, cfg); err != nil {
 			return fmt.Errorf("tail run %s: %w", runID, err)
 		}
 	}
 	return nil
 }
 
+// printEvent writes env to w as one line, as cfg asks (formatEvent).
+func printEvent(w io.Writer, env workflow.Envelope, cfg tailConfig) error {
+	line, err := formatEvent(env, cfg.json, cfg.showToken)
+	if err != nil {
+		return fmt.Errorf("seq %d: %w", env.Seq, err)
+	}
+	_, err = io.WriteString(w, line+"\n")
+	return err
+}
+
 // newTailFlags returns the flag set of "runstream tail", bound to cfg.
 func newTailFlags(cfg *tailConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
-	fs.StringVar(&cfg.server, "server", "http://127.0.0.1:8780", "base URL of the runstream server")
-	fs.Int64Var(&cfg.after, "after", 0, "print the events after this seq")
-	fs.BoolVar(&cfg.json, "json", false, "print each event's envelope as one JSON line (NDJSON)")
-	fs.BoolVar(&cfg.showToken, "show-token", false, "print the resume token of run.awaiting_input (hidden by default: it is the credential that resumes the run)")
+	addEventFlags(fs, cfg)
 	fs.IntVar(&cfg.maxRetries, "max-retries", 0, "reconnections in a row without progress before giving up; 0 retries forever")
-	cfg.credential.add(fs)
 	return fs
 }
 
-// tailError words err for the command line.
-func tailError(runID string, err error) error {
+// addEventFlags binds the flags that tail and events share to cfg.
+func addEventFlags(fs *flag.FlagSet, cfg *tailConfig) {
+	fs.StringVar(&cfg.server, "server", "http://127.0.0.1:8780", "base URL of the runstream server")
+	fs.Int64Var(&cfg.after, "after", 0, "print the events after this seq")
+	fs.BoolVar(&cfg.json, "json", false, "print each event as one JSON line (NDJSON): its envelope (events --thread: its record)")
+	fs.BoolVar(&cfg.showToken, "show-token", false, "print the resume token of run.awaiting_input (hidden by default: it is the credential that resumes the run)")
+	cfg.credential.add(fs)
+}
+
+// runError words err, met by command cmd reading run runID, for the
+// command line.
+func runError(cmd, runID string, err error) error {
 	var apiErr *client.APIError
 	if errors.As(err, &apiErr) && apiErr.Code == runstream.CodeWorkflowRunNotFound {
 		return fmt.Errorf("run %s not found", runID)
 	}
-	return fmt.Errorf("tail: %w", err) // err names the run
+	return fmt.Errorf("%s: %w", cmd, err) // err names the run
 }
 
 // splitRunID takes the run id, the one positional argument, out of args, so
