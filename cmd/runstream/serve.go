@@ -109,7 +109,7 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&cfg.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&cfg.bodyTimeout, "body-timeout", httpapi.DefaultBodyTimeout, "time allowed to receive a request body after its headers; a slower body is answered 408 REQUEST_TIMEOUT and its connection closed")
 	fs.DurationVar(&cfg.idleTimeout, "idle-timeout", 120*time.Second, "how long an idle keep-alive connection stays open")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests and workflow nodes to finish; nodes still running a quarter of it (at most 5s) before its end are interrupted and retried where the run continues")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests and workflow nodes to finish; nodes still running a quarter of it (at most 5s) before its end are interrupted, and the ones that act on nothing outside their run start again where it continues (docs/RELIABILITY.md)")
 	fs.IntVar(&cfg.maxStreamsPerUser, "max-streams-per-user", httpapi.DefaultMaxStreamsPerUser, "most SSE streams one user may have open on this instance, the next answering 429 RATE_LIMITED; with no authentication every request is the one local user (-1: no limit)")
 	fs.DurationVar(&cfg.streamWriteTimeout, "stream-write-timeout", 10*time.Second, "time an SSE follower has to take each write; a slower follower is cut (it resumes with Last-Event-ID)")
 	fs.IntVar(&cfg.workers, "workers", engine.DefaultWorkers, "workflow runs this instance executes at once (0 disables the engine)")
