@@ -1,6 +1,9 @@
 package redact
 
-import "strings"
+import (
+	"net/url"
+	"strings"
+)
 
 // assignments masks, inside text, values named by a sensitive key (the key
 // rules of keys.go), so configuration and header dumps in tool output lose
@@ -85,7 +88,7 @@ func (r *Redactor) assignment(s string, sep int) (vs, ve int, ok bool) {
 			return 0, 0, false
 		}
 	}
-	match := matchKey(s[ks:ke], r.extra)
+	match := matchKey(unescapeKey(s[ks:ke]), r.extra)
 	if match == noMatch {
 		return 0, 0, false
 	}
@@ -260,7 +263,20 @@ func skipAuthScheme(s string, vs, ve int) int {
 	return vs
 }
 
-func isKeyByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' || c == '.' }
+func isKeyByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' || c == '.' || c == '%' }
+
+// unescapeKey decodes a percent-encoded key, as a URL's query parameter
+// name is read by its server (pass%77ord is password); a key that is not
+// valid percent-encoding stays as it is.
+func unescapeKey(key string) string {
+	if !strings.Contains(key, "%") {
+		return key
+	}
+	if k, err := url.QueryUnescape(key); err == nil {
+		return k
+	}
+	return key
+}
 
 func allDigits(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -103,6 +103,9 @@ func TestStringRules(t *testing.T) {
 		{"postgres://app:p@ss@db/app", "postgres://[REDACTED:dsn]@db/app"},
 		{"https://user:pw@example.com/x", "https://[REDACTED:url_credentials]@example.com/x"},
 		{"jdbc:postgresql://db/app?user=app&password=pw&ssl=true", "jdbc:postgresql://db/app?user=app&password=[REDACTED:key]&ssl=true"},
+		// A query parameter's name is read percent-decoded: pass%77ord is password.
+		{"postgres://db/app?pass%77ord=pw&ssl%6Dode=disable", "postgres://db/app?pass%77ord=[REDACTED:key]&ssl%6Dode=disable"},
+		{"growth=50%&sslpassword=pw", "growth=50%&sslpassword=[REDACTED:key]"},
 		{"Server=db;Database=app;User Id=sa;Password=pw;", "Server=db;Database=app;User Id=sa;Password=[REDACTED:key];"},
 		{"host=db user=app password='a b' dbname=x", "host=db user=app password='[REDACTED:key]' dbname=x"},
 		{"export GITHUB_TOKEN=abc\nexport PATH=/bin", "export GITHUB_TOKEN=[REDACTED:key]\nexport PATH=/bin"},

@@ -14,6 +14,7 @@ import (
 	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/postgres"
+	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runchunks"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/sqlite"
@@ -213,36 +214,14 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger, 
 	return b, nil
 }
 
-// redactURL hides the secrets of a store URL in messages: the password
-// of its user information and the values of its password parameters.
+// redactURL hides the secrets of a store URL in messages, as package
+// redact hides them anywhere (the password of its user information, its
+// password parameters); a query that does not parse is hidden whole.
 func redactURL(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return s
-	}
-	rest, query, hasQuery := strings.Cut(rest, "?")
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		if user, _, hasPassword := strings.Cut(rest[:at], ":"); hasPassword {
-			rest = user + ":xxxxx" + rest[at:]
+	if base, query, ok := strings.Cut(s, "?"); ok {
+		if _, err := url.ParseQuery(query); err != nil {
+			s = base + "?xxxxx"
 		}
 	}
-	if !hasQuery {
-		return scheme + "://" + rest
-	}
-	params := strings.Split(query, "&")
-	for i, p := range params {
-		raw, _, _ := strings.Cut(p, "=")
-		name, err := url.QueryUnescape(raw)
-		switch {
-		case err != nil:
-			params[i] = "xxxxx"
-		case passwordParams[strings.ToLower(name)]:
-			params[i] = raw + "=xxxxx"
-		}
-	}
-	return scheme + "://" + rest + "?" + strings.Join(params, "&")
+	return redact.Text(s)
 }
-
-// passwordParams are the query parameters of a store URL that carry a
-// secret (libpq's connection parameters).
-var passwordParams = map[string]bool{"password": true, "sslpassword": true}

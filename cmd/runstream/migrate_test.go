@@ -117,14 +117,14 @@ func TestMigrateUsage(t *testing.T) {
 // of its query.
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://u:secret@db:5432/rs":                         "postgres://u:xxxxx@db:5432/rs",
+		"postgres://u:secret@db:5432/rs":                         "postgres://[REDACTED:dsn]@db:5432/rs",
 		"postgres://u@db/rs":                                     "postgres://u@db/rs",
-		"postgres://db/rs?sslmode=disable&password=secret":       "postgres://db/rs?sslmode=disable&password=xxxxx",
-		"postgres://u:p@w@db/rs?SSLPassword=secret&user=u":       "postgres://u:xxxxx@db/rs?SSLPassword=xxxxx&user=u",
-		"postgres://db/rs?pass%77ord=secret":                     "postgres://db/rs?pass%77ord=xxxxx",
+		"postgres://db/rs?sslmode=disable&password=secret":       "postgres://db/rs?sslmode=disable&password=[REDACTED:key]",
+		"postgres://u:p@w@db/rs?SSLPassword=secret&user=u":       "postgres://[REDACTED:dsn]@db/rs?SSLPassword=[REDACTED:key]&user=u",
+		"postgres://db/rs?pass%77ord=secret":                     "postgres://db/rs?pass%77ord=[REDACTED:key]",
 		"postgres://db/rs?%zz=secret":                            "postgres://db/rs?xxxxx",
 		"sqlite:./runstream-data/runstream.db":                   "sqlite:./runstream-data/runstream.db",
-		"postgres://u:secret@db/rs?options=-c%20search_path%3Dx": "postgres://u:xxxxx@db/rs?options=-c%20search_path%3Dx",
+		"postgres://u:secret@db/rs?options=-c%20search_path%3Dx": "postgres://[REDACTED:dsn]@db/rs?options=-c%20search_path%3Dx",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
