@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/runstream/runstream/client"
@@ -84,20 +83,20 @@ func (m *Main) events(ctx context.Context, args []string, stdout, stderr io.Writ
 // ids are valid (runevents.ValidateID), so they need no escaping. A page
 // whose seqs do not go past the previous one's is an error, not a loop.
 func printThreadEvents(ctx context.Context, hc *http.Client, cfg eventsConfig, runID string, stdout io.Writer) error {
-	base, err := url.Parse(strings.TrimSuffix(cfg.server, "/"))
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return fmt.Errorf("%w: --server: want an http:// or https:// URL", errUsage)
+	api, err := newAPI(cfg.server)
+	if err != nil {
+		return err
 	}
-	u := base.JoinPath("api", "threads", cfg.thread, "runs", runID, "events")
+	api.http = hc
+	path := "/api/threads/" + cfg.thread + "/runs/" + runID + "/events?"
 	after := cfg.after
 	for {
 		q := url.Values{"limit": {strconv.Itoa(threadEventsPage)}}
 		if after > 0 {
 			q.Set("after_seq", strconv.FormatInt(after, 10))
 		}
-		u.RawQuery = q.Encode()
 		var page []json.RawMessage
-		if err := getThreadJSON(ctx, hc, u.String(), &page); err != nil {
+		if err := api.get(ctx, path+q.Encode(), &page); err != nil {
 			return fmt.Errorf("events of run %s of thread %s: %w", runID, cfg.thread, err)
 		}
 		for _, raw := range page {
@@ -117,29 +116,6 @@ func printThreadEvents(ctx context.Context, hc *http.Client, cfg eventsConfig, r
 			return nil
 		}
 	}
-}
-
-// getThreadJSON GETs u and decodes its JSON answer into v; a refusal
-// is an error with the server's code and message.
-func getThreadJSON(ctx context.Context, hc *http.Client, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Code, Message string }
-		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		if e.Code == "" {
-			return fmt.Errorf("the server answered %s", resp.Status)
-		}
-		return fmt.Errorf("the server answered %s %s: %s", resp.Status, e.Code, e.Message)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // formatRecord renders a thread run event record as one JSON line, or as

@@ -354,7 +354,8 @@ func formFields(schema json.RawMessage) []formField {
 	return out
 }
 
-// apiClient sends the writing requests of "runstream run".
+// apiClient sends the requests of "runstream run" and "runstream events"
+// that package client does not make.
 type apiClient struct {
 	base string
 	http *http.Client
@@ -371,11 +372,24 @@ func newAPI(server string) (*apiClient, error) {
 // post sends body and decodes a 2xx answer into out (when not nil); any
 // other answer is a *client.APIError.
 func (a *apiClient) post(ctx context.Context, path, contentType string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+path, bytes.NewReader(body))
+	return a.do(ctx, http.MethodPost, path, contentType, body, out)
+}
+
+// get is post's GET: path may carry a query.
+func (a *apiClient) get(ctx context.Context, path string, out any) error {
+	return a.do(ctx, http.MethodGet, path, "", nil, out)
+}
+
+// do makes a request of method to path with body (when contentType is
+// not empty), as post says.
+func (a *apiClient) do(ctx context.Context, method, path, contentType string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", contentType)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := a.http.Do(req)
 	if err != nil {
@@ -410,7 +424,6 @@ func (a *apiClient) post(ctx context.Context, path, contentType string, body []b
 	return nil
 }
 
-// flagGiven reports whether the command line set the flag name.
 // interrupted is the error of a run command stopped by a signal: where
 // the run goes on, if anywhere.
 func interrupted(cfg runConfig, runID string) error {
@@ -423,6 +436,7 @@ func interrupted(cfg runConfig, runID string) error {
 	return fmt.Errorf("interrupted; run %s stays in the store and goes on when a server runs on it: runstream serve --store … then runstream tail %s", runID, runID)
 }
 
+// flagGiven reports whether the command line set the flag name.
 func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
