@@ -254,16 +254,16 @@ func (v *literalVisitor) Visit(node *ast.Node) {
 	}
 }
 
-// SecretShaped reports whether a template writes out text in the shape of
+// secretShaped reports whether a template writes out text in the shape of
 // a secret the redact package knows (a provider's key, a JWT, a URL's
 // password…), whatever header or part of the URL holds it: in its
 // written-out text, or in a string literal of a placeholder that reads a
 // value.
-func SecretShaped(src string) bool {
+func secretShaped(src string) bool {
 	return templateHolds(src, func(t string) bool { return redact.Text(t) != t })
 }
 
-// ValueShaped is SecretShaped with the value rules alone
+// ValueShaped is the check of secretShaped with the value rules alone
 // (redact.Shaped): text that only follows a sensitive name ("password =
 // ?", "{"token": input.token}") does not count.
 func ValueShaped(src string) bool {
@@ -296,14 +296,14 @@ func checkCredentials(rawURL string, headers map[string]string) error {
 			WithDetail("rule", RuleLiteralCredential)
 	}
 	for name, value := range headers {
-		if SecretShaped(value) || credentialHeader(name) && literalCredential(value) {
+		if secretShaped(value) || credentialHeader(name) && literalCredential(value) {
 			return deny("header %s holds a literal credential", http.CanonicalHeaderKey(name))
 		}
 	}
 	if where := urlCredential(rawURL); where != "" {
 		return deny("%s holds a literal credential", where)
 	}
-	if SecretShaped(rawURL) {
+	if secretShaped(rawURL) {
 		return deny("the url holds a literal credential")
 	}
 	return nil

@@ -119,14 +119,18 @@ func (st *RunStream) announcedArtifacts(ctx context.Context) ([]workflow.Artifac
 	var refs []workflow.ArtifactRef
 	for after := int64(0); ; {
 		events, err := st.store.ListEvents(ctx, st.run.ID, after, workflow.MaxEventPageLimit)
-		if err != nil || len(events) == 0 {
-			return refs, err
+		if err != nil {
+			return nil, err
 		}
 		page, err := workflow.AnnouncedArtifacts(events)
 		if err != nil {
 			return nil, err
 		}
-		refs, after = append(refs, page...), events[len(events)-1].Seq
+		refs = append(refs, page...)
+		if len(events) < workflow.MaxEventPageLimit {
+			return refs, nil // the last page: no read past it
+		}
+		after = events[len(events)-1].Seq
 	}
 }
 
