@@ -1,6 +1,12 @@
 package engine
 
-import "testing"
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/runstream/runstream/workflow"
+)
 
 // Which built-in nodes an interrupted attempt may run again without
 // their retry policy: those that act on nothing outside the run (an http
@@ -37,5 +43,29 @@ func TestSpareAttempts(t *testing.T) {
 		if got := other.spareAttempts(tc.shutdowns); got != tc.other {
 			t.Errorf("other node, %d shutdowns: %d spare, want %d", tc.shutdowns, got, tc.other)
 		}
+	}
+}
+
+// Replay reads an interrupted attempt's node.failed as a shutdown, counts
+// the node's shutdowns across attempts, and takes a node.failed without
+// an error object (the contract requires one) as an ordinary failure.
+func TestReplayShutdowns(t *testing.T) {
+	ev := func(seq int64, typ workflow.EventType, data string) workflow.Envelope {
+		return workflow.Envelope{Seq: seq, Event: typ, NodeID: "n", Data: json.RawMessage(data)}
+	}
+	lost := `{"error":{"code":"WORKFLOW_WORKER_LOST","message":"m","retryable":true,"details":{"reason":"shutdown"}},"attempt":%d,"willRetry":true}`
+	states, err := replayNodes([]workflow.Envelope{
+		ev(1, workflow.EventNodeStarted, `{"attempt":1}`),
+		ev(2, workflow.EventNodeFailed, fmt.Sprintf(lost, 1)),
+		ev(3, workflow.EventNodeStarted, `{"attempt":2}`),
+		ev(4, workflow.EventNodeFailed, fmt.Sprintf(lost, 2)),
+		ev(5, workflow.EventNodeStarted, `{"attempt":3}`),
+		ev(6, workflow.EventNodeFailed, `{"attempt":3,"willRetry":true}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := states["n"]; st.shutdowns != 2 || st.shutdown || !st.willRetry || st.attempt != 3 {
+		t.Errorf("state %+v: want 2 shutdowns, the last failure an ordinary one, retried", st)
 	}
 }
