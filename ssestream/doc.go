@@ -26,6 +26,9 @@
 // each one every second (peerClosed) and ends the stream of a client that
 // closed its end; where it cannot look at the socket, a client that left
 // is noticed when a write to it fails, at the latest at the second
-// heartbeat after it left. Set.Shutdown ends the taken-over streams, which
+// heartbeat after it left. The sweeper also returns memory to the system
+// once a storm of connections taken over is over (stormWatch): their
+// net/http buffers are garbage the runtime would otherwise keep for
+// minutes. Set.Shutdown ends the taken-over streams, which
 // http.Server.Shutdown does not know of.
 package ssestream

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -229,6 +230,50 @@ type Set struct {
 	// sweeper runs while there are any.
 	watched  map[net.Conn]*stream
 	sweeping bool
+	// storm counts the take-overs; returnMemory runs when a storm of them
+	// is over (debug.FreeOSMemory; tests count the calls instead).
+	storm        stormWatch
+	returnMemory func()
+}
+
+// stormSize is how many take-overs make a connection storm (see
+// stormWatch): each leaves about 12 KiB of garbage, so 1,024 leave about
+// 12 MiB.
+const stormSize = 1024
+
+// stormWatch tells when a connection storm is over. Thousands of clients
+// connecting at once (after a deploy, a network blip, a load balancer's
+// failover) each leave net/http's buffers of their connection (4 KiB
+// read, 4 KiB write, 2 KiB chunking) and their request as garbage when
+// their stream takes the connection over. The Go runtime keeps such
+// memory until its next collection, which an idle server runs every two
+// minutes, and its scavenger then returns it at a paced rate: the storm's
+// peak RSS stays for minutes. So once a storm is over the sweeper returns
+// its garbage to the system (debug.FreeOSMemory: one collection, then
+// every free page back), which costs one collection of the live heap per
+// storm. A storm is over when at least size connections were taken over
+// since memory was last returned and none in the last
+// peerCheckInterval; a server that takes connections over now and then
+// returns memory after each size of them, in a quiet second. Guarded by
+// Set.mu.
+type stormWatch struct {
+	size       int // take-overs that make a storm
+	count      int // take-overs since memory was last returned
+	atLastTick int // count at the previous tick
+}
+
+// tookOver counts one connection taken over.
+func (w *stormWatch) tookOver() { w.count++ }
+
+// tick, called once per peerCheckInterval, reports whether a storm is
+// over (memory is to be returned now); the count then starts afresh.
+func (w *stormWatch) tick() (over bool) {
+	over = w.count >= w.size && w.count == w.atLastTick
+	if over {
+		w.count = 0
+	}
+	w.atLastTick = w.count
+	return over
 }
 
 // stream is one open stream of a Set: its context's cancel, and the
@@ -293,7 +338,8 @@ const peerCheckInterval = time.Second
 func NewSet(cfg Config) *Set {
 	cfg.setDefaults()
 	set := &Set{cfg: cfg, perUser: &userStreams{max: cfg.MaxPerUser, open: make(map[string]int)},
-		streams: make(map[*stream]struct{}), watched: make(map[net.Conn]*stream)}
+		streams: make(map[*stream]struct{}), watched: make(map[net.Conn]*stream),
+		storm: stormWatch{size: stormSize}, returnMemory: debug.FreeOSMemory}
 	set.stop, set.cancel = context.WithCancel(context.Background())
 	return set
 }
@@ -326,11 +372,13 @@ func (set *Set) remove(st *stream) {
 // watch checks conn every peerCheckInterval until unwatch, and ends st
 // once its client has closed it: nothing else reads a taken-over
 // connection, so without it a client that left is noticed only when a
-// write fails (up to two heartbeats later).
+// write fails (up to two heartbeats later). It counts conn towards a
+// connection storm (stormWatch).
 func (set *Set) watch(conn net.Conn, st *stream) (unwatch func()) {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	set.watched[conn] = st
+	set.storm.tookOver()
 	if !set.sweeping {
 		set.sweeping = true
 		go set.sweep()
@@ -342,7 +390,9 @@ func (set *Set) watch(conn net.Conn, st *stream) (unwatch func()) {
 	}
 }
 
-// sweep checks the watched connections until there are none, or shutdown.
+// sweep checks the watched connections until there are none, or
+// shutdown, and returns memory to the system when a connection storm is
+// over (stormWatch).
 func (set *Set) sweep() {
 	tick := time.NewTicker(peerCheckInterval)
 	defer tick.Stop()
@@ -367,7 +417,11 @@ func (set *Set) sweep() {
 		for c := range set.watched {
 			conns = append(conns, c)
 		}
+		stormOver := set.storm.tick()
 		set.mu.Unlock()
+		if stormOver {
+			set.returnMemory()
+		}
 		for _, c := range conns {
 			if peerClosed(c, buf) {
 				set.mu.Lock()
