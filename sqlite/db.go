@@ -47,6 +47,11 @@ type Config struct {
 	// transaction committed, from the write loop's goroutine (metrics).
 	// It must be quick.
 	OnCommit func(requests int)
+
+	// checkpointInterval and walRestartFrames are the checkpointer's
+	// (tests shorten them); zero: the package's constants.
+	checkpointInterval time.Duration
+	walRestartFrames   int
 }
 
 // withDefaults returns c with defaults applied, or a CodeInvalidArgument
@@ -71,6 +76,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ReadConns == 0 {
 		c.ReadConns = 4
+	}
+	if c.checkpointInterval == 0 {
+		c.checkpointInterval = checkpointInterval
+	}
+	if c.walRestartFrames == 0 {
+		c.walRestartFrames = walRestartFrames
 	}
 	return c, nil
 }
@@ -195,7 +206,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, sqlError("sqlite: open checkpointer", err)
 	}
 	ckpt.SetMaxOpenConns(1)
-	db.checkpointer = startCheckpointer(ckpt)
+	db.checkpointer = startCheckpointer(ckpt, cfg.checkpointInterval, cfg.walRestartFrames)
 	go db.writeLoop()
 	return db, nil
 }

@@ -98,6 +98,10 @@ func (db *DB) writeLoop() {
 				break drain
 			}
 		}
+		// A WAL the background checkpoints cannot keep up with is copied
+		// now, with no commit in between, so that this group starts it
+		// over (see checkpointer).
+		db.checkpointer.catchUp()
 		db.stats.started.Add(1)
 		db.commitGroup(group)
 		clear(group)

@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runstream/runstream/runevents"
+)
+
+// Under a steady stream of commits the WAL still starts over: the write
+// loop lets a checkpoint catch up once the WAL is long, so the file stays
+// near that length instead of growing with every commit.
+func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "runstream.db")
+	db, err := Open(t.Context(), Config{Path: path, Synchronous: SynchronousNormal,
+		checkpointInterval: 5 * time.Millisecond, walRestartFrames: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	content := []byte(`"` + strings.Repeat("x", 200) + `"`)
+	// Writers that always have the next append queued: the write loop
+	// never idles, so no background checkpoint ever finishes between
+	// two commits.
+	const writers, appends = 8, 300
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range appends {
+				_, err := db.RunEvents().Put(t.Context(), runevents.NewEvent{
+					ThreadID: "t", RunID: "r", EventType: "message", Category: runevents.CategoryMessage,
+					Content: content, Metadata: fmt.Appendf(nil, `{"writer":%d,"i":%d}`, w, i),
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	info, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := make([]byte, 32)
+	f, err := os.Open(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(header, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The WAL header's checkpoint sequence number counts the restarts.
+	restarts := binary.BigEndian.Uint32(header[12:16])
+	t.Logf("%d groups, WAL %d bytes, %d restarts", db.stats.transactions.Load(), info.Size(), restarts)
+	if restarts == 0 {
+		t.Errorf("the WAL never started over in %d group commits", db.stats.transactions.Load())
+	}
+}
