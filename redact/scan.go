@@ -3,8 +3,11 @@ package redact
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/runstream/runstream/internal/jsonscan"
 )
 
 // hiddenBlockTypes are the "type" values that make object act on a block.
@@ -65,16 +68,8 @@ func (r *Redactor) keyActs(key string) bool {
 // stringEnd returns the index of the quote that closes the JSON string
 // whose content starts at s[p], and whether the content has escapes.
 func stringEnd(s string, p int) (end int, escaped bool) {
-	for k := p; k < len(s); k++ {
-		switch s[k] {
-		case '\\':
-			escaped = true
-			k++
-		case '"':
-			return k, escaped
-		}
-	}
-	return len(s), escaped
+	end = jsonscan.StringEnd(s, p)
+	return end, strings.IndexByte(s[p:end], '\\') >= 0
 }
 
 // appendUnescaped appends the content of a valid JSON string, escapes

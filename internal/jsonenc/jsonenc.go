@@ -3,7 +3,11 @@
 // envelope, which sit on every replay's hot path.
 package jsonenc
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/runstream/runstream/internal/jsonscan"
+)
 
 // AppendString appends s as a JSON string, escaped exactly as
 // encoding/json escapes it. Printable ASCII without quotes, backslashes and
@@ -26,17 +30,12 @@ func AppendString[T string | []byte](b []byte, s T) []byte {
 // strings, so that it can be copied as it is where compact JSON is wanted.
 // It does not check that data is valid JSON.
 func IsCompact(data []byte) bool {
-	inString, escaped := false, false
-	for _, c := range data {
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
 			return false
+		case '"':
+			i = jsonscan.StringEnd(data, i+1)
 		}
 	}
 	return true

@@ -159,6 +159,10 @@ func (s *scanner) array(i, depth int) (int, bool) {
 func (s *scanner) str(i int) (int, bool) {
 	d := s.data
 	for i++; i < len(d); i++ {
+		i = plainEnd(d, i)
+		if i == len(d) {
+			break
+		}
 		switch c := d[i]; {
 		case c == '"':
 			return i + 1, true
@@ -338,7 +342,7 @@ func valueEnd(d []byte, i int) int {
 	for ; i < len(d); i++ {
 		switch d[i] {
 		case '"':
-			i = stringEnd(d, i)
+			i = StringEnd(d, i+1)
 			if depth == 0 {
 				return i + 1
 			}
@@ -356,20 +360,6 @@ func valueEnd(d []byte, i int) int {
 			if depth == 0 {
 				return i
 			}
-		}
-	}
-	return i
-}
-
-// stringEnd returns the offset of the closing quote of the string whose
-// opening quote is at i.
-func stringEnd(d []byte, i int) int {
-	for i++; i < len(d); i++ {
-		switch d[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
 		}
 	}
 	return i
