@@ -511,8 +511,11 @@ func TestWebUIInterruptedAttempt(t *testing.T) {
 	}
 	ui.shot("run-interrupted-attempt")
 
+	// The run failed before the page opened: its status shows "failed"
+	// from the start, and its events arrive after. The run's error box
+	// shows once the page has applied run.failed, and so the events before.
 	ui.open("/runs/" + postRun.RunID)
-	ui.wait("the POST's run to have failed", `document.querySelector("#run-status").textContent === "failed"`)
+	ui.wait("the POST's run to have failed", `document.querySelector("#run-error")`)
 	ui.eval(`[...document.querySelectorAll("#node-send .error")].map(e => e.textContent)`, &errs)
 	if len(errs) != 1 || !strings.Contains(errs[0], "Attempt 1 was interrupted by a server shutdown, and the node may not run again") {
 		t.Errorf("the POST node's card shows errors %q", errs)
