@@ -10,9 +10,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/eventlog"
+	"github.com/runstream/runstream/live"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/streams"
@@ -62,9 +64,23 @@ func testIngestStoresAndPublishes(t *testing.T, b threadBackend) {
 	if want := `{"events":` + string(body) + "}\n"; rec.Body.String() != want {
 		t.Errorf("response\n%s\nwant the stored records\n%s", rec.Body, want)
 	}
-	if events, _ := sub.Take(); len(events) != 2 || events[1].Seq != 2 {
+	if events := published(t, sub); len(events) != 2 || events[1].Seq != 2 {
 		t.Errorf("published %d frames", len(events))
 	}
+}
+
+// published waits until the hub hands sub events and takes them: a store
+// publishes what a group committed once its writers are answered, so an
+// append's answer may come first.
+func published(t *testing.T, sub *live.Subscription) []live.Event {
+	t.Helper()
+	select {
+	case <-sub.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing published 10 s after the append was answered")
+	}
+	events, _ := sub.Take()
+	return events
 }
 
 func TestIngestRefusals(t *testing.T) { forEachThreadBackend(t, testIngestRefusals) }
@@ -198,7 +214,7 @@ func testIngestIfAbsentUnder50Callers(t *testing.T, b threadBackend) {
 	if len(rows) != 1 {
 		t.Errorf("%d rows stored, want 1", len(rows))
 	}
-	if events, _ := sub.Take(); len(events) != 1 {
+	if events := published(t, sub); len(events) != 1 {
 		t.Errorf("%d frames published, want 1", len(events))
 	}
 }

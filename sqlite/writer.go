@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/runstream/runstream"
@@ -73,30 +72,19 @@ func (db *DB) write(ctx context.Context, op writeOp) error {
 	}
 }
 
-// writeLoop takes a request, drains every request already queued behind
-// it, and commits them as one group, until Close.
+// writeLoop takes a request and commits it with every request queued
+// behind it, or queued while their transaction runs, as one group, until
+// Close.
 func (db *DB) writeLoop() {
 	defer close(db.loopDone)
 	group := make([]*writeRequest, 0, maxGroupRequests)
 	for {
 		select {
 		case r := <-db.queue:
-			group = append(group[:0], r)
+			group = db.takeQueued(append(group[:0], r))
 		case <-db.quit:
 			db.failQueued()
 			return
-		}
-		// Let callers that are preparing a write queue it first, so that
-		// it joins this group instead of paying for a commit of its own.
-		runtime.Gosched()
-	drain:
-		for len(group) < maxGroupRequests {
-			select {
-			case r := <-db.queue:
-				group = append(group, r)
-			default:
-				break drain
-			}
 		}
 		// A WAL the background checkpoints cannot keep up with is copied
 		// now, with no commit in between, so that this group starts it
@@ -104,7 +92,7 @@ func (db *DB) writeLoop() {
 		db.checkpointer.catchUp()
 		db.stats.started.Add(1)
 		db.commitGroup(group)
-		clear(group)
+		clear(group[:cap(group)]) // the requests that joined it too
 	}
 }
 
@@ -120,15 +108,41 @@ func (db *DB) failQueued() {
 	}
 }
 
-// commitGroup runs the live requests of group in one transaction and
-// answers each. When an op or the commit fails, the group is rolled back
-// and every request is retried alone, so that one bad request gets its own
-// error and does not fail the others. What committed is handed to
-// afterCommit once its requests are answered: an answered request's
-// goroutine is then ready to run before the work afterCommit starts (the
-// followers the thread log wakes).
+// takeQueued appends to group the requests queued now, up to
+// maxGroupRequests in all, answering those whose caller gave up.
+func (db *DB) takeQueued(group []*writeRequest) []*writeRequest {
+	for len(group) < maxGroupRequests {
+		select {
+		case r := <-db.queue:
+			if r.ctx.Err() != nil {
+				r.done <- ctxError(r.ctx)
+				continue
+			}
+			group = append(group, r)
+		default:
+			return group
+		}
+	}
+	return group
+}
+
+// commitGroup runs group, and the requests queued while it runs, in one
+// transaction and answers each. The requests that join the group are
+// appended to group's array, whose capacity must be maxGroupRequests.
+// When an op or the commit fails, the group is rolled back and every
+// request is retried alone, so that one bad request gets its own error
+// and does not fail the others. What committed is handed to afterCommit once its requests are
+// answered: an answered request's goroutine is then ready to run before
+// the work afterCommit starts (the followers the thread log wakes).
+//
+// A request queued while the group's ops run joins it, up to
+// maxGroupRequests, instead of waiting for the group's commit and then
+// paying for one of its own. The loop does not yield to let such
+// requests in before it starts: under load (a thousand followers woken
+// by the last commit) a yielding loop waited milliseconds for a
+// processor, and each append with it.
 func (db *DB) commitGroup(group []*writeRequest) {
-	live := make([]*writeRequest, 0, len(group))
+	live := group[:0]
 	for _, r := range group {
 		if r.ctx.Err() != nil {
 			r.done <- ctxError(r.ctx)
@@ -139,8 +153,8 @@ func (db *DB) commitGroup(group []*writeRequest) {
 	if len(live) == 0 {
 		return
 	}
+	tx, live, err := db.runTx(live, db.takeQueued)
 	db.stats.requests.Add(int64(len(live)))
-	tx, err := db.runTx(live)
 	if err == nil && db.cfg.OnCommit != nil {
 		db.cfg.OnCommit(len(live))
 	}
@@ -152,7 +166,7 @@ func (db *DB) commitGroup(group []*writeRequest) {
 		return
 	}
 	for _, r := range live {
-		tx, err := db.runTx([]*writeRequest{r})
+		tx, _, err := db.runTx([]*writeRequest{r}, nil)
 		r.done <- err
 		db.committed(tx)
 	}
@@ -172,33 +186,45 @@ func (db *DB) committed(tx *sql.Tx) {
 // request caused, so retrying them one by one would not help.
 var errBegin = errors.New("begin transaction")
 
-// runTx runs reqs in one BEGIN IMMEDIATE transaction and commits it. It
-// returns the committed transaction, or nil and the error.
-func (db *DB) runTx(reqs []*writeRequest) (*sql.Tx, error) {
+// runTx runs reqs in one BEGIN IMMEDIATE transaction and commits it.
+// When more is not nil, each time the ops of reqs and DB.beforeCommit
+// have run it is asked for more requests to run in the same transaction
+// (it appends them to reqs); the commit comes when it has none.
+// It returns the committed transaction, or nil and the error, and the
+// requests it ran.
+func (db *DB) runTx(reqs []*writeRequest, more func([]*writeRequest) []*writeRequest) (*sql.Tx, []*writeRequest, error) {
 	// The transaction is not bound to any caller's context: one caller
 	// giving up must not abort the others' writes.
 	ctx := context.Background()
 	db.stats.transactions.Add(1)
 	tx, err := db.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the writer DSN sets _txlock
 	if err != nil {
-		return nil, sqlError("sqlite: write", fmt.Errorf("%w: %w", errBegin, err))
+		return nil, reqs, sqlError("sqlite: write", fmt.Errorf("%w: %w", errBegin, err))
 	}
-	for _, r := range reqs {
-		if err := r.op(ctx, tx); err != nil {
-			tx.Rollback()
-			return nil, err
+	for i := 0; ; {
+		for ; i < len(reqs); i++ {
+			if err := reqs[i].op(ctx, tx); err != nil {
+				tx.Rollback()
+				return nil, reqs, err
+			}
 		}
-	}
-	for _, op := range db.beforeCommit {
-		if err := op(ctx, tx); err != nil {
-			tx.Rollback()
-			return nil, err
+		for _, op := range db.beforeCommit {
+			if err := op(ctx, tx); err != nil {
+				tx.Rollback()
+				return nil, reqs, err
+			}
+		}
+		if more == nil {
+			break
+		}
+		if reqs = more(reqs); i == len(reqs) {
+			break
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, sqlError("sqlite: write: commit", err)
+		return nil, reqs, sqlError("sqlite: write: commit", err)
 	}
-	return tx, nil
+	return tx, reqs, nil
 }
 
 // closedError answers calls on a closed store or database.
