@@ -6,15 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"github.com/runstream/runstream/internal/jsontype"
 	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/contracts"
 	"github.com/runstream/runstream/internal/jsonscan"
+	"github.com/runstream/runstream/internal/jsontype"
 	"github.com/runstream/runstream/redact"
 	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/threadsvc"
@@ -129,22 +130,36 @@ func (s *Server) appendPlain(w http.ResponseWriter, r *http.Request, threadID st
 		}
 		resp.Events = recs
 	}
-	body, err := resp.marshal()
+	buf := responseBufs.Get().(*[]byte)
+	body, err := resp.appendJSON((*buf)[:0])
 	if err != nil {
 		return runstream.Wrap(err, runstream.CodeInternal, "encode response")
 	}
 	writeRawJSON(w, status, body)
+	if cap(body) <= maxPooledResponse {
+		*buf = body[:0]
+		responseBufs.Put(buf)
+	}
 	return nil
 }
 
-// marshal is json.Marshal(r), the records copied as runevents.AppendRecordsJSON does.
-func (r ingestResponse) marshal() ([]byte, error) {
+// responseBufs recycles the bodies of ingest answers, which echo every
+// record stored: a batch's answer is about as large as its request.
+var responseBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledResponse bounds the bodies responseBufs keeps.
+const maxPooledResponse = 1 << 20
+
+// appendJSON appends json.Marshal(r) to b, the records copied as
+// runevents.AppendRecordsJSON does.
+func (r ingestResponse) appendJSON(b []byte) ([]byte, error) {
 	if r.Created == nil {
-		if b, ok := runevents.AppendRecordsJSON([]byte(`{"events":`), r.Events); ok {
-			return append(b, '}'), nil
+		if out, ok := runevents.AppendRecordsJSON(append(b, `{"events":`...), r.Events); ok {
+			return append(out, '}'), nil
 		}
 	}
-	return json.Marshal(r)
+	enc, err := json.Marshal(r)
+	return append(b, enc...), err
 }
 
 // ifAbsentStatus is the status of the singleton write: 201 when it
@@ -447,7 +462,7 @@ func (s *Server) appendIdempotent(w http.ResponseWriter, r *http.Request, p thre
 		if p.IfAbsent {
 			status, resp.Created = ifAbsentStatus(created), &created
 		}
-		body, err := resp.marshal()
+		body, err := resp.appendJSON(nil)
 		if err != nil {
 			return threadsvc.Response{}, runstream.Wrap(err, runstream.CodeInternal, "encode response")
 		}

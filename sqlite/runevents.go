@@ -109,7 +109,11 @@ func (s *RunEventStore) afterCommit(tx *sql.Tx) {
 		f(flushed[0].recs)
 		return
 	}
-	var recs []runevents.Record
+	n := 0
+	for _, p := range flushed {
+		n += len(p.recs)
+	}
+	recs := make([]runevents.Record, 0, n)
 	for _, p := range flushed {
 		recs = append(recs, p.recs...)
 	}
