@@ -35,6 +35,11 @@ const walRestartFrames = 1000
 // WAL of a busy server grew by tens of MB a second for as long as the
 // writes went on, every commit extended the file, and a restart read all
 // of it back.
+//
+// A reader that keeps a transaction open holds the frames it may read: no
+// checkpoint copies past them and the WAL cannot start over until it
+// ends. The write loop then waits for a catch-up at most once per
+// background checkpoint (checkpointInterval), each copying what it can.
 type checkpointer struct {
 	conn          *sql.DB
 	interval      time.Duration // between background checkpoints
@@ -47,6 +52,9 @@ type checkpointer struct {
 	// catchUps carries the write loop's requests for a checkpoint now;
 	// the checkpointer closes each channel once it ran one.
 	catchUps chan chan struct{}
+	// ticks and caughtUp count the background checkpoints and the
+	// catch-ups, for tests.
+	ticks, caughtUp atomic.Int64
 }
 
 // startCheckpointer starts checkpointing on conn every interval; a WAL of
@@ -67,21 +75,26 @@ func (c *checkpointer) loop() {
 		case <-c.quit:
 			return
 		case <-ticker.C:
-			c.checkpoint()
+			c.ticks.Add(1)
+			c.checkpoint(true)
 		case ran := <-c.catchUps:
-			c.checkpoint()
+			c.caughtUp.Add(1)
+			// The WAL it leaves as long is started over by the next
+			// write: no reason for another catch-up.
+			c.checkpoint(false)
 			close(ran)
 		}
 	}
 }
 
-// checkpoint runs a PASSIVE checkpoint and sets behind when it left a
-// long WAL not wholly copied. A failed checkpoint leaves the frames in
-// the WAL, where reads find them; the next one tries again.
-func (c *checkpointer) checkpoint() {
+// checkpoint runs a PASSIVE checkpoint and, when mark is true, sets
+// behind when it found a WAL of restartFrames or more. A failed
+// checkpoint leaves the frames in the WAL, where reads find them; the
+// next one tries again.
+func (c *checkpointer) checkpoint(mark bool) {
 	var busy, frames, copied int
 	err := c.conn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &copied)
-	if err == nil && frames >= c.restartFrames {
+	if mark && err == nil && frames >= c.restartFrames {
 		c.behind.Store(true)
 	}
 }
@@ -105,6 +118,6 @@ func (c *checkpointer) catchUp() {
 func (c *checkpointer) close() error {
 	close(c.quit)
 	<-c.done
-	c.conn.ExecContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)")
+	c.checkpoint(false)
 	return c.conn.Close()
 }

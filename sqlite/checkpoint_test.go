@@ -65,4 +65,49 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	if restarts == 0 {
 		t.Errorf("the WAL never started over in %d group commits", db.stats.transactions.Load())
 	}
+	// One catch-up per restart: the write after a catch-up starts the WAL
+	// over, so the catch-up does not ask for another.
+	if caughtUp := db.checkpointer.caughtUp.Load(); caughtUp > int64(restarts)+1 {
+		t.Errorf("%d catch-ups for %d restarts, want one each", caughtUp, restarts)
+	}
+}
+
+// A reader that keeps a transaction open stops the WAL from starting
+// over; the write loop then waits for a catch-up at most once per
+// background checkpoint, not before every group.
+func TestOpenReaderCostsACatchUpPerCheckpointAtMost(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "runstream.db")
+	db, err := Open(t.Context(), Config{Path: path, Synchronous: SynchronousNormal,
+		checkpointInterval: 20 * time.Millisecond, walRestartFrames: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	put := func(i int) {
+		t.Helper()
+		if _, err := db.RunEvents().Put(t.Context(), runevents.NewEvent{ThreadID: "t", RunID: "r", EventType: runevents.EventRunStart,
+			Category: runevents.CategoryTrace, Metadata: fmt.Appendf(nil, `{"i":%d}`, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0)
+	reader, err := db.readers.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback()
+	var n int
+	if err := reader.QueryRow("SELECT count(*) FROM run_events").Scan(&n); err != nil { // takes its snapshot
+		t.Fatal(err)
+	}
+	ticks0, caughtUp0 := db.checkpointer.ticks.Load(), db.checkpointer.caughtUp.Load()
+	for i := 1; i <= 300; i++ {
+		put(i)
+	}
+	ticks, caughtUp := db.checkpointer.ticks.Load()-ticks0, db.checkpointer.caughtUp.Load()-caughtUp0
+	t.Logf("300 groups, %d background checkpoints, %d catch-ups", ticks, caughtUp)
+	if caughtUp > ticks+1 {
+		t.Errorf("%d catch-ups for %d background checkpoints: want one at most per checkpoint", caughtUp, ticks)
+	}
 }

@@ -102,7 +102,9 @@ type DB struct {
 	stats       writeStats
 	// beforeCommit run, in order, after the ops of every group transaction
 	// and before its commit: stores write there what their ops deferred.
-	// Set while Open runs; used by the write loop only.
+	// They run again after the ops of requests that joined the group
+	// meanwhile (DB.runTx). Set while Open runs; used by the write loop
+	// only.
 	beforeCommit []writeOp
 	// afterCommit run, in order, after every group transaction committed,
 	// once its callers are answered. Set while Open runs; used by the
@@ -253,8 +255,9 @@ func (db *DB) PoolStats() (inUse, idle int) {
 	return r.InUse + w.InUse, r.Idle + w.Idle
 }
 
-// Close stops the write loop after the group in progress, fails queued
-// writes with CodeUnavailable, and closes every connection. It is safe to
+// Close stops the write loop after the group in progress (which takes
+// in the writes queued until its commit), fails the writes queued after
+// it with CodeUnavailable, and closes every connection. It is safe to
 // call more than once.
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {

@@ -56,11 +56,12 @@ func (s *RunEventStore) PutBatch(ctx context.Context, events []runevents.NewEven
 // checked by the write loop in the group transaction (one read per
 // thread and group, on the writer's connection); otherwise it writes
 // nothing and returns runevents.ErrNotFirstOwner. Rows appended by
-// earlier writes of the same group count only when an op run between
-// them and this call flushed them (PutIfAbsent, AppendIdempotent,
-// ImportThread and deletes flush the group's deferred appends first);
-// rows still deferred do not, so a thread they create answers
-// ErrNotFirstOwner.
+// earlier writes of the same group count only when they were flushed
+// before this call's ops ran: by an op run between them (PutIfAbsent,
+// AppendIdempotent, ImportThread and deletes flush the group's deferred
+// appends first), or at the end of the round of the group before the one
+// this call joined (DB.runTx); rows still deferred do not, so a thread
+// they create answers ErrNotFirstOwner.
 func (s *RunEventStore) PutBatchOwned(ctx context.Context, userID string, events []runevents.NewEvent) ([]runevents.Record, error) {
 	if userID == "" {
 		return nil, runstream.Errorf(runstream.CodeInvalidArgument, "sqlite: put run events: an owner is required")

@@ -330,10 +330,11 @@ func ownedAsync(ctx context.Context, s *RunEventStore, user string, e runevents.
 	return ch
 }
 
-// In one group, PutBatchOwned is checked against the thread as committed
-// before the group: an append refused there takes no seq and fails no
-// other write of the group, and a thread whose first row is written by an
-// earlier write of the same group is not yet anyone's.
+// In one group, PutBatchOwned is checked against the thread as flushed
+// before its round of the group (here: as committed, plus the blocker's
+// row): an append refused there takes no seq and fails no other write of
+// the group, and a thread whose first row is written by an earlier write
+// of the same round is not yet anyone's.
 func TestPutBatchOwnedInAGroup(t *testing.T) {
 	t.Parallel()
 	db := newDB(t, Config{BusyTimeout: time.Minute})

@@ -252,10 +252,10 @@ const stormSize = 1024
 // its garbage to the system (debug.FreeOSMemory: one collection, then
 // every free page back), which costs one collection of the live heap per
 // storm. A storm is over when at least size connections were taken over
-// since memory was last returned and none in the last
-// peerCheckInterval; a server that takes connections over now and then
-// returns memory after each size of them, in a quiet second. Guarded by
-// Set.mu.
+// since memory was last returned and either none in the last
+// peerCheckInterval or none of their streams is left open; a server that
+// takes connections over now and then returns memory after each size of
+// them, in a quiet second. Guarded by Set.mu.
 type stormWatch struct {
 	size       int // take-overs that make a storm
 	count      int // take-overs since memory was last returned
@@ -269,6 +269,17 @@ func (w *stormWatch) tookOver() { w.count++ }
 // over (memory is to be returned now); the count then starts afresh.
 func (w *stormWatch) tick() (over bool) {
 	over = w.count >= w.size && w.count == w.atLastTick
+	if over {
+		w.count = 0
+	}
+	w.atLastTick = w.count
+	return over
+}
+
+// stop, called when the sweeper stops because no taken-over stream is
+// left, reports whether a storm is over: its streams have all ended.
+func (w *stormWatch) stop() (over bool) {
+	over = w.count >= w.size
 	if over {
 		w.count = 0
 	}
@@ -409,8 +420,13 @@ func (set *Set) sweep() {
 		}
 		set.mu.Lock()
 		if len(set.watched) == 0 {
+			// The storm's streams have all ended: it is over.
+			stormOver := set.storm.stop()
 			set.sweeping = false
 			set.mu.Unlock()
+			if stormOver {
+				set.returnMemory()
+			}
 			return
 		}
 		conns = conns[:0]

@@ -35,6 +35,56 @@ func TestStormWatchTick(t *testing.T) {
 			t.Fatalf("tick %d (after %d take-overs): over %v, want %v", i, s.tookOver, got, s.over)
 		}
 	}
+	// The sweeper stops (no stream left): a storm counted so far is over,
+	// fewer than its size is not.
+	w.tookOver()
+	w.tookOver()
+	if w.stop() {
+		t.Error("stop after 2 take-overs: over, want not (fewer than size)")
+	}
+	w.tookOver()
+	if !w.stop() {
+		t.Error("stop after 3 take-overs: not over, want over")
+	}
+	if w.tookOver(); w.tick() {
+		t.Error("a tick after the stop counted the storm again")
+	}
+}
+
+// The sweeper returns memory after a storm whose streams all ended before
+// a quiet tick: it stops then, with nothing left to watch.
+func TestSweeperReturnsMemoryAfterAStormThatLeft(t *testing.T) {
+	t.Parallel()
+	set := NewSet(Config{Heartbeat: time.Hour})
+	var returned atomic.Int64
+	set.storm.size, set.returnMemory = 3, func() { returned.Add(1) }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := set.Serve(w, r, openSource{newStoredSource(0)}, 0, Options{}); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	for range 3 {
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close() // the client leaves: the sweeper ends its stream
+	}
+	for deadline := time.Now().Add(10 * time.Second); returned.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("memory not returned 10 s after a storm's streams ended")
+		}
+	}
+	set.mu.Lock()
+	sweeping := set.sweeping
+	set.mu.Unlock()
+	if got := returned.Load(); got != 1 || sweeping {
+		t.Errorf("memory returned %d times, sweeper running %v; want once, stopped", got, sweeping)
+	}
+	if err := set.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
 }
 
 // The sweeper returns memory once after a storm of taken-over streams, and
