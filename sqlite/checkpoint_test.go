@@ -13,18 +13,26 @@ import (
 	"github.com/runstream/runstream/runevents"
 )
 
+// openCheckpointed opens a database (synchronous=NORMAL, for speed) whose
+// checkpointer runs every interval and finds the WAL long at frames.
+func openCheckpointed(t *testing.T, interval time.Duration, frames int) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "runstream.db"), Synchronous: SynchronousNormal,
+		checkpointInterval: interval, walRestartFrames: frames})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // Under a steady stream of commits the WAL still starts over: the write
 // loop lets a checkpoint catch up once the WAL is long, so the file stays
 // near that length instead of growing with every commit.
 func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "runstream.db")
-	db, err := Open(t.Context(), Config{Path: path, Synchronous: SynchronousNormal,
-		checkpointInterval: 5 * time.Millisecond, walRestartFrames: 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openCheckpointed(t, 5*time.Millisecond, 40)
+	path := db.cfg.Path
 	content := []byte(`"` + strings.Repeat("x", 200) + `"`)
 	// Writers that always have the next append queued: the write loop
 	// never idles, so no background checkpoint ever finishes between
@@ -77,13 +85,7 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 // background checkpoint, not before every group.
 func TestOpenReaderCostsACatchUpPerCheckpointAtMost(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "runstream.db")
-	db, err := Open(t.Context(), Config{Path: path, Synchronous: SynchronousNormal,
-		checkpointInterval: 20 * time.Millisecond, walRestartFrames: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openCheckpointed(t, 20*time.Millisecond, 10)
 	put := func(i int) {
 		t.Helper()
 		if _, err := db.RunEvents().Put(t.Context(), runevents.NewEvent{ThreadID: "t", RunID: "r", EventType: runevents.EventRunStart,

@@ -51,19 +51,26 @@ func TestStormWatchTick(t *testing.T) {
 	}
 }
 
-// The sweeper returns memory after a storm whose streams all ended before
-// a quiet tick: it stops then, with nothing left to watch.
-func TestSweeperReturnsMemoryAfterAStormThatLeft(t *testing.T) {
-	t.Parallel()
+// stormServer serves streams of a Set whose storms are 3 take-overs; it
+// counts the Set's returns of memory instead of making them.
+func stormServer(t *testing.T) (*Set, *httptest.Server, *atomic.Int64) {
 	set := NewSet(Config{Heartbeat: time.Hour})
-	var returned atomic.Int64
+	returned := new(atomic.Int64)
 	set.storm.size, set.returnMemory = 3, func() { returned.Add(1) }
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := set.Serve(w, r, openSource{newStoredSource(0)}, 0, Options{}); err != nil {
 			t.Error(err)
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return set, srv, returned
+}
+
+// The sweeper returns memory after a storm whose streams all ended before
+// a quiet tick: it stops then, with nothing left to watch.
+func TestSweeperReturnsMemoryAfterAStormThatLeft(t *testing.T) {
+	t.Parallel()
+	set, srv, returned := stormServer(t)
 	for range 3 {
 		resp, err := http.Get(srv.URL)
 		if err != nil {
@@ -98,15 +105,7 @@ func TestSweeperReturnsMemoryAfterAStorm(t *testing.T) {
 	}{{"storm", 3, 1}, {"fewer", 2, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			set := NewSet(Config{Heartbeat: time.Hour})
-			var returned atomic.Int64
-			set.storm.size, set.returnMemory = 3, func() { returned.Add(1) }
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if err := set.Serve(w, r, openSource{newStoredSource(0)}, 0, Options{}); err != nil {
-					t.Error(err)
-				}
-			}))
-			defer srv.Close()
+			set, srv, returned := stormServer(t)
 			for range tc.streams {
 				resp, err := http.Get(srv.URL)
 				if err != nil {
