@@ -69,14 +69,36 @@ func TestWALStartsOverUnderSteadyWrites(t *testing.T) {
 	}
 	// The WAL header's checkpoint sequence number counts the restarts.
 	restarts := binary.BigEndian.Uint32(header[12:16])
-	t.Logf("%d groups, WAL %d bytes, %d restarts", db.stats.transactions.Load(), info.Size(), restarts)
+	t.Logf("%d groups, WAL %d bytes, %d restarts, %d catch-ups", db.stats.transactions.Load(), info.Size(), restarts, db.checkpointer.caughtUp.Load())
 	if restarts == 0 {
 		t.Errorf("the WAL never started over in %d group commits", db.stats.transactions.Load())
 	}
-	// One catch-up per restart: the write after a catch-up starts the WAL
-	// over, so the catch-up does not ask for another.
+	// Every catch-up starts the WAL over (none waits for a checkpoint of
+	// a WAL that cannot restart): no more catch-ups than restarts.
 	if caughtUp := db.checkpointer.caughtUp.Load(); caughtUp > int64(restarts)+1 {
 		t.Errorf("%d catch-ups for %d restarts, want one each", caughtUp, restarts)
+	}
+}
+
+// A catch-up's own checkpoint finds the long WAL it was asked for, which
+// the next write starts over: it does not ask for another catch-up (each
+// restart cost two, the second on a WAL of a few frames).
+func TestCatchUpDoesNotAskForAnother(t *testing.T) {
+	t.Parallel()
+	db := openCheckpointed(t, time.Hour, 10) // no background checkpoint
+	for i := range 30 {
+		if _, err := db.RunEvents().Put(t.Context(), runevents.NewEvent{ThreadID: "t", RunID: "r", EventType: runevents.EventRunStart,
+			Category: runevents.CategoryTrace, Metadata: fmt.Appendf(nil, `{"i":%d}`, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.checkpointer.behind.Store(true) // as a background checkpoint of this WAL would
+	db.checkpointer.catchUp()
+	if n := db.checkpointer.caughtUp.Load(); n != 1 {
+		t.Fatalf("%d catch-ups ran, want 1", n)
+	}
+	if db.checkpointer.behind.Load() {
+		t.Error("the catch-up marked the checkpointer behind again")
 	}
 }
 

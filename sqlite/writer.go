@@ -81,7 +81,7 @@ func (db *DB) writeLoop() {
 	for {
 		select {
 		case r := <-db.queue:
-			group = db.takeQueued(append(group[:0], r))
+			group = db.takeQueued(db.appendLive(group[:0], r))
 		case <-db.quit:
 			db.failQueued()
 			return
@@ -89,6 +89,9 @@ func (db *DB) writeLoop() {
 		// A WAL the background checkpoints cannot keep up with is copied
 		// now, with no commit in between, so that this group starts it
 		// over (see checkpointer).
+		if len(group) == 0 {
+			continue
+		}
 		db.checkpointer.catchUp()
 		db.stats.started.Add(1)
 		db.commitGroup(group)
@@ -114,11 +117,7 @@ func (db *DB) takeQueued(group []*writeRequest) []*writeRequest {
 	for len(group) < maxGroupRequests {
 		select {
 		case r := <-db.queue:
-			if r.ctx.Err() != nil {
-				r.done <- ctxError(r.ctx)
-				continue
-			}
-			group = append(group, r)
+			group = db.appendLive(group, r)
 		default:
 			return group
 		}
@@ -126,14 +125,25 @@ func (db *DB) takeQueued(group []*writeRequest) []*writeRequest {
 	return group
 }
 
-// commitGroup runs group, and the requests queued while it runs, in one
-// transaction and answers each. The requests that join the group are
-// appended to group's array, whose capacity must be maxGroupRequests.
-// When an op or the commit fails, the group is rolled back and every
-// request is retried alone, so that one bad request gets its own error
-// and does not fail the others. What committed is handed to afterCommit once its requests are
-// answered: an answered request's goroutine is then ready to run before
-// the work afterCommit starts (the followers the thread log wakes).
+// appendLive appends r to group, or answers it when its caller gave up.
+func (db *DB) appendLive(group []*writeRequest, r *writeRequest) []*writeRequest {
+	if r.ctx.Err() != nil {
+		r.done <- ctxError(r.ctx)
+		return group
+	}
+	return append(group, r)
+}
+
+// commitGroup runs group, whose callers had not given up when it was
+// taken, and the requests queued while it runs, in one transaction and
+// answers each. The requests that join the group are appended to group's
+// array, whose capacity must be maxGroupRequests. When an op or the
+// commit fails, the group is rolled back and every request is retried
+// alone, so that one bad request gets its own error and does not fail
+// the others. What committed is handed to afterCommit once its requests
+// are answered: an answered request's goroutine is then ready to run
+// before the work afterCommit starts (the followers the thread log
+// wakes).
 //
 // A request queued while the group's ops run joins it, up to
 // maxGroupRequests, instead of waiting for the group's commit and then
@@ -142,18 +152,7 @@ func (db *DB) takeQueued(group []*writeRequest) []*writeRequest {
 // by the last commit) a yielding loop waited milliseconds for a
 // processor, and each append with it.
 func (db *DB) commitGroup(group []*writeRequest) {
-	live := group[:0]
-	for _, r := range group {
-		if r.ctx.Err() != nil {
-			r.done <- ctxError(r.ctx)
-			continue
-		}
-		live = append(live, r)
-	}
-	if len(live) == 0 {
-		return
-	}
-	tx, live, err := db.runTx(live, db.takeQueued)
+	tx, live, err := db.runTx(group, db.takeQueued)
 	db.stats.requests.Add(int64(len(live)))
 	if err == nil && db.cfg.OnCommit != nil {
 		db.cfg.OnCommit(len(live))

@@ -266,20 +266,11 @@ type stormWatch struct {
 func (w *stormWatch) tookOver() { w.count++ }
 
 // tick, called once per peerCheckInterval, reports whether a storm is
-// over (memory is to be returned now); the count then starts afresh.
-func (w *stormWatch) tick() (over bool) {
-	over = w.count >= w.size && w.count == w.atLastTick
-	if over {
-		w.count = 0
-	}
-	w.atLastTick = w.count
-	return over
-}
-
-// stop, called when the sweeper stops because no taken-over stream is
-// left, reports whether a storm is over: its streams have all ended.
-func (w *stormWatch) stop() (over bool) {
-	over = w.count >= w.size
+// over (memory is to be returned now): none was taken over since the last
+// tick, or, ended, none of the streams is left open. The count then
+// starts afresh.
+func (w *stormWatch) tick(ended bool) (over bool) {
+	over = w.count >= w.size && (ended || w.count == w.atLastTick)
 	if over {
 		w.count = 0
 	}
@@ -419,24 +410,19 @@ func (set *Set) sweep() {
 			return
 		}
 		set.mu.Lock()
-		if len(set.watched) == 0 {
-			// The storm's streams have all ended: it is over.
-			stormOver := set.storm.stop()
-			set.sweeping = false
-			set.mu.Unlock()
-			if stormOver {
-				set.returnMemory()
-			}
-			return
-		}
+		ended := len(set.watched) == 0
+		stormOver := set.storm.tick(ended)
+		set.sweeping = !ended
 		conns = conns[:0]
 		for c := range set.watched {
 			conns = append(conns, c)
 		}
-		stormOver := set.storm.tick()
 		set.mu.Unlock()
 		if stormOver {
 			set.returnMemory()
+		}
+		if ended {
+			return
 		}
 		for _, c := range conns {
 			if peerClosed(c, buf) {

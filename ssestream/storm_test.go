@@ -31,22 +31,22 @@ func TestStormWatchTick(t *testing.T) {
 		for range s.tookOver {
 			w.tookOver()
 		}
-		if got := w.tick(); got != s.over {
+		if got := w.tick(false); got != s.over {
 			t.Fatalf("tick %d (after %d take-overs): over %v, want %v", i, s.tookOver, got, s.over)
 		}
 	}
 	// The sweeper stops (no stream left): a storm counted so far is over,
-	// fewer than its size is not.
+	// even without a quiet tick; fewer than its size is not.
 	w.tookOver()
 	w.tookOver()
-	if w.stop() {
-		t.Error("stop after 2 take-overs: over, want not (fewer than size)")
+	if w.tick(true) {
+		t.Error("tick with no stream left after 2 take-overs: over, want not (fewer than size)")
 	}
 	w.tookOver()
-	if !w.stop() {
-		t.Error("stop after 3 take-overs: not over, want over")
+	if !w.tick(true) {
+		t.Error("tick with no stream left after 3 take-overs: not over, want over")
 	}
-	if w.tookOver(); w.tick() {
+	if w.tookOver(); w.tick(false) {
 		t.Error("a tick after the stop counted the storm again")
 	}
 }
