@@ -83,6 +83,7 @@ type Server struct {
 func Start(t testing.TB, dir, addr string, args ...string) *Server {
 	t.Helper()
 	s := &Server{t: t, addr: addr, dir: dir, args: args}
+	t.Cleanup(s.logIfFailed)
 	t.Cleanup(s.Kill)
 	s.Start()
 	return s
@@ -208,6 +209,27 @@ func (s *Server) Log() string {
 	s.mu.Unlock()
 	b, _ := os.ReadFile(name)
 	return string(b)
+}
+
+// logIfFailed shows the end of every start's log when the test failed,
+// so that a failure in CI says what the server saw. It runs after Kill
+// and before the data directory is removed.
+func (s *Server) logIfFailed() {
+	if !s.t.Failed() {
+		return
+	}
+	const tail = 16 << 10
+	for i, name := range s.LogFiles() {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			s.t.Logf("server start %d: its log: %v", i+1, err)
+			continue
+		}
+		if len(b) > tail {
+			b = append([]byte("…"), b[len(b)-tail:]...)
+		}
+		s.t.Logf("server start %d on %s, its log (WARN and above):\n%s", i+1, s.addr, b)
+	}
 }
 
 // LogFiles returns the log files of every start, oldest first.

@@ -25,8 +25,13 @@ const crashWorkflow = `{"name":"crash","nodes":[
 	{"id":"second","type":"delay","needs":["first"],"config":{"ms":200}}],"output":"nodes.second.output"}`
 
 // leaseDuration is the lease of the crash test's servers: a run whose
-// server was killed is taken over once it expires.
-const leaseDuration = "2s"
+// server was killed is taken over once it expires. The restarted server's
+// runner renews it every third of it, each try abandoned after a sixth,
+// and stops its run when two tries in a row failed (engine's fence). With
+// a 2 s lease two store calls slower than 300 ms did that under CI's load
+// (the race detector, every package's tests at once), and the run's
+// retried attempt counted as lost: 5 s leaves the store 800 ms a call.
+const leaseDuration = "5s"
 
 // TestCrashWorkflowRun kills the server with SIGKILL while workflow runs
 // are in their first node, restarts it, and waits: after the lease
