@@ -41,3 +41,20 @@ type discardRecorder struct{ header http.Header }
 func (r *discardRecorder) Header() http.Header         { return r.header }
 func (r *discardRecorder) WriteHeader(int)             {}
 func (r *discardRecorder) Write(b []byte) (int, error) { return io.Discard.Write(b) }
+
+// BenchmarkIngestBatch100 measures a POST of 100 events of about 200
+// bytes to the thread ingest, server side only, on the memory store: the
+// handler's decoding, checks, redaction, preparation and answer.
+func BenchmarkIngestBatch100(b *testing.B) {
+	t := &testing.T{}
+	env := newThreadEnv(t)
+	event := `{"event_type":"run.start","content":{"chain":"1780000000000000000 ` + strings.Repeat("x", 150) + `"},"metadata":{"caller":"bench"}}`
+	body := `{"events":[` + strings.TrimSuffix(strings.Repeat(event+",", 100), ",") + `]}`
+	for b.Loop() {
+		req := httptest.NewRequest("POST", eventsPath, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := &discardRecorder{header: http.Header{}}
+		env.api.ServeHTTP(rec, req)
+	}
+	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "events/s")
+}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/runevents"
 )
@@ -200,9 +202,11 @@ func prepared(t *testing.T, thread, run string) runevents.Record {
 func TestGroupCommitOwned(t *testing.T) {
 	db := openDB(t, newSchema(t))
 	ctx := t.Context()
-	first := prepared(t, "old", "r1") // owned by "u"
-	if err := db.runEvents.write(ctx, &writeRequest{ctx: ctx, recs: []runevents.Record{first}}); err != nil {
-		t.Fatal(err)
+	for _, thread := range []string{"old", "mine", "other"} {
+		first := prepared(t, thread, "r1") // owned by "u"
+		if err := db.runEvents.write(ctx, &writeRequest{ctx: ctx, recs: []runevents.Record{first}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := &committer{pool: db.pool, timeout: writeTimeout, queue: make(chan *writeRequest, 16), stopped: make(chan struct{})}
 	cases := []struct {
@@ -216,6 +220,12 @@ func TestGroupCommitOwned(t *testing.T) {
 		{"new", "u", true, 0}, // its first row is in this same group
 		{"old", "", false, 3},
 		{"empty", "bob", true, 0}, // a thread with no rows: nothing is written for it
+		// Threads whose rows in the group all have the same owner
+		// (appendRowsIfOwner): all kept, or none.
+		{"mine", "u", false, 2},
+		{"other", "bob", true, 0},
+		{"mine", "u", false, 3},
+		{"other", "bob", true, 0},
 	}
 	var reqs []*writeRequest
 	for _, tc := range cases {
@@ -239,12 +249,14 @@ func TestGroupCommitOwned(t *testing.T) {
 	if err := db.pool.QueryRow(ctx, "SELECT count(DISTINCT xmin::text), count(*) FROM run_events WHERE seq > 1 OR thread_id = 'new'").Scan(&txs, &rows); err != nil {
 		t.Fatal(err)
 	}
-	if txs != 1 || rows != 3 {
-		t.Errorf("the group wrote %d rows in %d transactions, want 3 rows in 1", rows, txs)
+	if txs != 1 || rows != 5 {
+		t.Errorf("the group wrote %d rows in %d transactions, want 5 rows in 1", rows, txs)
 	}
-	var last int64
-	if err := db.pool.QueryRow(ctx, "SELECT last_seq FROM run_event_threads WHERE thread_id = 'old'").Scan(&last); err != nil || last != 3 {
-		t.Errorf("the counter of the thread = %d, %v; want 3 (refused rows take no seq)", last, err)
+	for thread, want := range map[string]int64{"old": 3, "mine": 3, "other": 1} {
+		var last int64
+		if err := db.pool.QueryRow(ctx, "SELECT last_seq FROM run_event_threads WHERE thread_id = $1", thread).Scan(&last); err != nil || last != want {
+			t.Errorf("the counter of thread %s = %d, %v; want %d (refused rows take no seq)", thread, last, err, want)
+		}
 	}
 
 	// A refused PutBatchOwned on a thread with no rows leaves no counter row.
@@ -256,5 +268,39 @@ func TestGroupCommitOwned(t *testing.T) {
 	var counters int
 	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM run_event_threads WHERE thread_id IN ('empty', 'empty2')").Scan(&counters); err != nil || counters != 0 {
 		t.Errorf("refused appends to threads with no rows left %d counter rows, %v; want 0", counters, err)
+	}
+}
+
+// TestAppendStatementOfOwners checks which statement a thread's rows are
+// appended with: appendRowsIfOwner when they all have one owner, since it
+// costs PostgreSQL a quarter less than appendOwnedRows for 1,600 rows.
+func TestAppendStatementOfOwners(t *testing.T) {
+	rec := runevents.Record{ThreadID: "t", RunID: "r", UserID: "u", EventType: runevents.EventRunStart, Category: runevents.CategoryTrace}
+	for _, tc := range []struct {
+		name   string
+		owners []string
+		want   string
+	}{
+		{"no owner", []string{"", ""}, appendRows},
+		{"one owner", []string{"u", "u", "u"}, appendRowsIfOwner},
+		{"two owners", []string{"u", "v"}, appendOwnedRows},
+		{"an owner, then none", []string{"u", ""}, appendOwnedRows},
+		{"none, then an owner", []string{"", "u"}, appendOwnedRows},
+	} {
+		c := &columns{}
+		for _, owner := range tc.owners {
+			c.addOwned(&rec, owner)
+		}
+		b := &pgx.Batch{}
+		c.queue(b, "t")
+		if got := b.QueuedQueries[0].SQL; got != tc.want {
+			names := map[string]string{appendRows: "appendRows", appendRowsIfOwner: "appendRowsIfOwner", appendOwnedRows: "appendOwnedRows"}
+			t.Errorf("%s: queued %s, want %s", tc.name, names[got], names[tc.want])
+		}
+		if tc.want == appendRowsIfOwner {
+			if args := b.QueuedQueries[0].Arguments; args[len(args)-1] != "u" {
+				t.Errorf("%s: the owner argument is %v, want u", tc.name, args[len(args)-1])
+			}
+		}
 	}
 }

@@ -91,6 +91,34 @@ const appendOwnedRows = `WITH first AS (
 SELECT COALESCE((SELECT last_seq FROM counter) - size.rows + 1, 0), (SELECT user_id FROM first)
 FROM size, notified`
 
+// appendRowsIfOwner is appendRows for rows that must all only be appended
+// if the thread's first row, as of the statement's snapshot, is one
+// owner's ($13): all of them are, or none. It returns what
+// appendOwnedRows returns, so its caller tells the same way which rows
+// were kept. It is what appendOwnedRows does when every row has the same
+// owner (PutBatchOwned's usual group: the requests of one user), without
+// its window and materialized rows: each row is read from the arrays
+// once, as in appendRows.
+const appendRowsIfOwner = `WITH first AS (
+	SELECT COALESCE(user_id, '') AS user_id FROM run_events WHERE thread_id = $1 ORDER BY seq ASC LIMIT 1
+), counter AS (
+	INSERT INTO run_event_threads (thread_id, last_seq) SELECT $1, $2 WHERE (SELECT user_id FROM first) = $13
+	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
+	RETURNING last_seq
+), inserted AS (
+	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
+		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
+	SELECT $1, r.run_id, counter.last_seq - $2 + r.n, r.user_id, r.event_type, r.category,
+		r.content, r.metadata, r.task_id, r.caller_middleware, r.created_at, r.created_at_offset
+	FROM counter, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[])
+		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
+			task_id, caller_middleware, created_at, created_at_offset, n)
+), notified AS (
+	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq)) AS n FROM counter
+)
+SELECT COALESCE((SELECT last_seq FROM counter) - $2 + 1, 0), (SELECT user_id FROM first) FROM notified`
+
 // writeRequest is one Put or PutBatch waiting for its committer: prepared
 // records of one thread, whose Seq the committer fills in.
 type writeRequest struct {
@@ -241,11 +269,7 @@ func (c *committer) write(reqs []*writeRequest) error {
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, t := range threads {
-		if cols := byThread[t]; cols.owned {
-			b.Queue(appendOwnedRows, cols.ownedArgs(t)...)
-		} else {
-			b.Queue(appendRows, cols.args(t)...)
-		}
+		byThread[t].queue(b, t)
 	}
 	br := c.pool.SendBatch(ctx, b)
 	next := make(map[string]int64, len(threads))
@@ -293,9 +317,11 @@ type columns struct {
 	createdAt                                   []time.Time
 	offset                                      []int32
 	// owner holds each row's required first owner (nil: none), for
-	// appendOwnedRows; owned tells whether any row has one.
-	owner []*string
-	owned bool
+	// appendOwnedRows; owned tells whether any row has one, and
+	// mixedOwners whether two rows differ in it (one without one counts).
+	owner       []*string
+	owned       bool
+	mixedOwners bool
 }
 
 func (c *columns) add(r *runevents.Record) { c.addOwned(r, "") }
@@ -306,6 +332,9 @@ func (c *columns) addOwned(r *runevents.Record, owner string) {
 	var required *string
 	if owner != "" {
 		required, c.owned = &owner, true
+	}
+	if n := len(c.owner); n > 0 && !sameOwner(c.owner[n-1], required) {
+		c.mixedOwners = true
 	}
 	c.owner = append(c.owner, required)
 	c.run = append(c.run, r.RunID)
@@ -330,6 +359,12 @@ func (c *columns) addOwned(r *runevents.Record, owner string) {
 	c.offset = append(c.offset, int32(off))
 }
 
+// sameOwner reports whether two rows' required owners are the same (nil:
+// none).
+func sameOwner(a, b *string) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
 // args returns the arguments of appendRows for thread.
 func (c *columns) args(thread string) []any {
 	return []any{thread, int64(len(c.run)), c.run, c.user, c.eventType, c.category,
@@ -340,6 +375,22 @@ func (c *columns) args(thread string) []any {
 func (c *columns) ownedArgs(thread string) []any {
 	return []any{thread, c.run, c.user, c.eventType, c.category,
 		c.content, c.metadata, c.taskID, c.callerMiddleware, c.createdAt, c.offset, c.owner}
+}
+
+// queue queues on b the statement that appends c's rows to thread:
+// appendRows when no row has an owner (it answers with the first seq),
+// appendRowsIfOwner when every row has the same one, appendOwnedRows
+// otherwise (both answer with the first seq and the thread's first
+// owner).
+func (c *columns) queue(b *pgx.Batch, thread string) {
+	switch {
+	case !c.owned:
+		b.Queue(appendRows, c.args(thread)...)
+	case !c.mixedOwners:
+		b.Queue(appendRowsIfOwner, append(c.args(thread), *c.owner[0])...)
+	default:
+		b.Queue(appendOwnedRows, c.ownedArgs(thread)...)
+	}
 }
 
 // rolledBack reports whether a failed write certainly stored nothing: the
