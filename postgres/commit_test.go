@@ -292,15 +292,17 @@ func TestAppendStatementOfOwners(t *testing.T) {
 			c.addOwned(&rec, owner)
 		}
 		b := &pgx.Batch{}
-		c.queue(b, "t")
+		c.queue(b, "t", "@origin")
 		if got := b.QueuedQueries[0].SQL; got != tc.want {
 			names := map[string]string{appendRows: "appendRows", appendRowsIfOwner: "appendRowsIfOwner", appendOwnedRows: "appendOwnedRows"}
 			t.Errorf("%s: queued %s, want %s", tc.name, names[got], names[tc.want])
 		}
-		if tc.want == appendRowsIfOwner {
-			if args := b.QueuedQueries[0].Arguments; args[len(args)-1] != "u" {
-				t.Errorf("%s: the owner argument is %v, want u", tc.name, args[len(args)-1])
-			}
+		args := b.QueuedQueries[0].Arguments
+		if args[len(args)-1] != "@origin" {
+			t.Errorf("%s: the last argument is %v, want the origin tag", tc.name, args[len(args)-1])
+		}
+		if tc.want == appendRowsIfOwner && args[len(args)-2] != "u" {
+			t.Errorf("%s: the owner argument is %v, want u", tc.name, args[len(args)-2])
 		}
 	}
 }

@@ -25,8 +25,41 @@ const NotifyChannel = "runstream_workflow"
 
 // ThreadNotifyChannel is the PostgreSQL notification channel on which the
 // run-event store announces thread appends, with the payload "<thread
-// id>:<last seq>", sent on commit like NotifyChannel's.
+// id>:<last seq>", sent on commit like NotifyChannel's, or "<thread
+// id>:<last seq>@<origin>" for an append that the store's group commit
+// hook publishes (notifyOrigin).
 const ThreadNotifyChannel = "runstream_thread"
+
+// notifyOrigin is the tag that ends the notifications of a store's
+// appends which its group commit hook publishes (RunEventStore.OnGroupCommit:
+// the thread log hands them to this instance's hub itself): "@" and the
+// store's origin, random per DB. The listener of the same DB drops those
+// notifications, as its instance has them already. Without that, about a
+// third of a local append's notifications came before the hook's
+// publication (both follow the commit, on two connections) and cost the
+// hub a read of the store for events it was about to be given. Other
+// processes' listeners wake on them as on any other.
+//
+// An append whose commit the committer could not confirm (a connection
+// lost at the commit) is not published by the hook; if it did commit,
+// this instance's followers get it from the hub's next periodic poll.
+func notifyOrigin(origin string) string { return "@" + origin }
+
+// untagged is the origin tag of the appends that the store does not
+// publish through its group commit hook: every listener wakes on them.
+const untagged = ""
+
+// splitOrigin splits the origin tag off a notification's payload:
+// "<id>:<seq>@<origin>" gives "<id>:<seq>" and origin; a payload without
+// one is returned whole, with "". An id may hold '@': only one after the
+// last ':' starts a tag.
+func splitOrigin(payload string) (rest, origin string) {
+	at := strings.LastIndexByte(payload, '@')
+	if at < 0 || at < strings.LastIndexByte(payload, ':') {
+		return payload, ""
+	}
+	return payload[:at], payload[at+1:]
+}
 
 // Reconnection of a Listener.
 const (
@@ -54,7 +87,10 @@ const (
 // while the listener is reconnecting are lost. Readers must also poll the
 // store (live.Hub does, every PollInterval).
 type Listener struct {
-	config   *pgx.ConnConfig
+	config *pgx.ConnConfig
+	// origin is the DB's run-event store's: its tagged thread
+	// notifications are dropped (notifyOrigin).
+	origin   string
 	onNotify func(runID string, seq int64)
 	// onThread, when set, receives ThreadNotifyChannel's notifications;
 	// onChunks ChunkNotifyChannel's.
@@ -75,7 +111,7 @@ type Listener struct {
 // goroutine, one call at a time, and must not block (live.Hub.Wake does
 // not). Closing db does not stop the listener: cancel Run's context.
 func (db *DB) NewListener(onNotify func(runID string, seq int64)) *Listener {
-	l := &Listener{config: db.pool.Config().ConnConfig, onNotify: onNotify, logger: db.logger}
+	l := &Listener{config: db.pool.Config().ConnConfig, origin: db.runEvents.origin, onNotify: onNotify, logger: db.logger}
 	l.connect = func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, l.config) }
 	return l
 }
@@ -83,7 +119,8 @@ func (db *DB) NewListener(onNotify func(runID string, seq int64)) *Listener {
 // OnThreadAppends makes the listener also listen on ThreadNotifyChannel
 // and call fn with the thread id and last seq of every notified thread
 // append, as onNotify is called (Run's goroutine, one call at a time,
-// never blocking). Call it before Run. It returns l.
+// never blocking), except those of the DB's own appends that its group
+// commit hook publishes (notifyOrigin). Call it before Run. It returns l.
 func (l *Listener) OnThreadAppends(fn func(threadID string, seq int64)) *Listener {
 	l.onThread = fn
 	return l
@@ -207,7 +244,11 @@ func (l *Listener) receive(ctx context.Context, conn *pgx.Conn) error {
 		case err != nil:
 			return err
 		case n.Channel == NotifyChannel || n.Channel == ThreadNotifyChannel && l.onThread != nil || n.Channel == ChunkNotifyChannel && l.onChunks != nil:
-			id, seq, ok := parsePayload(n.Payload)
+			payload, origin := splitOrigin(n.Payload)
+			if origin != "" && origin == l.origin && n.Channel == ThreadNotifyChannel {
+				continue // published on this instance by the group commit hook
+			}
+			id, seq, ok := parsePayload(payload)
 			if !ok {
 				l.logger.Warn("postgres: listener: malformed notification ignored", "channel", n.Channel, "payload_bytes", len(n.Payload))
 				continue

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runstream/runstream"
+	"github.com/runstream/runstream/runevents"
 	"github.com/runstream/runstream/workflow"
 )
 
@@ -42,6 +45,69 @@ func TestParsePayload(t *testing.T) {
 		if runID != c.runID || seq != c.seq || ok != c.ok {
 			t.Errorf("parsePayload(%q) = %q, %d, %t; want %q, %d, %t", c.payload, runID, seq, ok, c.runID, c.seq, c.ok)
 		}
+	}
+}
+
+func TestSplitOrigin(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ payload, rest, origin string }{
+		{"t1:7", "t1:7", ""},
+		{"t1:7@ABC", "t1:7", "ABC"},
+		{"a@b:7", "a@b:7", ""},        // '@' in the id
+		{"a@b:7@ABC", "a@b:7", "ABC"}, // and a tag
+		{"a:b@c:7", "a:b@c:7", ""},
+		{"t1:7@", "t1:7", ""},
+	} {
+		if rest, origin := splitOrigin(c.payload); rest != c.rest || origin != c.origin {
+			t.Errorf("splitOrigin(%q) = %q, %q; want %q, %q", c.payload, rest, origin, c.rest, c.origin)
+		}
+	}
+}
+
+// TestListenerSkipsOwnPublishedThreadAppends: a DB's listener is not told
+// of the thread appends its own store's group commit hook publishes, and
+// is told of every other: another DB's (hook or not), and its own that
+// no hook publishes (PutIfAbsent; a store without a hook).
+func TestListenerSkipsOwnPublishedThreadAppends(t *testing.T) {
+	t.Parallel()
+	schema := newSchema(t)
+	a, b, c := openDB(t, schema), openDB(t, schema), openDB(t, schema) // c without a hook
+	var published atomic.Int64
+	a.RunEvents().OnGroupCommit(func(recs []runevents.Record) { published.Add(int64(len(recs))) })
+	b.RunEvents().OnGroupCommit(func([]runevents.Record) {})
+	heardA, heardB, heardC := newHeard(), newHeard(), newHeard()
+	startListener(t, a.NewListener(func(string, int64) {}).OnThreadAppends(heardA.onNotify))
+	startListener(t, b.NewListener(func(string, int64) {}).OnThreadAppends(heardB.onNotify))
+	startListener(t, c.NewListener(func(string, int64) {}).OnThreadAppends(heardC.onNotify))
+
+	ctx := t.Context()
+	if _, err := a.RunEvents().Put(ctx, prepEvent("t1", "r1")); err != nil { // seq 1: a's hook publishes it
+		t.Fatal(err)
+	}
+	if _, err := b.RunEvents().Put(ctx, prepEvent("t1", "r1")); err != nil { // seq 2: b's
+		t.Fatal(err)
+	}
+	if _, _, err := a.RunEvents().PutIfAbsent(ctx, runevents.NewEvent{ThreadID: "t1", RunID: "r1", // seq 3: a's, outside the hook
+		EventType: runevents.EventRunDelivery, Category: runevents.CategoryOutputs, UserID: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunEvents().Put(ctx, prepEvent("t1", "r1")); err != nil { // seq 4: c's, which no hook publishes
+		t.Fatal(err)
+	}
+	for _, h := range []*heard{heardA, heardB, heardC} {
+		h.waitFor(t, "t1", 4)
+	}
+	for _, l := range []struct {
+		name  string
+		heard *heard
+		want  []int64
+	}{{"a", heardA, []int64{2, 3, 4}}, {"b", heardB, []int64{1, 3, 4}}, {"c", heardC, []int64{1, 2, 3, 4}}} {
+		if got := l.heard.seqs("t1"); !slices.Equal(got, l.want) {
+			t.Errorf("%s's listener heard seqs %v, want %v: all but its own appends that its hook published", l.name, got, l.want)
+		}
+	}
+	if n := published.Load(); n != 1 {
+		t.Errorf("a's hook published %d records, want 1", n)
 	}
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"sync"
 	"time"
 
@@ -26,6 +27,9 @@ type RunEventStore struct {
 	// groupCommit holds OnGroupCommit's function, shared with the
 	// committers.
 	groupCommit runevents.GroupCommitHook
+	// origin tells this store's notifications from other processes' (see
+	// notifyOrigin).
+	origin string
 }
 
 var (
@@ -36,9 +40,9 @@ var (
 )
 
 func newRunEventStore(pool *pgxpool.Pool, durability string, maxTrace, committers int, onCommit func(int)) *RunEventStore {
-	s := &RunEventStore{pool: pool, durability: durability, maxTrace: maxTrace}
+	s := &RunEventStore{pool: pool, durability: durability, maxTrace: maxTrace, origin: rand.Text()[:16]}
 	for range committers {
-		s.committers = append(s.committers, newCommitter(pool, onCommit, &s.groupCommit))
+		s.committers = append(s.committers, newCommitter(pool, s.origin, onCommit, &s.groupCommit))
 	}
 	return s
 }
@@ -201,7 +205,7 @@ func (s *RunEventStore) PutIfAbsent(ctx context.Context, e runevents.NewEvent) (
 		}
 		var cols columns
 		cols.add(&rec)
-		return tx.QueryRow(ctx, appendRows, cols.args(rec.ThreadID)...).Scan(&rec.Seq)
+		return tx.QueryRow(ctx, appendRows, append(cols.args(rec.ThreadID), untagged)...).Scan(&rec.Seq)
 	})
 	if err != nil {
 		return runevents.Record{}, false, dbError(err, "put event if absent")

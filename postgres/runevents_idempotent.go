@@ -95,7 +95,7 @@ func (s *RunEventStore) AppendIdempotent(ctx context.Context, a runevents.Idempo
 				cols.add(&recs[i])
 			}
 			var first int64
-			if err := tx.QueryRow(ctx, appendRows, cols.args(thread)...).Scan(&first); err != nil {
+			if err := tx.QueryRow(ctx, appendRows, append(cols.args(thread), untagged)...).Scan(&first); err != nil {
 				return err
 			}
 			for i := range recs {

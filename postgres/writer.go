@@ -34,7 +34,9 @@ const (
 // commit (so writers of a thread, in any process, commit in seq order),
 // inserts the rows, given column by column as arrays, with the seqs that
 // follow in array order, notifies ThreadNotifyChannel of the thread's new
-// last seq (delivered on commit only), and returns the first of them.
+// last seq (delivered on commit only), followed by its origin tag ($13:
+// "" or the committer's, see notifyOrigin), and returns the first of
+// them.
 const appendRows = `WITH counter AS (
 	INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
 	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
@@ -49,14 +51,15 @@ const appendRows = `WITH counter AS (
 		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
 			task_id, caller_middleware, created_at, created_at_offset, n)
 ), notified AS (
-	SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq) FROM counter
+	SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq || $13::text) FROM counter
 )
 SELECT last_seq - $2 + 1 FROM counter, notified`
 
 // appendOwnedRows is appendRows for a thread of which some rows must only
 // be appended if the thread's first row, as of the statement's snapshot,
 // is their owner's ($12, NULL for rows without the condition; the other
-// arrays are appendRows' $3 to $12, numbered from $2): the rows
+// arrays are appendRows' $3 to $12, numbered from $2; $13 is the
+// notification's origin tag, as appendRows'): the rows
 // that fail are left out, the counter advances by the rows kept, and the
 // first seq is returned with the owner of the first row (NULL: the thread
 // had no rows), from which the caller tells which rows were kept. When no
@@ -86,14 +89,15 @@ const appendOwnedRows = `WITH first AS (
 		k.content, k.metadata, k.task_id, k.caller_middleware, k.created_at, k.created_at_offset
 	FROM counter, size, kept AS k
 ), notified AS (
-	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq)) AS n FROM counter
+	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq || $13::text)) AS n FROM counter
 )
 SELECT COALESCE((SELECT last_seq FROM counter) - size.rows + 1, 0), (SELECT user_id FROM first)
 FROM size, notified`
 
 // appendRowsIfOwner is appendRows for rows that must all only be appended
 // if the thread's first row, as of the statement's snapshot, is one
-// owner's ($13): all of them are, or none. It returns what
+// owner's ($13): all of them are, or none ($14 is the notification's
+// origin tag, as appendRows' $13). It returns what
 // appendOwnedRows returns, so its caller tells the same way which rows
 // were kept. It is what appendOwnedRows does when every row has the same
 // owner (PutBatchOwned's usual group: the requests of one user), without
@@ -115,7 +119,7 @@ const appendRowsIfOwner = `WITH first AS (
 		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
 			task_id, caller_middleware, created_at, created_at_offset, n)
 ), notified AS (
-	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq)) AS n FROM counter
+	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq || $14::text)) AS n FROM counter
 )
 SELECT COALESCE((SELECT last_seq FROM counter) - $2 + 1, 0), (SELECT user_id FROM first) FROM notified`
 
@@ -135,7 +139,11 @@ type writeRequest struct {
 // committer writes the requests of its queue, gathering those that wait
 // into one transaction: one commit (one WAL flush) for many writers.
 type committer struct {
-	pool    *pgxpool.Pool
+	pool *pgxpool.Pool
+	// origin is the store's notifyOrigin tag, which the committer's
+	// notifications carry when the group commit hook publishes what it
+	// commits.
+	origin  string
 	timeout time.Duration // of one group transaction
 	queue   chan *writeRequest
 	stopped chan struct{}
@@ -147,8 +155,8 @@ type committer struct {
 	groupCommit *runevents.GroupCommitHook
 }
 
-func newCommitter(pool *pgxpool.Pool, onCommit func(int), groupCommit *runevents.GroupCommitHook) *committer {
-	c := &committer{pool: pool, timeout: writeTimeout, onCommit: onCommit, groupCommit: groupCommit,
+func newCommitter(pool *pgxpool.Pool, origin string, onCommit func(int), groupCommit *runevents.GroupCommitHook) *committer {
+	c := &committer{pool: pool, origin: origin, timeout: writeTimeout, onCommit: onCommit, groupCommit: groupCommit,
 		queue: make(chan *writeRequest, queueLength), stopped: make(chan struct{})}
 	go c.run()
 	return c
@@ -265,11 +273,17 @@ func (c *committer) write(reqs []*writeRequest) error {
 	}
 	slices.Sort(threads)
 
+	// What the hook will publish on this instance needs no wake-up of
+	// this instance's hub: the notifications say whose it is.
+	tag := ""
+	if c.groupCommit != nil && c.groupCommit.Func() != nil {
+		tag = notifyOrigin(c.origin)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	b := &pgx.Batch{}
 	for _, t := range threads {
-		byThread[t].queue(b, t)
+		byThread[t].queue(b, t, tag)
 	}
 	br := c.pool.SendBatch(ctx, b)
 	next := make(map[string]int64, len(threads))
@@ -377,19 +391,20 @@ func (c *columns) ownedArgs(thread string) []any {
 		c.content, c.metadata, c.taskID, c.callerMiddleware, c.createdAt, c.offset, c.owner}
 }
 
-// queue queues on b the statement that appends c's rows to thread:
+// queue queues on b the statement that appends c's rows to thread, whose
+// notification carries the origin tag ("" or notifyOrigin's):
 // appendRows when no row has an owner (it answers with the first seq),
 // appendRowsIfOwner when every row has the same one, appendOwnedRows
 // otherwise (both answer with the first seq and the thread's first
 // owner).
-func (c *columns) queue(b *pgx.Batch, thread string) {
+func (c *columns) queue(b *pgx.Batch, thread, tag string) {
 	switch {
 	case !c.owned:
-		b.Queue(appendRows, c.args(thread)...)
+		b.Queue(appendRows, append(c.args(thread), tag)...)
 	case !c.mixedOwners:
-		b.Queue(appendRowsIfOwner, append(c.args(thread), *c.owner[0])...)
+		b.Queue(appendRowsIfOwner, append(c.args(thread), *c.owner[0], tag)...)
 	default:
-		b.Queue(appendOwnedRows, c.ownedArgs(thread)...)
+		b.Queue(appendOwnedRows, append(c.ownedArgs(thread), tag)...)
 	}
 }
 
