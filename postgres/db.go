@@ -50,6 +50,21 @@ const (
 	defaultCommitters = 2
 )
 
+// DropSchema drops schema, with everything in it, when it exists, on a
+// connection of its own to url: for the benchmarks and tests that give
+// each run a schema of its own.
+func DropSchema(ctx context.Context, url, schema string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return dbError(err, "drop schema: connect")
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return dbError(err, "drop schema")
+	}
+	return nil
+}
+
 // DB is a connection pool to a migrated PostgreSQL database and the stores
 // built on it. It is safe for concurrent use.
 type DB struct {

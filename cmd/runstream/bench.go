@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -18,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/runstream/runstream/postgres"
 )
 
 // benchConfig is the configuration of "runstream bench".
@@ -37,6 +40,9 @@ type benchConfig struct {
 	runs      int
 	runFilter bool
 	instances int
+	// postgresSchema is the schema of a PostgreSQL store's tables; empty:
+	// a new one for the run, dropped at its end (benchSchema).
+	postgresSchema string
 	// cpuProfile, when set, is where a CPU profile of the first server
 	// during the production of a thread scenario goes (cpuSeconds long).
 	cpuProfile string
@@ -98,6 +104,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&cfg.serverExe, "server-exe", "", "the runstream executable that runs the servers (default: this one), to compare builds")
 	fs.StringVar(&cfg.centrifugo, "centrifugo", "", "a Centrifugo executable: the thread scenario loads it (memory engine) instead of runstream, as a baseline measured the same way (one run per thread)")
 	fs.IntVar(&cfg.instances, "instances", 1, "servers on the store: POSTs go to the first, followers read from the last (thread scenarios; PostgreSQL)")
+	fs.StringVar(&cfg.postgresSchema, "postgres-schema", "", "PostgreSQL schema of the servers' tables (default: a new one for the run, dropped at its end, so that every run starts from empty tables as SQLite's does)")
 	fs.IntVar(&cfg.stalled, "stalled-followers", 0, "thread-latency, thread-saturation: run twice, the second time with this many more followers that never read their stream; report the POST latency of both and the cuts")
 	fs.IntVar(&cfg.stalledRcvbuf, "stalled-rcvbuf", 4096, "socket receive buffer of each stalled follower, in bytes")
 	fs.DurationVar(&cfg.stalledWait, "stalled-wait", 15*time.Second, "how long after they connected the stalled followers are checked for a cut (the server's write deadline, 10s, and a margin)")
@@ -134,9 +141,15 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		defer os.RemoveAll(dir)
 		cfg.store = "sqlite:" + dir + "/bench.db"
 	}
+	serverArgs := []string{"--store", cfg.store}
+	if storeKind(cfg.store) == "postgres" && cfg.centrifugo == "" {
+		schema, drop := benchSchema(cfg, stderr)
+		defer drop()
+		serverArgs = append(serverArgs, "--postgres-schema", schema)
+	}
 	servers := make([]*benchServer, max(cfg.instances, 1))
 	for i := range servers {
-		start := func() (*benchServer, error) { return startBenchServer(ctx, cfg.serverExe, cfg.store, stderr) }
+		start := func() (*benchServer, error) { return startBenchServer(ctx, cfg.serverExe, serverArgs, stderr) }
 		if cfg.centrifugo != "" {
 			start = func() (*benchServer, error) { return startCentrifugo(ctx, cfg.centrifugo, stderr) }
 		}
@@ -329,7 +342,27 @@ type benchServer struct {
 	peer string
 }
 
-func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) (*benchServer, error) {
+// benchSchema returns the schema of the run's PostgreSQL tables:
+// cfg.postgresSchema, or a new one (the servers create it) that drop
+// drops, reporting a failure on stderr. A database whose tables grow from
+// run to run would slow every run down, unlike SQLite's new file.
+func benchSchema(cfg benchConfig, stderr io.Writer) (schema string, drop func()) {
+	if cfg.postgresSchema != "" {
+		return cfg.postgresSchema, func() {}
+	}
+	schema = "runstream_bench_" + strings.ToLower(rand.Text()[:12])
+	return schema, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := postgres.DropSchema(ctx, cfg.store, schema); err != nil {
+			fmt.Fprintf(stderr, "runstream bench: drop the run's schema %s: %v\n", schema, err)
+		}
+	}
+}
+
+// startBenchServer starts "runstream bench serve" with the store flags
+// storeArgs.
+func startBenchServer(ctx context.Context, exe string, storeArgs []string, stderr io.Writer) (*benchServer, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
@@ -337,7 +370,7 @@ func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) 
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(ctx, exe, "bench", "serve", "--store", store)
+	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "serve"}, storeArgs...)...)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

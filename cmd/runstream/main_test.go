@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/runstream/runstream/postgres"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
@@ -253,13 +253,7 @@ func TestServePostgres(t *testing.T) {
 
 // dropSchema removes a test schema.
 func dropSchema(t *testing.T, url, schema string) {
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Errorf("drop schema: %v", err)
-		return
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+	if err := postgres.DropSchema(context.Background(), url, schema); err != nil {
 		t.Errorf("drop schema: %v", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/runstream/runstream/jsonl"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/postgres"
@@ -81,13 +80,7 @@ var Postgres = Backend{"postgres", func(t testing.TB) Stores {
 	}
 	t.Cleanup(func() {
 		db.Close()
-		conn, err := pgx.Connect(context.Background(), url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		if err := postgres.DropSchema(context.Background(), url, schema); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})

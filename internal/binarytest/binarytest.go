@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/runstream/runstream/postgres"
 )
 
 // binary is the path of the binary Main built.
@@ -253,13 +253,7 @@ func PostgresStore(t testing.TB, prefix, what string) []string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		if err := postgres.DropSchema(ctx, url, schema); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
