@@ -14,8 +14,7 @@ import (
 // BenchmarkReplay measures a follower's replay of stored events from
 // cursor 0, server side only (the response goes to a discarding writer).
 func BenchmarkReplay(b *testing.B) {
-	t := &testing.T{}
-	env := newWorkflowEnv(t, StreamConfig{})
+	env := newWorkflowEnv(b, StreamConfig{})
 	defer env.srv.Close()
 	const n = 20000
 	batch := make([]workflow.NewEvent, 0, 1000)
@@ -28,7 +27,7 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	env.complete(t)
+	env.complete(b)
 	for b.Loop() {
 		rec := &discardRecorder{header: http.Header{}}
 		env.api.ServeHTTP(rec, httptest.NewRequest("GET", "/api/workflows/runs/"+env.run.ID+"/stream", nil))
@@ -36,18 +35,22 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-type discardRecorder struct{ header http.Header }
+// discardRecorder is a ResponseWriter that keeps the status and drops
+// the body.
+type discardRecorder struct {
+	header http.Header
+	code   int
+}
 
 func (r *discardRecorder) Header() http.Header         { return r.header }
-func (r *discardRecorder) WriteHeader(int)             {}
+func (r *discardRecorder) WriteHeader(code int)        { r.code = code }
 func (r *discardRecorder) Write(b []byte) (int, error) { return io.Discard.Write(b) }
 
 // BenchmarkIngestBatch100 measures a POST of 100 events of about 200
 // bytes to the thread ingest, server side only, on the memory store: the
 // handler's decoding, checks, redaction, preparation and answer.
 func BenchmarkIngestBatch100(b *testing.B) {
-	t := &testing.T{}
-	env := newThreadEnv(t)
+	env := newThreadEnv(b)
 	event := `{"event_type":"run.start","content":{"chain":"1780000000000000000 ` + strings.Repeat("x", 150) + `"},"metadata":{"caller":"bench"}}`
 	body := `{"events":[` + strings.TrimSuffix(strings.Repeat(event+",", 100), ",") + `]}`
 	for b.Loop() {
@@ -55,6 +58,9 @@ func BenchmarkIngestBatch100(b *testing.B) {
 		req.Header.Set("Content-Type", "application/json")
 		rec := &discardRecorder{header: http.Header{}}
 		env.api.ServeHTTP(rec, req)
+		if rec.code != http.StatusCreated {
+			b.Fatalf("status %d, want 201", rec.code)
+		}
 	}
 	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "events/s")
 }

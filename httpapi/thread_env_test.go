@@ -39,13 +39,13 @@ func testAuthenticate(r *http.Request) (string, error) {
 }
 
 // newThreadEnv is newThreadEnvOn the memory backend.
-func newThreadEnv(t *testing.T, mutate ...func(*envConfig)) *threadEnv {
+func newThreadEnv(t testing.TB, mutate ...func(*envConfig)) *threadEnv {
 	t.Helper()
 	return newThreadEnvOn(t, memoryBackend, mutate...)
 }
 
 // newThreadEnvOn returns a server over new, empty stores of backend b.
-func newThreadEnvOn(t *testing.T, b threadBackend, mutate ...func(*envConfig)) *threadEnv {
+func newThreadEnvOn(t testing.TB, b threadBackend, mutate ...func(*envConfig)) *threadEnv {
 	t.Helper()
 	env := &threadEnv{hub: live.New(live.Config{})}
 	stores := b.Open(t)

@@ -44,7 +44,7 @@ type workflowEnv struct {
 	run   workflow.Run
 }
 
-func newWorkflowEnv(t *testing.T, stream StreamConfig) *workflowEnv {
+func newWorkflowEnv(t testing.TB, stream StreamConfig) *workflowEnv {
 	t.Helper()
 	env := &workflowEnv{store: memory.NewWorkflowStore()}
 	env.hub = live.New(live.Config{Poll: streams.Poller(env.store), PollInterval: 50 * time.Millisecond})
@@ -58,7 +58,7 @@ func newWorkflowEnv(t *testing.T, stream StreamConfig) *workflowEnv {
 	return env
 }
 
-func (env *workflowEnv) createRun(t *testing.T, id string) workflow.Run {
+func (env *workflowEnv) createRun(t testing.TB, id string) workflow.Run {
 	t.Helper()
 	ctx := t.Context()
 	wf, v, err := env.store.CreateWorkflow(ctx, workflow.Workflow{ID: "wf_" + id, OwnerID: LocalUser, Name: "test"},
@@ -95,7 +95,7 @@ func (env *workflowEnv) progress(t *testing.T, n int) int64 {
 	return last
 }
 
-func (env *workflowEnv) complete(t *testing.T) int64 {
+func (env *workflowEnv) complete(t testing.TB) int64 {
 	t.Helper()
 	stored, err := env.log.Append(context.Background(), workflow.AppendParams{RunID: env.run.ID, Events: []workflow.NewEvent{{
 		Event: workflow.EventRunCompleted, Data: json.RawMessage(`{"output":{"ok":true},"artifacts":[]}`),

@@ -50,17 +50,33 @@ const (
 	defaultCommitters = 2
 )
 
+// CreateSchema creates schema, empty, unless it exists, on a connection of
+// its own to url (a URL Open takes): for the benchmarks and tests that
+// give each run a schema of its own.
+func CreateSchema(ctx context.Context, url, schema string) error {
+	return execOnce(ctx, url, "create schema", "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
+}
+
 // DropSchema drops schema, with everything in it, when it exists, on a
-// connection of its own to url: for the benchmarks and tests that give
-// each run a schema of its own.
+// connection of its own to url (a URL Open takes).
 func DropSchema(ctx context.Context, url, schema string) error {
-	conn, err := pgx.Connect(ctx, url)
+	return execOnce(ctx, url, "drop schema", "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+}
+
+// execOnce runs one statement on a connection of its own to url, whose
+// pool parameters (pool_max_conns…) it accepts and ignores.
+func execOnce(ctx context.Context, url, op, sql string) error {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return dbError(err, "drop schema: connect")
+		return runstream.Wrap(err, runstream.CodeInvalidArgument, "postgres: %s: the URL does not parse", op)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return dbError(err, op+": connect")
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return dbError(err, "drop schema")
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return dbError(err, op)
 	}
 	return nil
 }

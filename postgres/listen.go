@@ -33,16 +33,21 @@ const ThreadNotifyChannel = "runstream_thread"
 // notifyOrigin is the tag that ends the notifications of a store's
 // appends which its group commit hook publishes (RunEventStore.OnGroupCommit:
 // the thread log hands them to this instance's hub itself): "@" and the
-// store's origin, random per DB. The listener of the same DB drops those
-// notifications, as its instance has them already. Without that, about a
-// third of a local append's notifications came before the hook's
-// publication (both follow the commit, on two connections) and cost the
-// hub a read of the store for events it was about to be given. Other
-// processes' listeners wake on them as on any other.
+// store's origin, random per DB. A listener of the same DB told so
+// (Listener.SkipOwnPublished) drops those notifications, as its instance
+// has them already. Without that, about a third of a local append's
+// notifications came before the hook's publication (both follow the
+// commit, on two connections) and cost the hub a read of the store for
+// events it was about to be given. Other processes' listeners wake on
+// them as on any other.
 //
 // An append whose commit the committer could not confirm (a connection
 // lost at the commit) is not published by the hook; if it did commit,
 // this instance's followers get it from the hub's next periodic poll.
+//
+// A listener of a build before the tag (a rolling upgrade) cannot parse
+// it: it logs "malformed notification ignored" for each tagged append
+// and its followers get them at its poll interval until it is upgraded.
 func notifyOrigin(origin string) string { return "@" + origin }
 
 // untagged is the origin tag of the appends that the store does not
@@ -88,9 +93,10 @@ const (
 // store (live.Hub does, every PollInterval).
 type Listener struct {
 	config *pgx.ConnConfig
-	// origin is the DB's run-event store's: its tagged thread
-	// notifications are dropped (notifyOrigin).
+	// origin is the DB's run-event store's; with skipOwn, its tagged
+	// thread notifications are dropped (notifyOrigin).
 	origin   string
+	skipOwn  bool
 	onNotify func(runID string, seq int64)
 	// onThread, when set, receives ThreadNotifyChannel's notifications;
 	// onChunks ChunkNotifyChannel's.
@@ -119,10 +125,20 @@ func (db *DB) NewListener(onNotify func(runID string, seq int64)) *Listener {
 // OnThreadAppends makes the listener also listen on ThreadNotifyChannel
 // and call fn with the thread id and last seq of every notified thread
 // append, as onNotify is called (Run's goroutine, one call at a time,
-// never blocking), except those of the DB's own appends that its group
-// commit hook publishes (notifyOrigin). Call it before Run. It returns l.
+// never blocking). Call it before Run. It returns l.
 func (l *Listener) OnThreadAppends(fn func(threadID string, seq int64)) *Listener {
 	l.onThread = fn
+	return l
+}
+
+// SkipOwnPublished makes the listener leave out of OnThreadAppends' calls
+// the appends of the DB's own run-event store that its group commit hook
+// publishes (notifyOrigin). Call it only when that hook hands the records
+// to what fn would wake (serve: the thread log publishes to the hub the
+// listener wakes); a hook that does anything else would leave this
+// instance's followers to their poll. Call it before Run. It returns l.
+func (l *Listener) SkipOwnPublished() *Listener {
+	l.skipOwn = true
 	return l
 }
 
@@ -245,7 +261,7 @@ func (l *Listener) receive(ctx context.Context, conn *pgx.Conn) error {
 			return err
 		case n.Channel == NotifyChannel || n.Channel == ThreadNotifyChannel && l.onThread != nil || n.Channel == ChunkNotifyChannel && l.onChunks != nil:
 			payload, origin := splitOrigin(n.Payload)
-			if origin != "" && origin == l.origin && n.Channel == ThreadNotifyChannel {
+			if l.skipOwn && origin != "" && origin == l.origin && n.Channel == ThreadNotifyChannel {
 				continue // published on this instance by the group commit hook
 			}
 			id, seq, ok := parsePayload(payload)

@@ -64,10 +64,11 @@ func TestSplitOrigin(t *testing.T) {
 	}
 }
 
-// TestListenerSkipsOwnPublishedThreadAppends: a DB's listener is not told
-// of the thread appends its own store's group commit hook publishes, and
-// is told of every other: another DB's (hook or not), and its own that
-// no hook publishes (PutIfAbsent; a store without a hook).
+// TestListenerSkipsOwnPublishedThreadAppends: a DB's listener told to
+// (SkipOwnPublished) is not told of the thread appends its own store's
+// group commit hook publishes, and is told of every other: another DB's
+// (hook or not), and its own that no hook publishes (PutIfAbsent; a store
+// without a hook). A listener not told to hears them all.
 func TestListenerSkipsOwnPublishedThreadAppends(t *testing.T) {
 	t.Parallel()
 	schema := newSchema(t)
@@ -75,10 +76,11 @@ func TestListenerSkipsOwnPublishedThreadAppends(t *testing.T) {
 	var published atomic.Int64
 	a.RunEvents().OnGroupCommit(func(recs []runevents.Record) { published.Add(int64(len(recs))) })
 	b.RunEvents().OnGroupCommit(func([]runevents.Record) {})
-	heardA, heardB, heardC := newHeard(), newHeard(), newHeard()
-	startListener(t, a.NewListener(func(string, int64) {}).OnThreadAppends(heardA.onNotify))
-	startListener(t, b.NewListener(func(string, int64) {}).OnThreadAppends(heardB.onNotify))
-	startListener(t, c.NewListener(func(string, int64) {}).OnThreadAppends(heardC.onNotify))
+	heardA, heardB, heardC, heardAll := newHeard(), newHeard(), newHeard(), newHeard()
+	startListener(t, a.NewListener(func(string, int64) {}).OnThreadAppends(heardA.onNotify).SkipOwnPublished())
+	startListener(t, b.NewListener(func(string, int64) {}).OnThreadAppends(heardB.onNotify).SkipOwnPublished())
+	startListener(t, c.NewListener(func(string, int64) {}).OnThreadAppends(heardC.onNotify).SkipOwnPublished())
+	startListener(t, a.NewListener(func(string, int64) {}).OnThreadAppends(heardAll.onNotify))
 
 	ctx := t.Context()
 	if _, err := a.RunEvents().Put(ctx, prepEvent("t1", "r1")); err != nil { // seq 1: a's hook publishes it
@@ -94,16 +96,17 @@ func TestListenerSkipsOwnPublishedThreadAppends(t *testing.T) {
 	if _, err := c.RunEvents().Put(ctx, prepEvent("t1", "r1")); err != nil { // seq 4: c's, which no hook publishes
 		t.Fatal(err)
 	}
-	for _, h := range []*heard{heardA, heardB, heardC} {
+	for _, h := range []*heard{heardA, heardB, heardC, heardAll} {
 		h.waitFor(t, "t1", 4)
 	}
 	for _, l := range []struct {
 		name  string
 		heard *heard
 		want  []int64
-	}{{"a", heardA, []int64{2, 3, 4}}, {"b", heardB, []int64{1, 3, 4}}, {"c", heardC, []int64{1, 2, 3, 4}}} {
+	}{{"a", heardA, []int64{2, 3, 4}}, {"b", heardB, []int64{1, 3, 4}}, {"c", heardC, []int64{1, 2, 3, 4}},
+		{"a's other, not told to skip", heardAll, []int64{1, 2, 3, 4}}} {
 		if got := l.heard.seqs("t1"); !slices.Equal(got, l.want) {
-			t.Errorf("%s's listener heard seqs %v, want %v: all but its own appends that its hook published", l.name, got, l.want)
+			t.Errorf("listener %s heard seqs %v, want %v", l.name, got, l.want)
 		}
 	}
 	if n := published.Load(); n != 1 {

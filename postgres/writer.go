@@ -203,42 +203,42 @@ func (c *committer) commit(group []*writeRequest) {
 	if len(live) == 0 {
 		return
 	}
-	err := c.write(live)
+	// The hook is read once for the group, so that what the writes'
+	// notifications say (publish) and what is published agree.
+	var publish func(recs []runevents.Record)
+	if c.groupCommit != nil {
+		publish = c.groupCommit.Func()
+	}
+	err := c.write(live, publish != nil)
 	if err == nil || len(live) == 1 || !rolledBack(err) {
-		c.answer(live, err)
+		c.answer(live, err, publish)
 		return
 	}
 	for _, r := range live {
-		c.answer([]*writeRequest{r}, c.write([]*writeRequest{r}))
+		c.answer([]*writeRequest{r}, c.write([]*writeRequest{r}, publish != nil), publish)
 	}
 }
 
 // answer answers reqs, written in one transaction, with err, and when it
-// is nil tells onCommit and the group commit hook of them: the hook once the
-// callers are answered, so that their goroutines are ready to run before
-// the work it starts (the followers the thread log wakes).
-func (c *committer) answer(reqs []*writeRequest, err error) {
+// is nil tells onCommit and publish (the group commit hook, nil when none)
+// of them: publish once the callers are answered, so that their goroutines
+// are ready to run before the work it starts (the followers the thread log
+// wakes).
+func (c *committer) answer(reqs []*writeRequest, err error, publish func([]runevents.Record)) {
 	if err == nil && c.onCommit != nil {
 		c.onCommit(len(reqs))
 	}
 	for _, r := range reqs {
 		r.done <- err
 	}
-	if err == nil {
-		c.published(reqs)
+	if err == nil && publish != nil {
+		published(reqs, publish)
 	}
 }
 
 // published hands the records of reqs, just committed in one transaction,
-// to the group commit hook.
-func (c *committer) published(reqs []*writeRequest) {
-	if c.groupCommit == nil {
-		return
-	}
-	f := c.groupCommit.Func()
-	if f == nil {
-		return
-	}
+// to f.
+func published(reqs []*writeRequest, f func([]runevents.Record)) {
 	var recs []runevents.Record
 	for _, r := range reqs {
 		if !r.refused {
@@ -251,11 +251,13 @@ func (c *committer) published(reqs []*writeRequest) {
 }
 
 // write appends the requests' records in one transaction, assigning seqs
-// in queue order. It sends one appendRows per thread, in thread id order
-// (the same in every process, so that two group transactions cannot
-// deadlock), in one pipeline: one round trip, and one implicit transaction
-// that commits at the pipeline's end, all statements or none.
-func (c *committer) write(reqs []*writeRequest) error {
+// in queue order. It sends one statement per thread (columns.queue), in
+// thread id order (the same in every process, so that two group
+// transactions cannot deadlock), in one pipeline: one round trip, and one
+// implicit transaction that commits at the pipeline's end, all statements
+// or none. When published, the group commit hook will hand the records
+// over, and the notifications carry the store's origin (notifyOrigin).
+func (c *committer) write(reqs []*writeRequest, published bool) error {
 	byThread := map[string]*columns{}
 	for _, r := range reqs {
 		r.refused = false // set afresh: a request may be written again alone
@@ -273,10 +275,8 @@ func (c *committer) write(reqs []*writeRequest) error {
 	}
 	slices.Sort(threads)
 
-	// What the hook will publish on this instance needs no wake-up of
-	// this instance's hub: the notifications say whose it is.
-	tag := ""
-	if c.groupCommit != nil && c.groupCommit.Func() != nil {
+	tag := untagged
+	if published {
 		tag = notifyOrigin(c.origin)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -309,7 +309,7 @@ func (c *committer) write(reqs []*writeRequest) error {
 		t := r.recs[0].ThreadID
 		if r.owner != "" {
 			if first := firstOwner[t]; first == nil || *first != r.owner {
-				r.refused = true // appendOwnedRows left its rows out
+				r.refused = true // its statement left its rows out
 				continue
 			}
 		}

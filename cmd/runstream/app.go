@@ -172,8 +172,10 @@ func (a *app) startLangGraph(loopCtx context.Context, cfg serveConfig, threads *
 
 // listen starts the PostgreSQL listener, when the store has one, until
 // loopCtx ends, and waits for its first connection (waitListener). An
-// append this instance published itself is delivered already: WakeSeq
-// ignores its notification.
+// append this instance published itself is delivered already: the
+// listener drops the notifications of the thread appends the thread log
+// publishes (the store's group commit hook, to a.hub), and WakeSeq
+// ignores the others'.
 func (a *app) listen(ctx, loopCtx context.Context) {
 	if a.backend.listen == nil {
 		return

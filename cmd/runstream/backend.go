@@ -45,7 +45,9 @@ type backend struct {
 	// listen, when not nil, delivers the appends of every instance, this
 	// one's included (PostgreSQL LISTEN), until ctx is done: workflow
 	// appends to wakeRun with their run id and newest seq, thread appends
-	// to wakeThread with their thread id and newest seq.
+	// to wakeThread with their thread id and newest seq, except this
+	// one's that the run-event store's group commit hook publishes (the
+	// thread log, which publishes to the hub wakeThread wakes).
 	listen func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64))
 	// listener reports the state of the listener listen runs: whether it
 	// is connected and how often it reconnected; nil without a listener.
@@ -204,7 +206,10 @@ func openPostgres(ctx context.Context, url, schema string, logger *slog.Logger, 
 		close: db.Close,
 	}
 	b.listen = func(ctx context.Context, wakeRun, wakeThread func(id string, seq int64)) {
-		l := db.NewListener(wakeRun).OnThreadAppends(wakeThread)
+		// The thread log is the store's group commit hook and publishes
+		// to the hub wakeThread wakes: this instance's own appends need
+		// no wake-up.
+		l := db.NewListener(wakeRun).OnThreadAppends(wakeThread).SkipOwnPublished()
 		if b.wakeChunks != nil {
 			l.OnChunkAppends(b.wakeChunks)
 		}

@@ -120,6 +120,35 @@ func TestOpenPostgresListenDeliversSeq(t *testing.T) {
 	case <-deadline:
 		t.Fatal("no thread notification in 10 s")
 	}
+
+	// Once the store's group commit hook publishes its appends (the
+	// thread log does, to the hub the listener wakes), the listener leaves
+	// them out; an append outside the hook (PutIfAbsent) is heard.
+	published := make(chan int64, 16)
+	b.runEvents.(runevents.GroupCommitter).OnGroupCommit(func(recs []runevents.Record) {
+		published <- recs[len(recs)-1].Seq
+	})
+	hooked, err := b.runEvents.Put(t.Context(), runevents.NewEvent{ThreadID: "t_listen", RunID: "r1",
+		EventType: runevents.EventRunStart, Category: runevents.CategoryTrace, Content: json.RawMessage(`{"chain":null}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := <-published; seq != hooked.Seq {
+		t.Fatalf("the hook published seq %d, want %d", seq, hooked.Seq)
+	}
+	outside, _, err := b.runEvents.PutIfAbsent(t.Context(), runevents.NewEvent{ThreadID: "t_listen", RunID: "r1",
+		EventType: runevents.EventRunDelivery, Category: runevents.CategoryOutputs, UserID: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-threadHeard: // in commit order: the hooked append's would come first
+		if n.seq != outside.Seq {
+			t.Errorf("heard seq %d, want %d: the append the hook published is left out, the other heard", n.seq, outside.Seq)
+		}
+	case <-deadline:
+		t.Fatal("no notification of the append outside the hook in 10 s")
+	}
 }
 
 // openTestPostgres opens the PostgreSQL backend in a schema of its own,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/runstream/runstream/postgres"
 )
@@ -141,15 +144,18 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		defer os.RemoveAll(dir)
 		cfg.store = "sqlite:" + dir + "/bench.db"
 	}
-	serverArgs := []string{"--store", cfg.store}
+	serverStore := cfg.store
 	if storeKind(cfg.store) == "postgres" && cfg.centrifugo == "" {
-		schema, drop := benchSchema(cfg, stderr)
+		store, drop, err := benchSchema(ctx, cfg, stderr)
+		if err != nil {
+			return err
+		}
 		defer drop()
-		serverArgs = append(serverArgs, "--postgres-schema", schema)
+		serverStore = store
 	}
 	servers := make([]*benchServer, max(cfg.instances, 1))
 	for i := range servers {
-		start := func() (*benchServer, error) { return startBenchServer(ctx, cfg.serverExe, serverArgs, stderr) }
+		start := func() (*benchServer, error) { return startBenchServer(ctx, cfg.serverExe, serverStore, stderr) }
 		if cfg.centrifugo != "" {
 			start = func() (*benchServer, error) { return startCentrifugo(ctx, cfg.centrifugo, stderr) }
 		}
@@ -342,27 +348,38 @@ type benchServer struct {
 	peer string
 }
 
-// benchSchema returns the schema of the run's PostgreSQL tables:
-// cfg.postgresSchema, or a new one (the servers create it) that drop
-// drops, reporting a failure on stderr. A database whose tables grow from
-// run to run would slow every run down, unlike SQLite's new file.
-func benchSchema(cfg benchConfig, stderr io.Writer) (schema string, drop func()) {
-	if cfg.postgresSchema != "" {
-		return cfg.postgresSchema, func() {}
-	}
-	schema = "runstream_bench_" + strings.ToLower(rand.Text()[:12])
-	return schema, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := postgres.DropSchema(ctx, cfg.store, schema); err != nil {
-			fmt.Fprintf(stderr, "runstream bench: drop the run's schema %s: %v\n", schema, err)
+// benchSchema gives the run's PostgreSQL tables a schema: cfg.postgresSchema,
+// or a new one that drop drops (reporting a failure on stderr). It creates
+// the schema and returns the store URL whose search_path names it, which
+// every build's server takes (unlike a flag newer than it, for
+// --server-exe). A database whose tables grew from run to run would slow
+// every run down, unlike SQLite's new file.
+func benchSchema(ctx context.Context, cfg benchConfig, stderr io.Writer) (store string, drop func(), err error) {
+	schema, drop := cfg.postgresSchema, func() {}
+	if schema == "" {
+		schema = "runstream_bench_" + strings.ToLower(rand.Text()[:12])
+		drop = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := postgres.DropSchema(ctx, cfg.store, schema); err != nil {
+				fmt.Fprintf(stderr, "runstream bench: drop the run's schema %s: %v\n", schema, err)
+			}
 		}
 	}
+	u, err := url.Parse(cfg.store)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: --store: the URL does not parse", errUsage)
+	}
+	if err := postgres.CreateSchema(ctx, cfg.store, schema); err != nil {
+		return "", nil, fmt.Errorf("create the run's schema %s: %w", schema, err)
+	}
+	q := u.Query()
+	q.Set("search_path", pgx.Identifier{schema}.Sanitize())
+	u.RawQuery = q.Encode()
+	return u.String(), drop, nil
 }
 
-// startBenchServer starts "runstream bench serve" with the store flags
-// storeArgs.
-func startBenchServer(ctx context.Context, exe string, storeArgs []string, stderr io.Writer) (*benchServer, error) {
+func startBenchServer(ctx context.Context, exe, store string, stderr io.Writer) (*benchServer, error) {
 	if exe == "" {
 		var err error
 		if exe, err = os.Executable(); err != nil {
@@ -370,7 +387,7 @@ func startBenchServer(ctx context.Context, exe string, storeArgs []string, stder
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(ctx, exe, append([]string{"bench", "serve"}, storeArgs...)...)
+	cmd := exec.CommandContext(ctx, exe, "bench", "serve", "--store", store)
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -43,7 +43,6 @@ func (m *Main) benchServe(ctx context.Context, args []string, stdout, stderr io.
 	fs.StringVar(&cfg.addr, "addr", "127.0.0.1:0", "address to listen on")
 	fs.StringVar(&cfg.store, "store", "memory:", "store URL")
 	fs.StringVar(&cfg.sqliteSync, "sqlite-synchronous", "FULL", "SQLite synchronous mode")
-	fs.StringVar(&cfg.postgresSchema, "postgres-schema", "", "PostgreSQL schema for the tables, created when missing")
 	if err := m.parseFlags(fs, args, stderr, "runstream bench serve [flags]"); err != nil {
 		return err
 	}
