@@ -29,6 +29,25 @@ const (
 	writeTimeout = 30 * time.Second
 )
 
+// advanceCounter ends the counter CTE of the append statements: the
+// thread's counter row, created or advanced by the rows appended, is
+// locked until commit and its new last seq returned.
+const advanceCounter = `ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
+	RETURNING last_seq`
+
+// insertArrayRows is the inserted CTE of appendRows and
+// appendRowsIfOwner: the rows given column by column as the arrays $3 to
+// $12, inserted into thread $1 with the seqs that follow counter's last
+// seq less their number ($2), in array order.
+const insertArrayRows = `INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
+		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
+	SELECT $1, r.run_id, counter.last_seq - $2 + r.n, r.user_id, r.event_type, r.category,
+		r.content, r.metadata, r.task_id, r.caller_middleware, r.created_at, r.created_at_offset
+	FROM counter, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[])
+		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
+			task_id, caller_middleware, created_at, created_at_offset, n)`
+
 // appendRows appends rows to one thread in one statement: it adds their
 // number ($2) to the thread's counter, taking the counter row's lock until
 // commit (so writers of a thread, in any process, commit in seq order),
@@ -39,17 +58,9 @@ const (
 // them.
 const appendRows = `WITH counter AS (
 	INSERT INTO run_event_threads (thread_id, last_seq) VALUES ($1, $2)
-	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
-	RETURNING last_seq
+	` + advanceCounter + `
 ), inserted AS (
-	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
-		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
-	SELECT $1, r.run_id, counter.last_seq - $2 + r.n, r.user_id, r.event_type, r.category,
-		r.content, r.metadata, r.task_id, r.caller_middleware, r.created_at, r.created_at_offset
-	FROM counter, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[])
-		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
-			task_id, caller_middleware, created_at, created_at_offset, n)
+	` + insertArrayRows + `
 ), notified AS (
 	SELECT pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq || $13::text) FROM counter
 )
@@ -80,8 +91,7 @@ const appendOwnedRows = `WITH first AS (
 	SELECT count(*) AS rows FROM kept
 ), counter AS (
 	INSERT INTO run_event_threads (thread_id, last_seq) SELECT $1, rows FROM size WHERE rows > 0
-	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
-	RETURNING last_seq
+	` + advanceCounter + `
 ), inserted AS (
 	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
 		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
@@ -107,17 +117,9 @@ const appendRowsIfOwner = `WITH first AS (
 	SELECT COALESCE(user_id, '') AS user_id FROM run_events WHERE thread_id = $1 ORDER BY seq ASC LIMIT 1
 ), counter AS (
 	INSERT INTO run_event_threads (thread_id, last_seq) SELECT $1, $2 WHERE (SELECT user_id FROM first) = $13
-	ON CONFLICT (thread_id) DO UPDATE SET last_seq = run_event_threads.last_seq + EXCLUDED.last_seq
-	RETURNING last_seq
+	` + advanceCounter + `
 ), inserted AS (
-	INSERT INTO run_events (thread_id, run_id, seq, user_id, event_type, category,
-		content, metadata, task_id, caller_middleware, created_at, created_at_offset)
-	SELECT $1, r.run_id, counter.last_seq - $2 + r.n, r.user_id, r.event_type, r.category,
-		r.content, r.metadata, r.task_id, r.caller_middleware, r.created_at, r.created_at_offset
-	FROM counter, unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-		$9::bytea[], $10::boolean[], $11::timestamptz[], $12::integer[])
-		WITH ORDINALITY AS r(run_id, user_id, event_type, category, content, metadata,
-			task_id, caller_middleware, created_at, created_at_offset, n)
+	` + insertArrayRows + `
 ), notified AS (
 	SELECT count(pg_notify('` + ThreadNotifyChannel + `', $1 || ':' || last_seq || $14::text)) AS n FROM counter
 )
