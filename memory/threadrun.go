@@ -153,6 +153,19 @@ func (s *RunStore) ListRuns(_ context.Context, threadID string, owner runevents.
 	return out, nil
 }
 
+// ListRunsNewest returns at most limit of the thread's runs visible to
+// owner, newest first (ties by run id, descending), after the offset
+// newest.
+func (s *RunStore) ListRunsNewest(ctx context.Context, threadID string, owner runevents.Owner, limit, offset int) ([]runevents.ThreadRun, error) {
+	runs, err := s.ListRuns(ctx, threadID, owner)
+	if err != nil || limit <= 0 {
+		return nil, err
+	}
+	slices.Reverse(runs)
+	runs = runs[min(len(runs), max(offset, 0)):]
+	return runs[:min(len(runs), limit)], nil
+}
+
 // PutFeedback creates or replaces f.UserID's feedback on the run and
 // f.MessageID. The id and CreatedAt of an existing feedback are kept;
 // f.ID is ignored.

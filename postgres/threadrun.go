@@ -182,7 +182,28 @@ func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevent
 	if !ownerColumn(&q, "owner_id", owner) {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+threadRunColumns+" FROM thread_runs"+q.whereClause()+" ORDER BY created_at, run_id", q.args...)
+	return s.listRuns(ctx, "SELECT "+threadRunColumns+" FROM thread_runs"+q.whereClause()+" ORDER BY created_at, run_id", q.args)
+}
+
+// ListRunsNewest returns at most limit of the thread's runs visible to
+// owner, newest first (ties by run id, descending), after the offset
+// newest.
+func (s *RunStore) ListRunsNewest(ctx context.Context, threadID string, owner runevents.Owner, limit, offset int) ([]runevents.ThreadRun, error) {
+	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
+		return nil, err
+	}
+	var q query
+	q.add("thread_id = ?", threadID)
+	if limit <= 0 || !ownerColumn(&q, "owner_id", owner) {
+		return nil, nil
+	}
+	return s.listRuns(ctx, "SELECT "+threadRunColumns+" FROM thread_runs"+q.whereClause()+
+		" ORDER BY created_at DESC, run_id DESC LIMIT "+q.arg(limit)+" OFFSET "+q.arg(max(offset, 0)), q.args)
+}
+
+// listRuns runs a SELECT of threadRunColumns.
+func (s *RunStore) listRuns(ctx context.Context, sql string, args []any) ([]runevents.ThreadRun, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, dbError(err, "list runs")
 	}

@@ -193,6 +193,11 @@ type RunStore interface {
 	FindRun(ctx context.Context, runID string, owner Owner) (ThreadRun, error)
 	// ListRuns returns the thread's runs, oldest first.
 	ListRuns(ctx context.Context, threadID string, owner Owner) ([]ThreadRun, error)
+	// ListRunsNewest returns a page of the thread's runs, newest first
+	// (ListRuns' order reversed): at most limit of them, after the offset
+	// newest, read by the store without the others. A limit of 0 or less
+	// returns none; a negative offset counts as 0.
+	ListRunsNewest(ctx context.Context, threadID string, owner Owner, limit, offset int) ([]ThreadRun, error)
 
 	// PutFeedback creates or replaces the owner's feedback on a run and
 	// message id (f.UserID, f.MessageID); a replaced feedback keeps its id

@@ -227,6 +227,48 @@ var runStoreTests = []struct {
 			t.Errorf("ListRuns of an unknown thread = %v, %v; want none", runIDs(runs), err)
 		}
 	}},
+	{"ListRunsNewest", func(t *testing.T, s runevents.RunStore) {
+		bobs := threadRun("t1", "y", 2, runevents.RunSuccess)
+		bobs.OwnerID = bob
+		for _, r := range []runevents.ThreadRun{
+			threadRun("t1", "c", 3, runevents.RunSuccess),
+			threadRun("t1", "a", 1, runevents.RunSuccess),
+			threadRun("t1", "z", 2, runevents.RunSuccess),
+			threadRun("t1", "b", 2, runevents.RunSuccess),
+			bobs,
+			threadRun("t2", "other", 9, runevents.RunSuccess),
+		} {
+			putRun(t, s, r)
+		}
+		for _, c := range []struct {
+			owner         runevents.Owner
+			limit, offset int
+			want          string
+		}{
+			{asAlice, 10, 0, "[c z b a]"}, // created_at, then run id, both descending
+			{asAlice, 2, 0, "[c z]"},
+			{asAlice, 2, 2, "[b a]"},
+			{asAlice, 2, 3, "[a]"},
+			{asAlice, 2, 4, "[]"},
+			{asAlice, 2, -5, "[c z]"}, // a negative offset counts as 0
+			{asAlice, 0, 0, "[]"},
+			{asAlice, -1, 0, "[]"},
+			{asBob, 10, 0, "[y]"},
+			{runevents.AnyOwner, 3, 1, "[z y b]"},
+			{runevents.OwnedBy("carol"), 10, 0, "[]"},
+		} {
+			runs, err := s.ListRunsNewest(t.Context(), "t1", c.owner, c.limit, c.offset)
+			if err != nil || fmt.Sprint(runIDs(runs)) != c.want {
+				t.Errorf("ListRunsNewest as %q (all %v), limit %d, offset %d = %v, %v; want %s",
+					c.owner.UserID(), c.owner.All(), c.limit, c.offset, runIDs(runs), err, c.want)
+			}
+		}
+		if runs, err := s.ListRunsNewest(t.Context(), "t-none", asAlice, 10, 0); err != nil || len(runs) != 0 {
+			t.Errorf("ListRunsNewest of an unknown thread = %v, %v; want none", runIDs(runs), err)
+		}
+		_, err := s.ListRunsNewest(t.Context(), "bad id", asAlice, 10, 0)
+		wantCode(t, err, runstream.CodeInvalidArgument, "ListRunsNewest with a bad thread id")
+	}},
 	{"FinishedRunKeepsItsStatus", func(t *testing.T, s runevents.RunStore) {
 		ctx := t.Context()
 		all := []runevents.RunStatus{runevents.RunPending, runevents.RunRunning, runevents.RunSuccess, runevents.RunError, runevents.RunInterrupted, runevents.RunTimeout}

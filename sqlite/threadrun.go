@@ -225,6 +225,30 @@ func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevent
 	return s.queryRuns(ctx, "sqlite: list runs", q.sql, q.args)
 }
 
+// ListRunsNewest returns at most limit of the thread's runs visible to
+// owner, newest first (ties by run id, descending), after the offset
+// newest.
+func (s *RunStore) ListRunsNewest(ctx context.Context, threadID string, owner runevents.Owner, limit, offset int) ([]runevents.ThreadRun, error) {
+	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	q := listRunsNewestQuery(threadID, owner, limit, offset)
+	return s.queryRuns(ctx, "sqlite: list runs", q.sql, q.args)
+}
+
+// listRunsNewestQuery selects a page of the thread's rows visible to
+// owner, newest first: the index of listRunsQuery read backwards.
+func listRunsNewestQuery(threadID string, owner runevents.Owner, limit, offset int) query {
+	w := where{}
+	w.add("thread_id = ?", threadID)
+	w.ownerColumn("owner_id", owner)
+	return query{sql: "SELECT " + threadRunColumns + " FROM thread_runs WHERE " + w.String() +
+		" ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?", args: append(w.args, limit, max(offset, 0))}
+}
+
 // queryRuns runs a SELECT of threadRunColumns on the read pool.
 func (s *RunStore) queryRuns(ctx context.Context, op, query string, args []any) ([]runevents.ThreadRun, error) {
 	rows, err := s.db.reads.query(ctx, query, args...)

@@ -56,6 +56,7 @@ func TestThreadQueriesUseIndexes(t *testing.T) {
 		{"ThreadEventsRunMessages", "run_events", "run_events_run_messages", thread(runevents.ListThreadEventsParams{Owner: runevents.AnyOwner, RunID: "r", Category: runevents.CategoryMessage})},
 		{"FindRun", "thread_runs", "thread_runs_run", findRunQuery("r", owner)},
 		{"ListRuns", "thread_runs", "thread_runs_thread", listRunsQuery("t", runevents.AnyOwner)},
+		{"ListRunsNewest", "thread_runs", "thread_runs_thread", listRunsNewestQuery("t", owner, 10, 20)},
 		{"ListFeedback", "feedback", "sqlite_autoindex_feedback_2", listFeedbackQuery("t", []string{"r1", "r2"}, owner)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package threadsvc
 import (
 	"context"
 	"hash/fnv"
-	"slices"
 	"sync"
 
 	"github.com/runstream/runstream"
@@ -316,11 +315,5 @@ const MaxListedRuns = 100
 // none for a thread that is unknown, or another user's (DeerFlow lists no
 // runs of a thread it has no row of; another user's answers like it).
 func (s *Service) ListRuns(ctx context.Context, user, threadID string, limit, offset int) ([]runevents.ThreadRun, error) {
-	runs, err := s.runs.ListRuns(ctx, threadID, runevents.OwnedBy(user))
-	if err != nil {
-		return nil, err
-	}
-	slices.Reverse(runs) // the store's order is the oldest first
-	runs = runs[min(len(runs), max(offset, 0)):]
-	return runs[:min(len(runs), max(limit, 0))], nil
+	return s.runs.ListRunsNewest(ctx, threadID, runevents.OwnedBy(user), limit, offset)
 }
