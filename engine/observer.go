@@ -18,7 +18,10 @@ type Observer interface {
 	// nodeType: outcome is "completed", "failed", "parked" (it awaits
 	// input) or "stopped" (the run was cancelled, lost or yielded).
 	NodeAttempted(nodeType, outcome string, elapsed time.Duration)
-	// NodeRetried is called when a failed attempt will be retried.
+	// NodeRetried is called once for each failed attempt that will be
+	// retried, by the engine that writes its node.failed: when the
+	// attempt fails, when a graceful shutdown interrupts it, or when the
+	// engine that takes the run over finds it lost with its worker.
 	NodeRetried(nodeType string)
 }
 

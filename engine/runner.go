@@ -428,6 +428,7 @@ func (r *runner) interrupted(pn *planNode, n *NodeRun, shutdowns int, span trace
 	if !willRetry {
 		return nodeResult{id: id, end: nodeFailed, err: nerr, retryable: true}
 	}
+	r.e.cfg.Observer.NodeRetried(pn.spec.Type)
 	return nodeResult{id: id, end: nodeYielded}
 }
 

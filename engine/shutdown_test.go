@@ -24,10 +24,13 @@ func stopWithin(eng *engine.Engine, d time.Duration) error {
 
 // startKillable starts an engine named worker over e whose runs can be
 // abandoned at once, as when its process dies: kill does it.
-func startKillable(t *testing.T, e *env, worker string, clock func() time.Time) (eng *engine.Engine, kill func()) {
+func startKillable(t *testing.T, e *env, worker string, clock func() time.Time, edits ...func(*engine.Config)) (eng *engine.Engine, kill func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := engine.Config{Store: e.store, Log: e.log, WorkerID: worker, LeaseDuration: 3 * time.Second, PollInterval: 20 * time.Millisecond, Clock: clock}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
 	eng, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +71,15 @@ func TestShutdownInterruptsLongNodes(t *testing.T) {
 	t.Run("WithoutRetries", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t)
-			a, _ := startKillable(t, e, "a", nil)
+			var retries retryCounter
+			a, _ := startKillable(t, e, "a", nil, func(c *engine.Config) { c.Observer = &retries })
 			run := e.createRun(t, chain(""), `{}`)
 			waitProgress(t, e, run.ID, 1)
 			if err := stopWithin(a, time.Second); err != nil {
 				t.Fatalf("Stop: %v", err)
+			}
+			if n := retries.of("delay"); n != 1 {
+				t.Errorf("the stopped engine counted %d retries of slow, want 1", n)
 			}
 			stored, events := e.wait(t, run.ID, "released", func(workflow.Run, []workflow.Envelope) bool { return true })
 			if stored.Status != workflow.StatusRunning || stored.LeaseOwner != "" {

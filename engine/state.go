@@ -160,6 +160,7 @@ func (r *runner) reconcile(states map[string]*nodeState, outputs map[string]json
 			if !willRetry {
 				return nil, r.failRun(id, mustJSON(newErrorObject(lostErr)))
 			}
+			r.e.cfg.Observer.NodeRetried(pn.spec.Type)
 			restart[id] = startSpec{attempt: st.attempt + 1, wait: pn.backoffAfter(st.attempt - spare), shutdowns: st.shutdowns}
 		case st.failed:
 			return nil, r.failRun(id, st.lastError)

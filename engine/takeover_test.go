@@ -3,7 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"github.com/runstream/runstream/engine/enginetest"
 	"log/slog"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/runstream/runstream"
 	"github.com/runstream/runstream/engine"
+	"github.com/runstream/runstream/engine/enginetest"
 	"github.com/runstream/runstream/memory"
 	"github.com/runstream/runstream/workflow"
 )
@@ -87,11 +87,16 @@ func TestTakeover(t *testing.T) {
 					t.Fatalf("after a died: run %s leased to %q, want running and still leased to a", stored.Status, stored.LeaseOwner)
 				}
 				// b's clock is past a's lease.
+				var retries retryCounter
 				e.start(t, func(c *engine.Config) {
 					c.WorkerID = "b"
 					c.Clock = func() time.Time { return time.Now().Add(4 * time.Second) }
+					c.Observer = &retries
 				})
 				got, events := e.waitTerminal(t, run.ID)
+				if n, want := retries.of("delay"), len(enginetest.Attempts(t, events, "slow"))-1; n != want {
+					t.Errorf("b counted %d retries of slow, want %d (the lost attempt, when retried)", n, want)
+				}
 				enginetest.CheckSequence(t, events, append(slices.Clone(chainStart), tc.tail...)...)
 				if n := len(enginetest.Attempts(t, events, "first")); n != 1 {
 					t.Errorf("first ran %d times", n)
@@ -543,4 +548,29 @@ func TestRunOutputBoundAfterTakeover(t *testing.T) {
 			t.Errorf("node.failed of last: %s %v, want %s %s", code, limit, runstream.CodeWorkflowNodeLimitExceeded, engine.LimitRunOutputBytes)
 		}
 	})
+}
+
+// retryCounter is an engine.Observer that counts NodeRetried by node type.
+type retryCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *retryCounter) Claimed(string)                              {}
+func (c *retryCounter) LeaseRenewed(error)                          {}
+func (c *retryCounter) NodeAttempted(string, string, time.Duration) {}
+func (c *retryCounter) NodeRetried(nodeType string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts == nil {
+		c.counts = map[string]int{}
+	}
+	c.counts[nodeType]++
+}
+
+// of returns the retries counted of nodeType.
+func (c *retryCounter) of(nodeType string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[nodeType]
 }
