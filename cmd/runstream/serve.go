@@ -234,6 +234,9 @@ func (m *Main) serve(ctx context.Context, args []string, stdout, stderr io.Write
 		// for them). They are cancelled only when the shutdown times out.
 		BaseContext: func(net.Listener) context.Context { return requestCtx },
 	}
+	silent := newSilentConns()
+	srv.ConnState = silent.track
+	srv.RegisterOnShutdown(func() { silent.closeAfter(silentConnGrace(cfg.shutdownTimeout)) })
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)

@@ -85,3 +85,32 @@ func TestServeShutdownLetsInFlightAppendsFinish(t *testing.T) {
 		t.Errorf("events after restart = %d %s; want the one event", code, page)
 	}
 }
+
+// A connection that never sends a request (a browser's preconnected
+// socket) does not hold a shutdown: the server closes it a moment after
+// the shutdown began, and serve returns without error within a timeout
+// shorter than the five seconds http.Server.Shutdown would wait for it.
+func TestServeShutdownClosesSilentConnections(t *testing.T) {
+	t.Parallel()
+	store := "sqlite:" + filepath.Join(t.TempDir(), "runstream.db")
+	p := runServe(t, nil, "--store", store, "--workers", "0", "--shutdown-timeout", "2s")
+	silent, err := net.Dial("tcp", strings.TrimPrefix(p.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	// A request on another connection is answered: the server has
+	// accepted connections by then, the silent one too.
+	resp, err := http.Get(p.base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := p.stop(); err != nil {
+		t.Fatalf("serve's shutdown: %v", err)
+	}
+	silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the silent connection read %d bytes, %v; want it closed by the server (EOF)", n, err)
+	}
+}
