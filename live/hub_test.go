@@ -83,6 +83,52 @@ func TestSlowSubscriberIsCutWithoutBlocking(t *testing.T) {
 	}
 }
 
+// TestOnePublicationIsTakenWhole: a publication into an empty buffer is
+// taken whole, past the budget in events and bytes (a large group commit
+// does not send the follower to the store); the budget cuts what piles up
+// behind a follower that has not taken its buffer.
+func TestOnePublicationIsTakenWhole(t *testing.T) {
+	t.Parallel()
+	h := New(Config{BufferEvents: 10, BufferBytes: 100})
+	sub := h.Subscribe("s", 0)
+	big := make([]Event, 50)
+	for i := range big {
+		big[i] = Event{Seq: int64(i + 1), Frame: make([]byte, 10)}
+	}
+	h.Publish("s", big) // 50 events, 500 bytes
+	if got, cut := sub.Take(); cut || len(got) != 50 {
+		t.Fatalf("got %d events cut=%v; want the 50 whole", len(got), cut)
+	}
+	h.Publish("s", events(51, 60))
+	h.Publish("s", events(61, 61)) // 11 events not taken: past the budget
+	if got, cut := sub.Take(); !cut || len(got) != 0 {
+		t.Errorf("got %v cut=%v; want the cut: 11 events piled up in a budget of 10", seqsOf(got), cut)
+	}
+}
+
+// TestSharedBuffersStayApart: subscriptions that took the same
+// publication share its slice; what each appends after it stays its own.
+func TestSharedBuffersStayApart(t *testing.T) {
+	t.Parallel()
+	h := New(Config{})
+	a, b := h.Subscribe("s", 0), h.Subscribe("s", 0)
+	group := make([]Event, 3, 10) // spare capacity behind the shared events
+	for i := range group {
+		group[i] = Event{Seq: int64(i + 1), Frame: []byte{'x'}}
+	}
+	h.mu.Lock()
+	a.push(group, 100, 1000)
+	b.push(group, 100, 1000)
+	a.push([]Event{{Seq: 4, Frame: []byte("a")}}, 100, 1000)
+	b.push([]Event{{Seq: 4, Frame: []byte("b")}}, 100, 1000)
+	h.mu.Unlock()
+	gotA, _ := a.Take()
+	gotB, _ := b.Take()
+	if len(gotA) != 4 || len(gotB) != 4 || string(gotA[3].Frame) != "a" || string(gotB[3].Frame) != "b" {
+		t.Errorf("a took %v %q, b took %v %q; want each its own fourth event", seqsOf(gotA), gotA[len(gotA)-1].Frame, seqsOf(gotB), gotB[len(gotB)-1].Frame)
+	}
+}
+
 func TestByteBudgetCuts(t *testing.T) {
 	t.Parallel()
 	h := New(Config{BufferEvents: 1000, BufferBytes: 100})
@@ -446,8 +492,8 @@ func TestSubscriptionGetsNothingAtOrBelowItsFrontier(t *testing.T) {
 	if got, cut := high.Take(); cut || len(got) != 0 {
 		t.Errorf("the follower at seq 20 got %v cut=%v; want nothing", seqsOf(got), cut)
 	}
-	if _, cut := low.Take(); !cut {
-		t.Error("the follower at seq 0 took 20 events in a buffer of 10")
+	if got, cut := low.Take(); cut || len(got) != 20 {
+		t.Errorf("the follower at seq 0 got %d events cut=%v; want the publication whole into its empty buffer", len(got), cut)
 	}
 	h.Publish("s", events(21, 21))
 	for _, sub := range []*Subscription{low, high} {

@@ -84,6 +84,16 @@ func (s *Subscription) Close() {
 // subscription when they do not fit, and advances the frontier past them.
 // events are ascending by seq. It reports whether it cut the
 // subscription. hub.mu must be held.
+//
+// Into an empty buffer (the follower took what came before) the events go
+// whole, whatever their number and size: the buffer then shares the
+// publication's slice, read-only (its capacity cut to its length, so an
+// append copies), with every other subscription that took it. The budget
+// bounds what piles up behind a follower that does not take its buffer;
+// one publication costs no more memory per subscription than a slice
+// header. A group commit larger than the budget (a batch of a few hundred
+// events) no longer sends every follower to the store, and a publication
+// to a thousand followers no longer copies its events a thousand times.
 func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) {
 	i := 0
 	for i < len(events) && events[i].Seq <= s.after {
@@ -104,10 +114,13 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) 
 		for _, e := range events {
 			size += len(e.Frame)
 		}
-		if len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes {
+		switch {
+		case len(s.buf) == 0:
+			s.buf, s.bytes = events[:len(events):len(events)], size
+		case len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes:
 			s.buf, s.bytes, s.cut = nil, 0, true
 			cut = true
-		} else {
+		default:
 			s.buf = append(s.buf, events...)
 			s.bytes += size
 		}
