@@ -84,12 +84,13 @@ func TestSlowSubscriberIsCutWithoutBlocking(t *testing.T) {
 }
 
 // TestOnePublicationIsTakenWhole: a publication into an empty buffer is
-// taken whole, past the budget in events and bytes (a large group commit
-// does not send the follower to the store); the budget cuts what piles up
-// behind a follower that has not taken its buffer.
+// taken whole past the budget in events (a large group commit of small
+// events does not send the follower to the store); the budget in events
+// cuts what piles up behind a follower that has not taken its buffer, and
+// the budget in bytes any publication past it.
 func TestOnePublicationIsTakenWhole(t *testing.T) {
 	t.Parallel()
-	h := New(Config{BufferEvents: 10, BufferBytes: 100})
+	h := New(Config{BufferEvents: 10, BufferBytes: 1000})
 	sub := h.Subscribe("s", 0)
 	big := make([]Event, 50)
 	for i := range big {
@@ -103,6 +104,10 @@ func TestOnePublicationIsTakenWhole(t *testing.T) {
 	h.Publish("s", events(61, 61)) // 11 events not taken: past the budget
 	if got, cut := sub.Take(); !cut || len(got) != 0 {
 		t.Errorf("got %v cut=%v; want the cut: 11 events piled up in a budget of 10", seqsOf(got), cut)
+	}
+	h.Publish("s", []Event{{Seq: 62, Frame: make([]byte, 1001)}}) // past the budget in bytes
+	if got, cut := sub.Take(); !cut || len(got) != 0 {
+		t.Errorf("got %v cut=%v; want the cut: 1,001 bytes in a budget of 1,000", seqsOf(got), cut)
 	}
 }
 

@@ -86,14 +86,14 @@ func (s *Subscription) Close() {
 // subscription. hub.mu must be held.
 //
 // Into an empty buffer (the follower took what came before) the events go
-// whole, whatever their number and size: the buffer then shares the
-// publication's slice, read-only (its capacity cut to its length, so an
-// append copies), with every other subscription that took it. The budget
-// bounds what piles up behind a follower that does not take its buffer;
-// one publication costs no more memory per subscription than a slice
-// header. A group commit larger than the budget (a batch of a few hundred
-// events) no longer sends every follower to the store, and a publication
-// to a thousand followers no longer copies its events a thousand times.
+// whole, whatever their number, when their frames fit maxBytes: the
+// buffer then shares the publication's slice, read-only (its capacity cut
+// to its length, so an append copies), with every other subscription that
+// took it, and costs no more than a slice header. maxEvents bounds what
+// piles up behind a follower that has not taken its buffer. A group
+// commit of more than maxEvents small events no longer sends every
+// follower to the store, and a publication to a thousand followers no
+// longer copies its events a thousand times.
 func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) {
 	i := 0
 	for i < len(events) && events[i].Seq <= s.after {
@@ -115,11 +115,11 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) 
 			size += len(e.Frame)
 		}
 		switch {
-		case len(s.buf) == 0:
-			s.buf, s.bytes = events[:len(events):len(events)], size
-		case len(s.buf)+len(events) > maxEvents || s.bytes+size > maxBytes:
+		case s.bytes+size > maxBytes || len(s.buf) > 0 && len(s.buf)+len(events) > maxEvents:
 			s.buf, s.bytes, s.cut = nil, 0, true
 			cut = true
+		case len(s.buf) == 0:
+			s.buf, s.bytes = events[:len(events):len(events)], size
 		default:
 			s.buf = append(s.buf, events...)
 			s.bytes += size
