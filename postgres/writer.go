@@ -211,13 +211,17 @@ func (c *committer) commit(group []*writeRequest) {
 	if c.groupCommit != nil {
 		publish = c.groupCommit.Func()
 	}
-	err := c.write(live, publish != nil)
+	tag := untagged
+	if publish != nil {
+		tag = notifyOrigin(c.origin)
+	}
+	err := c.write(live, tag)
 	if err == nil || len(live) == 1 || !rolledBack(err) {
 		c.answer(live, err, publish)
 		return
 	}
 	for _, r := range live {
-		c.answer([]*writeRequest{r}, c.write([]*writeRequest{r}, publish != nil), publish)
+		c.answer([]*writeRequest{r}, c.write([]*writeRequest{r}, tag), publish)
 	}
 }
 
@@ -257,9 +261,9 @@ func published(reqs []*writeRequest, f func([]runevents.Record)) {
 // thread id order (the same in every process, so that two group
 // transactions cannot deadlock), in one pipeline: one round trip, and one
 // implicit transaction that commits at the pipeline's end, all statements
-// or none. When published, the group commit hook will hand the records
-// over, and the notifications carry the store's origin (notifyOrigin).
-func (c *committer) write(reqs []*writeRequest, published bool) error {
+// or none. Its notifications end with tag: untagged, or the store's origin
+// when the group commit hook will hand the records over (notifyOrigin).
+func (c *committer) write(reqs []*writeRequest, tag string) error {
 	byThread := map[string]*columns{}
 	for _, r := range reqs {
 		r.refused = false // set afresh: a request may be written again alone
@@ -277,10 +281,6 @@ func (c *committer) write(reqs []*writeRequest, published bool) error {
 	}
 	slices.Sort(threads)
 
-	tag := untagged
-	if published {
-		tag = notifyOrigin(c.origin)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	b := &pgx.Batch{}
