@@ -260,9 +260,12 @@ func (l *Listener) receive(ctx context.Context, conn *pgx.Conn) error {
 		case err != nil:
 			return err
 		case n.Channel == NotifyChannel || n.Channel == ThreadNotifyChannel && l.onThread != nil || n.Channel == ChunkNotifyChannel && l.onChunks != nil:
-			payload, origin := splitOrigin(n.Payload)
-			if l.skipOwn && origin != "" && origin == l.origin && n.Channel == ThreadNotifyChannel {
-				continue // published on this instance by the group commit hook
+			payload := n.Payload
+			if n.Channel == ThreadNotifyChannel { // the only channel with an origin tag
+				var origin string
+				if payload, origin = splitOrigin(payload); l.skipOwn && origin != "" && origin == l.origin {
+					continue // published on this instance by the group commit hook
+				}
 			}
 			id, seq, ok := parsePayload(payload)
 			if !ok {

@@ -342,7 +342,8 @@ func TestListenerReconnects(t *testing.T) {
 }
 
 // TestListenerIgnoresMalformedPayloads: payloads that are not
-// "<run id>:<seq>" are logged and skipped; the next good one is heard.
+// "<run id>:<seq>" are logged and skipped (an origin tag is the thread
+// channel's only); the next good one is heard.
 func TestListenerIgnoresMalformedPayloads(t *testing.T) {
 	t.Parallel()
 	logs := &logRecorder{}
@@ -350,7 +351,7 @@ func TestListenerIgnoresMalformedPayloads(t *testing.T) {
 	h := newHeard()
 	startListener(t, db.NewListener(h.onNotify))
 	id := uniqueID("malformed")
-	bad := []string{id, id + ":", id + ":x", id + ":0", id + ":-1"}
+	bad := []string{id, id + ":", id + ":x", id + ":0", id + ":-1", id + ":3@ORIGIN"}
 	for _, p := range bad {
 		execSQL(t, testURL(t), "SELECT pg_notify($1, $2)", NotifyChannel, p)
 	}
