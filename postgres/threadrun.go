@@ -174,6 +174,24 @@ func (s *RunStore) oneRun(ctx context.Context, op string, q query, owner runeven
 // ListRuns returns the thread's runs visible to owner, oldest first (ties
 // by run id).
 func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevents.Owner) ([]runevents.ThreadRun, error) {
+	return s.listRuns(ctx, threadID, owner, func(*query) string { return " ORDER BY created_at, run_id" })
+}
+
+// ListRunsNewest returns at most limit of the thread's runs visible to
+// owner, newest first (ties by run id, descending), after the offset
+// newest.
+func (s *RunStore) ListRunsNewest(ctx context.Context, threadID string, owner runevents.Owner, limit, offset int) ([]runevents.ThreadRun, error) {
+	if limit <= 0 {
+		return nil, firstError(runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner))
+	}
+	return s.listRuns(ctx, threadID, owner, func(q *query) string {
+		return " ORDER BY created_at DESC, run_id DESC LIMIT " + q.arg(limit) + " OFFSET " + q.arg(max(offset, 0))
+	})
+}
+
+// listRuns selects the thread's runs visible to owner, ordered and paged
+// by what tail adds to the query.
+func (s *RunStore) listRuns(ctx context.Context, threadID string, owner runevents.Owner, tail func(*query) string) ([]runevents.ThreadRun, error) {
 	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
 		return nil, err
 	}
@@ -182,28 +200,7 @@ func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevent
 	if !ownerColumn(&q, "owner_id", owner) {
 		return nil, nil
 	}
-	return s.listRuns(ctx, "SELECT "+threadRunColumns+" FROM thread_runs"+q.whereClause()+" ORDER BY created_at, run_id", q.args)
-}
-
-// ListRunsNewest returns at most limit of the thread's runs visible to
-// owner, newest first (ties by run id, descending), after the offset
-// newest.
-func (s *RunStore) ListRunsNewest(ctx context.Context, threadID string, owner runevents.Owner, limit, offset int) ([]runevents.ThreadRun, error) {
-	if err := firstError(runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
-		return nil, err
-	}
-	var q query
-	q.add("thread_id = ?", threadID)
-	if limit <= 0 || !ownerColumn(&q, "owner_id", owner) {
-		return nil, nil
-	}
-	return s.listRuns(ctx, "SELECT "+threadRunColumns+" FROM thread_runs"+q.whereClause()+
-		" ORDER BY created_at DESC, run_id DESC LIMIT "+q.arg(limit)+" OFFSET "+q.arg(max(offset, 0)), q.args)
-}
-
-// listRuns runs a SELECT of threadRunColumns.
-func (s *RunStore) listRuns(ctx context.Context, sql string, args []any) ([]runevents.ThreadRun, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.pool.Query(ctx, "SELECT "+threadRunColumns+" FROM thread_runs"+q.whereClause()+tail(&q), q.args...)
 	if err != nil {
 		return nil, dbError(err, "list runs")
 	}

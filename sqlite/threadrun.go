@@ -208,45 +208,46 @@ func (s *RunStore) FindRun(ctx context.Context, runID string, owner runevents.Ow
 
 // listRunsQuery selects the thread's rows visible to owner, oldest first.
 func listRunsQuery(threadID string, owner runevents.Owner) query {
+	return threadRunsQuery(threadID, owner, " ORDER BY created_at, run_id")
+}
+
+// listRunsNewestQuery selects a page of the thread's rows visible to
+// owner, newest first: the index of listRunsQuery read backwards.
+func listRunsNewestQuery(threadID string, owner runevents.Owner, limit, offset int) query {
+	return threadRunsQuery(threadID, owner, " ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?", limit, max(offset, 0))
+}
+
+// threadRunsQuery selects the thread's rows visible to owner, ordered and
+// paged by tail, whose arguments follow.
+func threadRunsQuery(threadID string, owner runevents.Owner, tail string, tailArgs ...any) query {
 	w := where{}
 	w.add("thread_id = ?", threadID)
 	w.ownerColumn("owner_id", owner)
-	return query{sql: "SELECT " + threadRunColumns + " FROM thread_runs WHERE " + w.String() +
-		" ORDER BY created_at, run_id", args: w.args}
+	return query{sql: "SELECT " + threadRunColumns + " FROM thread_runs WHERE " + w.String() + tail, args: append(w.args, tailArgs...)}
 }
 
 // ListRuns returns the thread's runs visible to owner, oldest first (ties
 // by run id).
 func (s *RunStore) ListRuns(ctx context.Context, threadID string, owner runevents.Owner) ([]runevents.ThreadRun, error) {
-	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
-		return nil, err
-	}
-	q := listRunsQuery(threadID, owner)
-	return s.queryRuns(ctx, "sqlite: list runs", q.sql, q.args)
+	return s.listRuns(ctx, threadID, owner, listRunsQuery(threadID, owner))
 }
 
 // ListRunsNewest returns at most limit of the thread's runs visible to
 // owner, newest first (ties by run id, descending), after the offset
 // newest.
 func (s *RunStore) ListRunsNewest(ctx context.Context, threadID string, owner runevents.Owner, limit, offset int) ([]runevents.ThreadRun, error) {
+	if limit <= 0 {
+		return nil, firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner))
+	}
+	return s.listRuns(ctx, threadID, owner, listRunsNewestQuery(threadID, owner, limit, offset))
+}
+
+// listRuns checks the arguments of a runs list and runs its query q.
+func (s *RunStore) listRuns(ctx context.Context, threadID string, owner runevents.Owner, q query) ([]runevents.ThreadRun, error) {
 	if err := firstError(checkDBOpen(s.db), runevents.ValidateID("thread_id", threadID), runevents.CheckOwner(owner)); err != nil {
 		return nil, err
 	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	q := listRunsNewestQuery(threadID, owner, limit, offset)
 	return s.queryRuns(ctx, "sqlite: list runs", q.sql, q.args)
-}
-
-// listRunsNewestQuery selects a page of the thread's rows visible to
-// owner, newest first: the index of listRunsQuery read backwards.
-func listRunsNewestQuery(threadID string, owner runevents.Owner, limit, offset int) query {
-	w := where{}
-	w.add("thread_id = ?", threadID)
-	w.ownerColumn("owner_id", owner)
-	return query{sql: "SELECT " + threadRunColumns + " FROM thread_runs WHERE " + w.String() +
-		" ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?", args: append(w.args, limit, max(offset, 0))}
 }
 
 // queryRuns runs a SELECT of threadRunColumns on the read pool.
