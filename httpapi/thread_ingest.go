@@ -493,7 +493,7 @@ func writeRawJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(body, '\n')) // in body's spare capacity, if it has some (marshal leaves it)
+	w.Write(append(body, '\n')) // in body's spare capacity, if it has some (appendJSON leaves it)
 }
 
 // deleteThreadEvents is DELETE /api/threads/{thread_id}/events: the

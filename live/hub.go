@@ -252,8 +252,9 @@ func (h *Hub) deliverLocked(st *stream, out []Event) {
 		return
 	}
 	st.seen = out[len(out)-1].Seq
+	size := frameBytes(out)
 	for sub := range st.subs {
-		if sub.push(out, h.cfg.BufferEvents, h.cfg.BufferBytes) {
+		if sub.push(out, size, h.cfg.BufferEvents, h.cfg.BufferBytes) {
 			h.cfg.Observer.Cut("buffer_full")
 		}
 	}

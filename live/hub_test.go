@@ -122,10 +122,10 @@ func TestSharedBuffersStayApart(t *testing.T) {
 		group[i] = Event{Seq: int64(i + 1), Frame: []byte{'x'}}
 	}
 	h.mu.Lock()
-	a.push(group, 100, 1000)
-	b.push(group, 100, 1000)
-	a.push([]Event{{Seq: 4, Frame: []byte("a")}}, 100, 1000)
-	b.push([]Event{{Seq: 4, Frame: []byte("b")}}, 100, 1000)
+	a.push(group, frameBytes(group), 100, 1000)
+	b.push(group, frameBytes(group), 100, 1000)
+	a.push([]Event{{Seq: 4, Frame: []byte("a")}}, 1, 100, 1000)
+	b.push([]Event{{Seq: 4, Frame: []byte("b")}}, 1, 100, 1000)
 	h.mu.Unlock()
 	gotA, _ := a.Take()
 	gotB, _ := b.Take()

@@ -82,8 +82,8 @@ func (s *Subscription) Close() {
 
 // push appends the events past the subscription's frontier, or cuts the
 // subscription when they do not fit, and advances the frontier past them.
-// events are ascending by seq. It reports whether it cut the
-// subscription. hub.mu must be held.
+// events are ascending by seq; size is frameBytes(events). It reports
+// whether it cut the subscription. hub.mu must be held.
 //
 // Into an empty buffer (the follower took what came before) the events go
 // whole, whatever their number, when their frames fit maxBytes: the
@@ -94,10 +94,13 @@ func (s *Subscription) Close() {
 // commit of more than maxEvents small events no longer sends every
 // follower to the store, and a publication to a thousand followers no
 // longer copies its events a thousand times.
-func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) {
+func (s *Subscription) push(events []Event, size, maxEvents, maxBytes int) (cut bool) {
 	i := 0
 	for i < len(events) && events[i].Seq <= s.after {
 		i++
+	}
+	if i > 0 {
+		size -= frameBytes(events[:i])
 	}
 	events = events[i:]
 	if len(events) == 0 {
@@ -110,10 +113,6 @@ func (s *Subscription) push(events []Event, maxEvents, maxBytes int) (cut bool) 
 		return false
 	}
 	if !s.cut {
-		size := 0
-		for _, e := range events {
-			size += len(e.Frame)
-		}
 		switch {
 		case s.bytes+size > maxBytes || len(s.buf) > 0 && len(s.buf)+len(events) > maxEvents:
 			s.buf, s.bytes, s.cut = nil, 0, true
@@ -156,4 +155,13 @@ func (s *Subscription) cutThrough(seq int64) (cut bool) {
 		wake()
 	}
 	return cut
+}
+
+// frameBytes is the size of the frames of events.
+func frameBytes(events []Event) int {
+	n := 0
+	for _, e := range events {
+		n += len(e.Frame)
+	}
+	return n
 }

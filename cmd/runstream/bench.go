@@ -145,7 +145,7 @@ func (m *Main) bench(ctx context.Context, args []string, stdout, stderr io.Write
 		cfg.store = "sqlite:" + dir + "/bench.db"
 	}
 	serverStore := cfg.store
-	if storeKind(cfg.store) == "postgres" && cfg.centrifugo == "" {
+	if storeKind(cfg.store) == "postgres" { // --centrifugo refuses --store
 		store, drop, err := benchSchema(ctx, cfg, stderr)
 		if err != nil {
 			return err

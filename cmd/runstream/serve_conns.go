@@ -22,6 +22,9 @@ func newSilentConns() *silentConns { return &silentConns{conns: map[net.Conn]str
 
 // track is the server's ConnState hook.
 func (s *silentConns) track(c net.Conn, state http.ConnState) {
+	if state == http.StateIdle {
+		return // a connection leaves StateNew for Active, Closed or Hijacked only
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if state == http.StateNew {
